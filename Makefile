@@ -1,0 +1,42 @@
+# kiln's two commands: `make test` and `make bench`. Each sets up what is missing (Debian
+# packages, .venv with pinned torch, CMake configure), builds with Ninja, and runs.
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= 2
+VENV_PY := .venv/bin/python
+FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
+
+.PHONY: all setup build test bench models format format-check clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/build.ninja: | setup
+	@torch_dir=$$($(VENV_PY) -c 'import os, torch; print(os.path.dirname(torch.__file__))') && \
+	abi=$$($(VENV_PY) -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))') && \
+	cmake -S . -B $(BUILD) -G Ninja -DKILN_TORCH_DIR=$$torch_dir -DKILN_TORCH_CXX11_ABI=$$abi \
+	      -DKILN_PYTHON=$(CURDIR)/$(VENV_PY)
+
+build: setup $(BUILD)/build.ninja
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Test models are written by a script (torch.jit.script / trace), never committed as binaries.
+models: build
+	@$(VENV_PY) scripts/make_test_models.py $(BUILD)/models
+
+test: build models
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build models
+	@$(VENV_PY) bench/run.py --build $(BUILD)
+
+format:
+	@clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format: ok"
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,167 @@
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <ATen/Context.h>
+
+#include "backend/api/environment.h"
+#include "backend/api/signature.h"
+#include "backend/api/specialization.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+
+struct CompiledModule::Impl {
+  torch::jit::Module original;
+  CompileOptions options;
+  CapturedModule captured;
+
+  mutable std::shared_mutex mutex;
+  mutable std::unordered_map<SignatureKey, std::shared_ptr<const Specialization>, SignatureHash>
+      specializations;
+  mutable bool warned_limit = false;
+
+  /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
+  void check_inputs(std::vector<c10::IValue>& inputs) const;
+  /// The specialization for these inputs; null past max_specializations.
+  std::shared_ptr<const Specialization> specialization_for(const std::vector<c10::IValue>& inputs) const;
+  c10::IValue run(std::vector<c10::IValue> inputs) const;
+};
+
+namespace {
+
+std::string signature_text(const std::vector<c10::Argument>& args) {
+  std::string out;
+  for (const auto& arg : args) out += (out.empty() ? "" : ", ") + arg.name() + ": " + arg.type()->str();
+  return "forward(" + out + ")";
+}
+
+}  // namespace
+
+void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const {
+  const auto& args = captured.arguments;
+  if (inputs.size() > args.size() ||
+      (inputs.size() < args.size() && !args[inputs.size()].default_value())) {
+    throw Error(ErrorKind::InvalidInput, "wrong number of inputs: " + signature_text(args) +
+                                             " takes " + std::to_string(args.size()) +
+                                             ", got " + std::to_string(inputs.size()));
+  }
+  for (size_t i = inputs.size(); i < args.size(); ++i) {
+    if (!args[i].default_value()) {
+      throw Error(ErrorKind::InvalidInput, "missing input '" + args[i].name() + "' of " +
+                                               signature_text(args));
+    }
+    inputs.push_back(*args[i].default_value());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].type()->isSubtypeOf(*args[i].type())) {
+      throw Error(ErrorKind::InvalidInput, "input " + std::to_string(i) + " ('" + args[i].name() +
+                                               "') must be " + args[i].type()->str() + ", got " +
+                                               inputs[i].type()->str());
+    }
+    if (options.target == Target::CPU && inputs[i].isTensor() &&
+        !inputs[i].toTensor().device().is_cpu()) {
+      throw Error(ErrorKind::InvalidInput,
+                  "input " + std::to_string(i) + " ('" + args[i].name() + "') is on device " +
+                      inputs[i].toTensor().device().str() +
+                      ", but the module was compiled with target=cpu; allowed: cpu tensors "
+                      "(or compile with target=auto)");
+    }
+  }
+}
+
+std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
+    const std::vector<c10::IValue>& inputs) const {
+  SignatureKey key = signature_of(inputs);
+  {
+    std::shared_lock lock(mutex);
+    if (auto found = specializations.find(key); found != specializations.end()) return found->second;
+  }
+  std::unique_lock lock(mutex);
+  if (auto found = specializations.find(key); found != specializations.end()) return found->second;
+  const int count = static_cast<int>(specializations.size());
+  if (count >= options.max_specializations) {
+    if (!warned_limit) {
+      warned_limit = true;
+      log(LogLevel::Warn, "more than max_specializations=" + std::to_string(options.max_specializations) +
+                              " input signatures (this one: " + describe_inputs(inputs) +
+                              "); running the original module for new ones");
+    }
+    return nullptr;
+  }
+  log(LogLevel::Info, "compiling specialization " + std::to_string(count) + " for " + describe_inputs(inputs));
+  auto spec = std::make_shared<const Specialization>(captured, options, count);
+  specializations.emplace(std::move(key), spec);
+  return spec;
+}
+
+c10::IValue CompiledModule::Impl::run(std::vector<c10::IValue> inputs) const {
+  check_inputs(inputs);
+  try {
+    auto spec = specialization_for(inputs);
+    if (!spec) return torch::jit::Module(captured.frozen).forward(std::move(inputs));
+    return spec->run(captured, std::move(inputs));
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput,
+                std::string("the model failed on these inputs: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // The interpreter rewraps exceptions thrown inside it, kiln's own among them.
+    throw Error(ErrorKind::InvalidInput, std::string("the model failed on these inputs: ") + e.what());
+  }
+}
+
+CompiledModule::CompiledModule(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+c10::IValue CompiledModule::forward(std::vector<c10::IValue> inputs) const {
+  return impl_->run(std::move(inputs));
+}
+
+const torch::jit::Module& CompiledModule::original() const { return impl_->original; }
+const CompileOptions& CompiledModule::options() const { return impl_->options; }
+
+int CompiledModule::num_specializations() const {
+  std::shared_lock lock(impl_->mutex);
+  return static_cast<int>(impl_->specializations.size());
+}
+
+Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
+  impl_->run(inputs);  // compiles, and records which specialization of each region ran
+  impl_->check_inputs(inputs);
+  Explanation explanation;
+  auto spec = impl_->specialization_for(inputs);
+  if (!spec) {
+    explanation.entries.push_back({"forward", "TorchScript interpreter",
+                                   "past max_specializations: the original module runs"});
+  } else {
+    spec->explain_into(explanation);
+  }
+  for (const auto& entry : explanation.entries) {
+    ++explanation.nodes;
+    if (entry.where == "extern ATen") ++explanation.extern_calls;
+    else if (entry.where == "TorchScript interpreter") ++explanation.interpreter;
+    else ++explanation.kernels;
+  }
+  return explanation;
+}
+
+CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options) {
+  if (options.target == Target::CUDA && !at::hasCUDA()) {
+    throw Error(ErrorKind::InvalidInput,
+                "target=cuda, but CUDA is not available in this process (this LibTorch has no "
+                "CUDA support or no GPU was found); allowed here: target=auto or target=cpu");
+  }
+  auto impl = std::make_shared<CompiledModule::Impl>();
+  impl->original = module;
+  impl->options = options;
+  impl->captured = capture_module(module);
+  CompiledModule compiled(impl);
+  if (!options.example_inputs.empty()) compiled.forward(options.example_inputs);
+  return compiled;
+}
+
+std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled) {
+  return {compiled.original(), compiled.options()};
+}
+
+}  // namespace kiln

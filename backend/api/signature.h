@@ -1,0 +1,26 @@
+// Input signatures: what a specialization is keyed by. For a tensor: dtype, device, sizes,
+// strides and requires_grad; for anything else: its kind. Grad mode is part of every key, since
+// it decides whether outputs may be written into planned buffers.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+using SignatureKey = std::vector<int64_t>;
+
+struct SignatureHash {
+  size_t operator()(const SignatureKey& key) const;
+};
+
+SignatureKey signature_of(const std::vector<c10::IValue>& inputs);
+SignatureKey signature_of(const std::vector<at::Tensor>& inputs);
+
+/// "f32[2,3], i64[8]{1}" for logs and errors.
+std::string describe_inputs(const std::vector<c10::IValue>& inputs);
+
+}  // namespace kiln

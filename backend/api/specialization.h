@@ -1,0 +1,43 @@
+// One specialization of a compiled module: the captured graph, partitioned into regions, for one
+// input signature. When the whole graph is one region the runner is called directly and the
+// TorchScript interpreter is not involved at all.
+#pragma once
+
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <memory>
+#include <vector>
+
+#include "backend/api/region.h"
+#include "backend/capture/capture.h"
+
+namespace kiln {
+
+class Specialization {
+ public:
+  Specialization(const CapturedModule& captured, const CompileOptions& options, int index);
+  ~Specialization();
+
+  /// Runs on the caller's inputs (without self).
+  c10::IValue run(const CapturedModule& captured, std::vector<c10::IValue> inputs) const;
+  void explain_into(Explanation& explanation) const;
+  bool runs_without_interpreter() const { return direct_ != nullptr; }
+
+ private:
+  // The whole graph is region + (optional) tuple of its outputs.
+  struct DirectRoute {
+    std::shared_ptr<RegionRunner> runner;
+    std::vector<size_t> argument_of_input;  // region input i is forward argument argument_of_input[i]
+    std::vector<size_t> returned_outputs;   // region outputs returned, in order
+    bool returns_tuple = false;
+  };
+  std::unique_ptr<DirectRoute> find_direct_route() const;
+
+  std::shared_ptr<torch::jit::Graph> graph_;
+  std::vector<std::shared_ptr<RegionRunner>> runners_;
+  std::vector<int64_t> runner_ids_;
+  std::unique_ptr<DirectRoute> direct_;
+  std::unique_ptr<torch::jit::Code> code_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+#include "backend/capture/capture.h"
+
+#include <torch/csrc/jit/passes/constant_pooling.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+CapturedModule capture_module(const torch::jit::Module& module) {
+  if (!module.find_method("forward")) {
+    throw Error(ErrorKind::InvalidInput, "the module has no forward method to compile");
+  }
+  CapturedModule captured;
+  try {
+    torch::jit::Module copy = module.clone();
+    copy.eval();
+    captured.frozen = torch::jit::freeze_module(copy);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::Unsupported,
+                std::string("TorchScript could not freeze the module: ") + e.what_without_backtrace());
+  }
+
+  auto graph = captured.frozen.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  // In-place ops on fresh intermediates become functional, so they can join compiled regions.
+  torch::jit::RemoveTensorMutation(graph);
+  torch::jit::LowerSimpleTuples(graph);
+  torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
+  torch::jit::ConstantPropagation(graph);
+  torch::jit::ConstantPooling(graph);
+  torch::jit::EliminateDeadCode(graph);
+  captured.graph = graph;
+
+  const auto& args = captured.frozen.get_method("forward").function().getSchema().arguments();
+  captured.arguments.assign(args.begin() + 1, args.end());  // drop self
+  return captured;
+}
+
+}  // namespace kiln

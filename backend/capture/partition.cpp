@@ -1,0 +1,220 @@
+#include "backend/capture/partition.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/ir/op_table.h"
+#include "runtime/tensor_bridge.h"
+
+namespace kiln {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+bool is_tensor_type(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
+
+bool is_tensor_list_type(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && is_tensor_type(list->getElementType());
+}
+
+bool is_optional_tensor_type(const c10::TypePtr& type) {
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && is_tensor_type(optional->getElementType());
+}
+
+// Why argument `arg`, given `value`, keeps the node out of a region; nullopt when it is fine.
+std::optional<std::string> argument_problem(const c10::Argument& arg, const Value* value) {
+  const auto& type = arg.type();
+  if (is_tensor_type(type)) return std::nullopt;
+  if (is_optional_tensor_type(type)) {
+    if (is_tensor_type(value->type()) || torch::jit::toIValue(value)) return std::nullopt;
+    return "argument '" + arg.name() + "' is an optional tensor that is not known to be None";
+  }
+  if (is_tensor_list_type(type)) {
+    if (value->node()->kind() == c10::prim::ListConstruct) return std::nullopt;
+    return "argument '" + arg.name() + "' is a tensor list not built in this graph";
+  }
+  auto constant = torch::jit::toIValue(value);
+  if (!constant) return "argument '" + arg.name() + "' is not a constant";
+  if (!attr_from_ivalue(*constant)) {
+    return "argument '" + arg.name() + "' is a constant of type " + value->type()->str() +
+           ", which the graph IR cannot hold";
+  }
+  return std::nullopt;
+}
+
+// True when `node`, or a node nested in its blocks, reads one of `values`.
+bool reads_any(const Node* node, const std::unordered_set<const Value*>& values) {
+  for (const Value* in : node->inputs()) {
+    if (values.count(in)) return true;
+  }
+  for (const torch::jit::Block* block : node->blocks()) {
+    for (const Node* inner : block->nodes()) {
+      if (reads_any(inner, values)) return true;
+    }
+    if (reads_any(block->return_node(), values)) return true;
+  }
+  return false;
+}
+
+// A prim::ListConstruct whose every user (in the same block) can join a region.
+bool feeds_only_region_ops(const Node* node) {
+  if (node->kind() != c10::prim::ListConstruct || !is_tensor_list_type(node->output()->type())) {
+    return false;
+  }
+  const auto& uses = node->output()->uses();
+  return !uses.empty() && std::all_of(uses.begin(), uses.end(), [&](const auto& use) {
+    return use.user->owningBlock() == node->owningBlock() && !interpreter_reason(use.user);
+  });
+}
+
+class RegionBuilder {
+ public:
+  explicit RegionBuilder(torch::jit::Graph& graph) : graph_(graph) {}
+
+  int partition(torch::jit::Block* block) {
+    int regions = 0;
+    for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+      Node* node = *it++;
+      for (torch::jit::Block* inner : node->blocks()) regions += partition(inner);
+      if (node->kind() == c10::prim::Constant) continue;
+      if (!interpreter_reason(node)) {
+        members_.push_back(node);
+        for (Value* out : node->outputs()) defined_.insert(out);
+      } else if (feeds_only_region_ops(node)) {
+        // A tensor list for ops like cat: the region rebuilds it inside.
+        if (reads_any(node, defined_)) pending_lists_.push_back(node);
+      } else if (reads_any(node, defined_)) {
+        regions += close();  // the interpreter needs the region's results from here on
+      }
+    }
+    return regions + close();
+  }
+
+ private:
+  // Turns the open region into a kiln::Region node placed right after its last member.
+  int close() {
+    if (members_.empty()) return 0;
+    auto subgraph = std::make_shared<torch::jit::Graph>();
+    std::unordered_map<Value*, Value*> inner;  // outer value -> subgraph value
+    std::vector<Value*> region_inputs;
+    auto map_value = [&](Value* outer) -> Value* {
+      if (auto found = inner.find(outer); found != inner.end()) return found->second;
+      Value* mapped = nullptr;
+      if (outer->node()->kind() == c10::prim::Constant) {
+        mapped = subgraph->insertNode(subgraph->createClone(outer->node(), nullptr))->output();
+      } else {
+        mapped = subgraph->addInput()->copyMetadata(outer);
+        region_inputs.push_back(outer);
+      }
+      inner[outer] = mapped;
+      return mapped;
+    };
+    for (Node* member : members_) {
+      auto map_input = [&](Value* outer) -> Value* {
+        // A tensor list built outside: rebuild it inside from its (mapped) elements.
+        if (outer->node()->kind() == c10::prim::ListConstruct && !defined_.count(outer) &&
+            !inner.count(outer)) {
+          Node* list = subgraph->createClone(outer->node(), map_value);
+          inner[outer] = subgraph->insertNode(list)->output();
+        }
+        return map_value(outer);
+      };
+      Node* clone = subgraph->insertNode(subgraph->createClone(member, map_input));
+      for (size_t i = 0; i < member->outputs().size(); ++i) inner[member->output(i)] = clone->output(i);
+    }
+
+    // Lists built outside whose every user is a member go away with the members.
+    std::unordered_set<const Node*> absorbed;
+    for (Node* member : members_) {
+      for (Value* in : member->inputs()) {
+        Node* producer = in->node();
+        if (producer->kind() != c10::prim::ListConstruct || defined_.count(in)) continue;
+        const auto& uses = in->uses();
+        if (std::all_of(uses.begin(), uses.end(), [&](const auto& use) { return is_member(use.user); }))
+          absorbed.insert(producer);
+      }
+    }
+
+    Node* region = graph_.create(region_symbol(), region_inputs, 0);
+    region->g_(c10::attr::Subgraph, subgraph);
+    region->insertAfter(members_.back());
+    for (Node* member : members_) {
+      for (Value* out : member->outputs()) {
+        const bool used_outside =
+            std::any_of(out->uses().begin(), out->uses().end(), [&](const auto& use) {
+              return !is_member(use.user) && !absorbed.count(use.user);
+            });
+        if (!used_outside) continue;
+        subgraph->registerOutput(inner.at(out));
+        out->replaceAllUsesWith(region->addOutput()->copyMetadata(out));
+      }
+    }
+    for (auto it = members_.rbegin(); it != members_.rend(); ++it) (*it)->destroy();
+    // A list that reads the region's results and still has users outside moves below it.
+    Node* insert_point = region;
+    for (Node* list : pending_lists_) {
+      if (absorbed.count(list)) continue;
+      list->moveAfter(insert_point);
+      insert_point = list;
+    }
+    for (const Node* list : absorbed) const_cast<Node*>(list)->destroy();
+    pending_lists_.clear();
+    members_.clear();
+    defined_.clear();
+    return 1;
+  }
+
+  bool is_member(const Node* node) const {
+    return std::find(members_.begin(), members_.end(), node) != members_.end();
+  }
+
+  torch::jit::Graph& graph_;
+  std::vector<Node*> members_;
+  std::vector<Node*> pending_lists_;
+  std::unordered_set<const Value*> defined_;
+};
+
+}  // namespace
+
+c10::Symbol region_symbol() {
+  static const c10::Symbol symbol = c10::Symbol::fromQualString("kiln::Region");
+  return symbol;
+}
+
+std::optional<std::string> interpreter_reason(const Node* node) {
+  if (!node->blocks().empty()) return "control flow";
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return std::string(node->kind().toQualString()) + " is a TorchScript-only construct";
+  if (schema->is_mutable()) return "mutates one of its inputs";
+  if (!c10::Dispatcher::singleton().findSchema({schema->name(), schema->overload_name()})) {
+    return "a TorchScript-only operator (not in ATen's dispatcher)";
+  }
+  for (const Value* out : node->outputs()) {
+    if (!is_tensor_type(out->type())) return "returns a " + out->type()->str() + ", not a tensor";
+  }
+  const bool returns_alias = std::any_of(schema->returns().begin(), schema->returns().end(),
+                                         [](const c10::Argument& r) { return r.alias_info(); });
+  const ir::OpInfo* info = ir::find_op(qualified_op_name(*schema));
+  if (returns_alias && (!info || info->kind != ir::OpKind::View)) {
+    return "returns a view of its input, and this view op is not in kiln's op table";
+  }
+  const auto& args = schema->arguments();
+  if (args.size() != node->inputs().size()) return "has a variable number of arguments";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto problem = argument_problem(args[i], node->input(i))) return problem;
+  }
+  return std::nullopt;
+}
+
+int partition_into_regions(torch::jit::Graph& graph) {
+  RegionBuilder builder(graph);
+  return builder.partition(graph.block());
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// Partitioning a TorchScript graph into regions kiln compiles and nodes the TorchScript
+// interpreter keeps.
+//
+// A node can join a region when it is a dispatcher operator that returns only tensors, mutates
+// nothing, and whose non-tensor arguments are all constants. Everything else (control flow,
+// lists, ints from aten::size, in-place ops, unknown views) stays in the interpreter. Each region
+// becomes one `kiln::Region` node holding its nodes as a subgraph (attribute Subgraph); the
+// compile driver attaches a runner to it.
+//
+//   %y = aten::relu(%x)                   %y, %z = kiln::Region(%x)
+//   %n = aten::size(%y, 0)        ==>      %n = aten::size(%y, 0)
+//   %z = aten::exp(%x)
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+/// The node kind of a compiled region.
+c10::Symbol region_symbol();
+
+/// Why this node stays in the interpreter, or nullopt when it can join a region.
+std::optional<std::string> interpreter_reason(const torch::jit::Node* node);
+
+/// Replaces the regions of every block of `graph` (nested blocks too) by kiln::Region nodes.
+/// Returns the number of regions formed.
+int partition_into_regions(torch::jit::Graph& graph);
+
+}  // namespace kiln

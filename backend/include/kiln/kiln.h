@@ -1,0 +1,73 @@
+// kiln: a compiler backend for PyTorch. The C++ entry point.
+//
+//   torch::jit::Module module = torch::jit::load("model.pt");
+//   kiln::CompiledModule compiled = kiln::compile(module, kiln::CompileOptions::parse("strict=true"));
+//   at::Tensor y = compiled.forward({torch::randn({8, 64})}).toTensor();
+#pragma once
+
+#include <torch/script.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/options.h"
+
+namespace kiln {
+
+/// Where one operation runs, as `explain` reports it.
+struct ExplainEntry {
+  std::string op;     // "aten::linear", "prim::If", ...
+  std::string where;  // "fused kernel", "native kernel", "extern ATen", "TorchScript interpreter"
+  std::string why;
+};
+
+struct Explanation {
+  std::vector<ExplainEntry> entries;
+  int nodes = 0;
+  int kernels = 0;
+  int extern_calls = 0;
+  int interpreter = 0;
+  int regions = 0;
+  int fallback_regions = 0;
+  double compile_seconds = 0;
+  int64_t planned_bytes = 0;   // arena bytes of the memory plans
+  int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
+
+  std::string to_text() const;
+  std::string to_json() const;
+};
+
+class CompiledModule {
+ public:
+  /// Runs the module on these inputs (the arguments of forward, without self). Compiles a new
+  /// specialization for a new input signature; past max_specializations, runs the original.
+  c10::IValue forward(std::vector<c10::IValue> inputs) const;
+  c10::IValue operator()(std::vector<c10::IValue> inputs) const { return forward(std::move(inputs)); }
+
+  /// The module as given to compile (not a copy).
+  const torch::jit::Module& original() const;
+  const CompileOptions& options() const;
+
+  /// Where each operation runs for these inputs (compiling their specialization if needed).
+  Explanation explain(std::vector<c10::IValue> inputs) const;
+  /// Number of input signatures compiled so far.
+  int num_specializations() const;
+
+  struct Impl;
+  explicit CompiledModule(std::shared_ptr<Impl> impl);
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Compiles a TorchScript module (scripted or traced). The module itself is not modified.
+CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options = {});
+
+/// The original module and the options it was compiled with: a trainer can wrap the module
+/// (DDP, FSDP) and call compile(wrapped, options) again with the same arguments.
+std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled);
+
+}  // namespace kiln

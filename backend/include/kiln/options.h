@@ -1,0 +1,46 @@
+// CompileOptions: the one options type, with the same keys from C++, from a "key=value,..."
+// string, from a key/value map, and (later) from Python's torch.compile(options=...).
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class Target { Auto, CPU, CUDA };
+
+struct CompileOptions {
+  /// torch.compile's mode strings: default, reduce-overhead, max-autotune,
+  /// max-autotune-no-cudagraphs.
+  std::string mode = "default";
+  /// auto: the device of the inputs; cpu: CPU tensors only; cuda: needs a CUDA device.
+  Target target = Target::Auto;
+  /// Raise instead of falling back to eager when a region fails to compile.
+  bool strict = false;
+  /// Fuse ops into kernels (the fuser arrives with CPU code generation).
+  bool fusion = true;
+  /// Specializations (input signatures) compiled per module; past it the original module runs.
+  int max_specializations = 8;
+  /// Write graph IR after each pass and the captured TorchScript graph here ("" = off).
+  std::string dump_dir;
+
+  /// C++ only: inputs to compile for at kiln::compile time; empty = compile on the first call.
+  std::vector<c10::IValue> example_inputs;
+
+  /// Sets one key from its string form; throws kiln::Error (invalid input) naming the key and
+  /// listing the valid keys or values.
+  void set(const std::string& key, const std::string& value);
+  /// "mode=default,strict=true": comma-separated key=value pairs (spaces around them ignored).
+  static CompileOptions parse(const std::string& text);
+  static CompileOptions from_map(const std::map<std::string, std::string>& values);
+  /// The keys and values in the form parse() reads (example_inputs are not included).
+  std::string to_string() const;
+  static const std::vector<std::string>& keys();
+};
+
+const char* target_name(Target target);
+
+}  // namespace kiln

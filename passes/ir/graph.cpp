@@ -1,0 +1,65 @@
+#include "passes/ir/graph.h"
+
+#include <algorithm>
+
+namespace kiln::ir {
+
+const Attr* Node::find_attr(const std::string& name) const {
+  for (const auto& [key, value] : attrs_) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+void Node::set_attr(const std::string& name, Attr value) {
+  for (auto& [key, existing] : attrs_) {
+    if (key == name) {
+      existing = std::move(value);
+      return;
+    }
+  }
+  attrs_.emplace_back(name, std::move(value));
+}
+
+Value* Graph::new_value(TensorType type, Node* producer) {
+  auto value = std::make_unique<Value>();
+  value->id_ = static_cast<int>(values_.size());
+  value->type_ = std::move(type);
+  value->producer_ = producer;
+  values_.push_back(std::move(value));
+  return values_.back().get();
+}
+
+Value* Graph::add_input(TensorType type, std::string name) {
+  Value* value = new_value(std::move(type), nullptr);
+  value->name_ = std::move(name);
+  inputs_.push_back(value);
+  return value;
+}
+
+Node* Graph::append(std::string op, std::vector<Value*> inputs,
+                    std::vector<TensorType> output_types, AttrList attrs) {
+  auto node = std::make_unique<Node>();
+  node->op_ = std::move(op);
+  node->inputs_ = std::move(inputs);
+  node->attrs_ = std::move(attrs);
+  for (auto& type : output_types) node->outputs_.push_back(new_value(std::move(type), node.get()));
+  nodes_.push_back(std::move(node));
+  return nodes_.back().get();
+}
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> nodes;
+  nodes.reserve(nodes_.size());
+  for (const auto& node : nodes_) nodes.push_back(node.get());
+  return nodes;
+}
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  for (auto& node : nodes_) {
+    std::replace(node->inputs_.begin(), node->inputs_.end(), from, to);
+  }
+  std::replace(outputs_.begin(), outputs_.end(), from, to);
+}
+
+}  // namespace kiln::ir

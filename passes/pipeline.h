@@ -1,0 +1,37 @@
+// The pass pipeline: the one place where pass order is written.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/ir/graph.h"
+#include "passes/plan_memory.h"
+
+namespace kiln {
+
+struct PipelineOptions {
+  /// Where the graph IR is written after each pass ("" = nowhere); files are
+  /// `<dump_dir>/<dump_name>.<NN>-<pass>.kir`.
+  std::string dump_dir;
+  std::string dump_name = "graph";
+  /// Run the verifier after every pass (KILN_VERIFY).
+  bool verify = false;
+  /// Names of passes to skip (KILN_DISABLE), e.g. "eliminate_dead_code", "plan_memory".
+  std::set<std::string> disabled;
+  /// Which nodes the runtime can make write into a planned buffer.
+  std::function<bool(const ir::Node&)> can_write_into_buffer;
+};
+
+struct PipelineResult {
+  MemoryPlan memory;
+  std::vector<std::string> passes_run;
+};
+
+/// The names of all passes, in pipeline order.
+const std::vector<std::string>& pipeline_pass_names();
+
+PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options);
+
+}  // namespace kiln

@@ -1,0 +1,89 @@
+#include "passes/plan_memory.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "passes/ir/op_table.h"
+
+namespace kiln {
+namespace {
+
+int64_t align_up(int64_t bytes) { return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+
+struct Interval {
+  int value;
+  int first;  // position of the producer
+  int last;   // position of the last use of the value or of any view of it
+  int64_t bytes;
+  int64_t offset = -1;
+  bool overlaps_in_time(const Interval& other) const {
+    return first <= other.last && other.first <= last;
+  }
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const ir::Graph& graph,
+                       const std::function<bool(const ir::Node&)>& can_write_into_buffer) {
+  const auto nodes = graph.nodes();
+  const int n = graph.num_values();
+  // root[v]: the value whose memory v uses (itself, or the base of the view it is).
+  std::vector<int> root(n);
+  std::iota(root.begin(), root.end(), 0);
+  std::vector<int> last_use(n, -1);
+  std::vector<bool> escapes(n, false);
+
+  for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {
+    const ir::Node* node = nodes[pos];
+    for (const ir::Value* in : node->inputs()) {
+      last_use[root[in->id()]] = std::max(last_use[root[in->id()]], pos);
+    }
+    const ir::OpInfo* info = ir::find_op(node->op());
+    if (info && info->kind == ir::OpKind::View && !node->inputs().empty()) {
+      for (const ir::Value* out : node->outputs()) root[out->id()] = root[node->input(0)->id()];
+    }
+  }
+  for (const ir::Value* out : graph.outputs()) escapes[root[out->id()]] = true;
+
+  std::vector<Interval> intervals;
+  for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {
+    const ir::Node* node = nodes[pos];
+    if (node->outputs().size() != 1) continue;
+    const ir::Value* out = node->output();
+    const int id = out->id();
+    if (root[id] != id || escapes[id] || !out->type().is_non_overlapping_and_dense()) continue;
+    const int64_t bytes = out->type().storage_bytes();
+    if (bytes == 0 || !can_write_into_buffer(*node)) continue;
+    intervals.push_back({id, pos, std::max(pos, last_use[id]), bytes});
+  }
+
+  // Largest first; each at the lowest aligned offset clear of every placed buffer that is alive
+  // at the same time.
+  std::stable_sort(intervals.begin(), intervals.end(),
+                   [](const Interval& a, const Interval& b) { return a.bytes > b.bytes; });
+  MemoryPlan plan;
+  plan.offsets.assign(n, std::nullopt);
+  std::vector<const Interval*> placed;
+  for (Interval& interval : intervals) {
+    std::vector<const Interval*> conflicts;
+    for (const Interval* other : placed) {
+      if (interval.overlaps_in_time(*other)) conflicts.push_back(other);
+    }
+    std::sort(conflicts.begin(), conflicts.end(),
+              [](const Interval* a, const Interval* b) { return a->offset < b->offset; });
+    int64_t offset = 0;
+    for (const Interval* other : conflicts) {
+      if (offset + interval.bytes <= other->offset) break;
+      offset = std::max(offset, align_up(other->offset + other->bytes));
+    }
+    interval.offset = offset;
+    placed.push_back(&interval);
+    plan.offsets[interval.value] = offset;
+    plan.arena_bytes = std::max(plan.arena_bytes, align_up(offset + interval.bytes));
+    plan.unshared_bytes += align_up(interval.bytes);
+    ++plan.num_planned;
+  }
+  return plan;
+}
+
+}  // namespace kiln

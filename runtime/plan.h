@@ -1,0 +1,61 @@
+// A Plan: what a compiled graph runs per call. Ordered steps over numbered value slots, the
+// frozen constants, and a memory plan for the intermediates. Immutable once built, so one Plan
+// serves any number of threads at once.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/ir/types.h"
+
+namespace kiln {
+
+/// An operator called through ATen's dispatcher (boxed), with its constant arguments already in
+/// place. Code generation adds kernel steps beside these.
+struct ExternStep {
+  c10::OperatorHandle op;
+  std::string name;                       // for errors and explain
+  std::vector<c10::IValue> stack_template;  // constants filled, tensor positions empty
+  struct TensorArg {
+    int position;  // in the stack
+    int value;     // slot
+  };
+  struct TensorListArg {
+    int position;
+    std::vector<int> values;
+  };
+  std::vector<TensorArg> tensor_args;
+  std::vector<TensorListArg> tensor_list_args;
+  std::vector<int> outputs;  // slots, one per return
+  /// When >= 0: the op is the out= variant and writes outputs[0] into its planned buffer, passed
+  /// at this stack position.
+  int out_position = -1;
+  /// Slots whose last reader is this step: released after it so memory returns early.
+  std::vector<int> release;
+};
+
+struct PlannedBuffer {
+  int value;
+  int64_t offset;  // bytes into the arena
+  ir::TensorType type;
+};
+
+struct Plan {
+  int num_values = 0;
+  std::vector<int> inputs;   // slots of the graph inputs
+  std::vector<int> outputs;  // slots of the graph outputs
+  std::vector<std::pair<int, at::Tensor>> constants;
+  std::vector<ExternStep> steps;
+  std::vector<PlannedBuffer> planned;
+  int64_t arena_bytes = 0;
+  int64_t unshared_bytes = 0;
+  /// Where the arena lives: the device of the inputs.
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+};
+
+}  // namespace kiln

@@ -1,0 +1,165 @@
+#include "runtime/plan_builder.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/jit_type.h>
+
+#include "kiln/error.h"
+#include "passes/ir/op_table.h"
+#include "runtime/tensor_bridge.h"
+
+namespace kiln {
+namespace {
+
+std::optional<c10::OperatorHandle> lookup(const std::string& name, const std::string& overload) {
+  return c10::Dispatcher::singleton().findSchema({name, overload});
+}
+
+c10::OperatorHandle find_operator(const std::string& qualified) {
+  auto sep = qualified.find("::");
+  auto dot = qualified.find('.', sep == std::string::npos ? 0 : sep);
+  std::string name = qualified.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+  if (auto handle = lookup(name, overload)) return *handle;
+  throw Error(ErrorKind::Unsupported, "ATen's dispatcher has no operator '" + qualified + "'");
+}
+
+// The out= overload of `op`: same arguments, plus one trailing `Tensor(a!) out`.
+std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  std::vector<std::string> candidates;
+  if (!schema.overload_name().empty()) candidates.push_back(schema.overload_name() + "_out");
+  candidates.push_back("out");
+  for (const auto& overload : candidates) {
+    auto handle = lookup(schema.name(), overload);
+    if (!handle) continue;
+    const auto& out_args = handle->schema().arguments();
+    const auto& args = schema.arguments();
+    if (out_args.size() != args.size() + 1 || !out_args.back().is_out()) continue;
+    bool same = true;
+    for (size_t i = 0; i < args.size() && same; ++i) {
+      same = args[i].name() == out_args[i].name() && *args[i].type() == *out_args[i].type();
+    }
+    if (same && handle->schema().returns().size() == 1) return handle;
+  }
+  return std::nullopt;
+}
+
+bool is_tensor(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
+
+bool is_optional_tensor(const c10::TypePtr& type) {
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && is_tensor(optional->getElementType());
+}
+
+bool is_tensor_list(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && is_tensor(list->getElementType());
+}
+
+ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
+  c10::OperatorHandle functional = find_operator(node.op());
+  ExternStep step{functional, node.op()};
+  const bool planned = node.outputs().size() == 1 && memory.is_planned(node.output());
+  if (planned) {
+    auto out = find_out_variant(functional);
+    if (!out) {
+      throw Error(ErrorKind::Internal, "memory plan expects an out= variant of " + node.op());
+    }
+    step.op = *out;
+  }
+  size_t next_input = 0;
+  auto take_input = [&]() {
+    if (next_input >= node.inputs().size()) {
+      throw Error(ErrorKind::Internal, node.op() + " has fewer tensor inputs than its schema");
+    }
+    return node.input(next_input++)->id();
+  };
+  for (const c10::Argument& arg : functional.schema().arguments()) {
+    const int position = static_cast<int>(step.stack_template.size());
+    const ir::Attr* attr = node.find_attr(arg.name());
+    const c10::TypePtr& type = arg.real_type();
+    if (is_tensor(type) || (is_optional_tensor(type) && !attr)) {
+      step.tensor_args.push_back({position, take_input()});
+      step.stack_template.emplace_back();
+    } else if (is_tensor_list(type)) {
+      const int64_t* count = attr ? std::get_if<int64_t>(attr) : nullptr;
+      if (!count) throw Error(ErrorKind::Internal, node.op() + ": no count for " + arg.name());
+      ExternStep::TensorListArg list{position, {}};
+      for (int64_t i = 0; i < *count; ++i) list.values.push_back(take_input());
+      step.tensor_list_args.push_back(std::move(list));
+      step.stack_template.emplace_back();
+    } else if (attr) {
+      step.stack_template.push_back(ivalue_from_attr(*attr, arg));
+    } else if (arg.default_value()) {
+      step.stack_template.push_back(*arg.default_value());
+    } else {
+      throw Error(ErrorKind::Internal, node.op() + ": no value for argument '" + arg.name() + "'");
+    }
+  }
+  if (next_input != node.inputs().size()) {
+    throw Error(ErrorKind::Internal, node.op() + " has more tensor inputs than its schema");
+  }
+  if (planned) {
+    step.out_position = static_cast<int>(step.stack_template.size());
+    step.stack_template.emplace_back();
+  }
+  for (const ir::Value* output : node.outputs()) step.outputs.push_back(output->id());
+  return step;
+}
+
+}  // namespace
+
+bool can_write_into_buffer(const ir::Node& node) {
+  const ir::OpInfo* info = ir::find_op(node.op());
+  if (!info || !info->writes_to_planned_buffer || node.outputs().size() != 1) return false;
+  return find_out_variant(find_operator(node.op())).has_value();
+}
+
+Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants,
+                const MemoryPlan& memory, c10::Device device) {
+  Plan plan;
+  plan.num_values = graph.num_values();
+  plan.device = device;
+  for (const ir::Value* v : graph.inputs()) plan.inputs.push_back(v->id());
+  for (const ir::Value* v : graph.outputs()) plan.outputs.push_back(v->id());
+
+  for (const ir::Node* node : graph.nodes()) {
+    if (node->op() == "prim::Constant") {
+      const auto* index = std::get_if<int64_t>(node->find_attr("index"));
+      if (!index || *index < 0 || *index >= static_cast<int64_t>(constants.size())) {
+        throw Error(ErrorKind::Internal, "prim::Constant without a valid index");
+      }
+      plan.constants.emplace_back(node->output()->id(), constants[*index]);
+      continue;
+    }
+    plan.steps.push_back(build_step(*node, memory));
+  }
+
+  // Release each intermediate after its last reader; graph outputs are never released.
+  std::vector<int> last_reader(plan.num_values, -1);
+  std::vector<bool> keep(plan.num_values, false);
+  for (int id : plan.outputs) keep[id] = true;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& step = plan.steps[i];
+    for (const auto& arg : step.tensor_args) last_reader[arg.value] = static_cast<int>(i);
+    for (const auto& list : step.tensor_list_args)
+      for (int v : list.values) last_reader[v] = static_cast<int>(i);
+    for (int v : step.outputs) last_reader[v] = std::max(last_reader[v], static_cast<int>(i));
+  }
+  for (int v = 0; v < plan.num_values; ++v) {
+    if (!keep[v] && last_reader[v] >= 0) plan.steps[last_reader[v]].release.push_back(v);
+  }
+
+  for (int v = 0; v < static_cast<int>(memory.offsets.size()); ++v) {
+    if (memory.offsets[v]) plan.planned.push_back({v, *memory.offsets[v], {}});
+  }
+  std::vector<const ir::Value*> by_id(plan.num_values, nullptr);
+  for (const ir::Node* node : graph.nodes())
+    for (const ir::Value* out : node->outputs()) by_id[out->id()] = out;
+  for (auto& buffer : plan.planned) buffer.type = by_id.at(buffer.value)->type();
+  plan.arena_bytes = memory.arena_bytes;
+  plan.unshared_bytes = memory.unshared_bytes;
+  return plan;
+}
+
+}  // namespace kiln

@@ -1,0 +1,295 @@
+// kiln::compile on the test models: the same results as LibTorch, guards, bad inputs, and the
+// unwrap/recompile contract.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "support/test_models.h"
+
+namespace kiln {
+namespace {
+
+using testing::compare;
+using testing::load_model;
+
+c10::IValue reference(torch::jit::Module& module, const std::vector<c10::IValue>& inputs) {
+  torch::NoGradGuard no_grad;
+  return module.forward(inputs);
+}
+
+c10::IValue run(const CompiledModule& compiled, const std::vector<c10::IValue>& inputs) {
+  torch::NoGradGuard no_grad;
+  return compiled.forward(inputs);
+}
+
+TEST(Compile, ScriptedMlpMatchesLibTorch) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({8, 64})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+}
+
+TEST(Compile, StaticModelRunsWithoutTheInterpreter) {
+  auto module = load_model("mlp");
+  auto explanation = compile(module).explain({torch::randn({8, 64})});
+  EXPECT_EQ(explanation.interpreter, 0) << explanation.to_text();
+  EXPECT_EQ(explanation.regions, 1);
+  EXPECT_GE(explanation.extern_calls, 5) << explanation.to_text();
+}
+
+TEST(Compile, TracedCnnWithBatchNormMatchesLibTorch) {
+  auto module = load_model("cnn_traced");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({2, 3, 32, 32})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs), 1e-4, 1e-4), "");
+}
+
+TEST(Compile, TransformerEncoderLayerMatchesLibTorch) {
+  auto module = load_model("transformer");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({2, 10, 32})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs), 1e-4, 1e-4), "");
+}
+
+TEST(Compile, ControlFlowAndListsStayInTheInterpreter) {
+  auto module = load_model("control_flow");
+  auto compiled = compile(module);
+  for (int64_t steps : {0, 1, 3, 4}) {
+    std::vector<c10::IValue> inputs = {torch::randn({4, 16}), steps};
+    if (steps == 0) {  // cat of an empty list fails in eager too; kiln must fail the same way
+      EXPECT_THROW(run(compiled, inputs), Error);
+      continue;
+    }
+    EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "") << "steps " << steps;
+  }
+  auto explanation = compiled.explain({torch::randn({4, 16}), int64_t{3}});
+  EXPECT_GT(explanation.interpreter, 0) << explanation.to_text();
+  EXPECT_GT(explanation.regions, 0) << explanation.to_text();
+  EXPECT_GT(explanation.extern_calls, 0) << explanation.to_text();
+}
+
+TEST(Compile, TupleOutputsAndExternOpsMatch) {
+  auto module = load_model("elementwise");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({16, 32}), torch::randn({16, 32})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+  auto explanation = compiled.explain(inputs);
+  bool erfinv_is_extern = false;
+  for (const auto& e : explanation.entries) {
+    if (e.op == "aten::erfinv") {
+      erfinv_is_extern = e.where == "extern ATen" && e.why.find("not in kiln's op table") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(erfinv_is_extern) << explanation.to_text();
+  EXPECT_EQ(explanation.interpreter, 0) << explanation.to_text();
+}
+
+TEST(Compile, DataDependentRegionFallsBackToTheInterpreter) {
+  auto module = load_model("data_dependent");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({8, 8})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+  auto explanation = compiled.explain(inputs);
+  EXPECT_EQ(explanation.fallback_regions, 1) << explanation.to_text();
+}
+
+TEST(Compile, StrictTurnsAFallbackIntoAnError) {
+  auto module = load_model("data_dependent");
+  auto compiled = compile(module, CompileOptions::parse("strict=true"));
+  EXPECT_THROW(run(compiled, {torch::randn({8, 8})}), Error);
+}
+
+TEST(Guards, NewShapeCompilesANewSpecialization) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module);
+  run(compiled, {torch::randn({8, 64})});
+  run(compiled, {torch::randn({8, 64})});
+  EXPECT_EQ(compiled.num_specializations(), 1);
+  std::vector<c10::IValue> inputs = {torch::randn({3, 64})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+  EXPECT_EQ(compiled.num_specializations(), 2);
+}
+
+TEST(Guards, PastTheLimitTheOriginalModuleRuns) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module, CompileOptions::parse("max_specializations=1"));
+  run(compiled, {torch::randn({8, 64})});
+  std::vector<c10::IValue> inputs = {torch::randn({5, 64})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+  EXPECT_EQ(compiled.num_specializations(), 1);
+}
+
+TEST(Guards, NonContiguousInputGetsItsOwnSpecialization) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module);
+  run(compiled, {torch::randn({8, 64})});
+  std::vector<c10::IValue> inputs = {torch::randn({64, 8}).t()};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+  EXPECT_EQ(compiled.num_specializations(), 2);
+}
+
+TEST(Guards, ZeroSizeInputMatches) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({0, 64})};
+  EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs)), "");
+}
+
+TEST(Guards, ExampleInputsCompileAtCompileTime) {
+  CompileOptions options;
+  options.example_inputs = {torch::randn({8, 64})};
+  auto compiled = compile(load_model("mlp"), options);
+  EXPECT_EQ(compiled.num_specializations(), 1);
+}
+
+TEST(BadInput, WrongNumberOfInputsIsAnError) {
+  auto compiled = compile(load_model("mlp"));
+  try {
+    run(compiled, {torch::randn({8, 64}), torch::randn({8, 64})});
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(std::string(e.what()).find("wrong number of inputs: forward(x: Tensor) takes 1, got 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadInput, NonTensorForATensorArgumentIsAnError) {
+  auto compiled = compile(load_model("mlp"));
+  try {
+    run(compiled, {int64_t{3}});
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 0 ('x') must be Tensor, got int"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadInput, WrongDtypeIsAClearError) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({8, 64}, torch::kFloat64)};
+  EXPECT_ANY_THROW(reference(module, inputs));  // eager rejects it too
+  try {
+    run(compiled, inputs);
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model failed on these inputs"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadInput, WrongRankIsAClearError) {
+  auto compiled = compile(load_model("cnn_traced"));
+  EXPECT_THROW(run(compiled, {torch::randn({3, 32, 32, 2, 2})}), Error);
+}
+
+TEST(BadInput, WrongDeviceForTargetCpuIsAnError) {
+  auto compiled = compile(load_model("mlp"), CompileOptions::parse("target=cpu"));
+  try {
+    run(compiled, {torch::empty({8, 64}, torch::Device(torch::kMeta))});
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is on device meta, but the module was compiled with target=cpu"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadInput, OtherDeviceWithTargetAutoRunsThere) {
+  auto compiled = compile(load_model("mlp"));
+  auto out = run(compiled, {torch::empty({8, 64}, torch::Device(torch::kMeta))}).toTensor();
+  EXPECT_TRUE(out.is_meta());
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{8, 10}));
+}
+
+TEST(BadInput, TargetCudaWithoutCudaIsAnError) {
+  try {
+    compile(load_model("mlp"), CompileOptions::parse("target=cuda"));
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target=cuda, but CUDA is not available"), std::string::npos);
+  }
+}
+
+TEST(BadInput, ModuleWithoutForwardIsAnError) {
+  torch::jit::Module empty("Empty");
+  try {
+    compile(empty);
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(std::string(e.what()).find("has no forward method"), std::string::npos);
+  }
+}
+
+TEST(Unwrap, ReturnsTheOriginalModuleAndOptions) {
+  auto module = load_model("mlp");
+  auto compiled = compile(module, CompileOptions::parse("strict=true,max_specializations=3"));
+  auto [original, options] = unwrap(compiled);
+  EXPECT_EQ(original._ivalue(), module._ivalue());
+  EXPECT_EQ(options.to_string(), compiled.options().to_string());
+  auto again = compile(load_model("cnn_traced"), options);
+  EXPECT_EQ(again.options().max_specializations, 3);
+  EXPECT_TRUE(again.options().strict);
+}
+
+TEST(Unwrap, CompileLeavesTheModuleUntouched) {
+  auto module = load_model("mlp");
+  module.train();
+  auto weight = module.attr("fc1").toModule().attr("weight").toTensor().clone();
+  auto compiled = compile(module);
+  run(compiled, {torch::randn({8, 64})});
+  EXPECT_TRUE(module.is_training());
+  EXPECT_TRUE(module.attr("fc1").toModule().attr("weight").toTensor().equal(weight));
+  EXPECT_TRUE(module.find_method("forward").has_value());
+}
+
+TEST(Threads, ConcurrentCallsGiveTheSameResults) {
+  auto module = load_model("cnn_traced");
+  auto compiled = compile(module);
+  std::vector<c10::IValue> inputs = {torch::randn({2, 3, 32, 32})};
+  auto expected = reference(module, inputs);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        if (!compare(run(compiled, inputs), expected, 1e-4, 1e-4).empty()) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(compiled.num_specializations(), 1);
+}
+
+TEST(Explain, JsonHasTheCounts) {
+  auto explanation = compile(load_model("mlp")).explain({torch::randn({8, 64})});
+  const std::string json = explanation.to_json();
+  for (const char* key : {"\"nodes\": ", "\"kernels\": 0", "\"extern\": ", "\"interpreter\": 0"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  }
+  EXPECT_EQ(explanation.nodes, explanation.extern_calls + explanation.interpreter + explanation.kernels);
+}
+
+TEST(Dump, DumpDirReceivesTheGraphs) {
+  auto dir = std::filesystem::temp_directory_path() / "kiln-dump-test";
+  std::filesystem::remove_all(dir);
+  auto compiled = compile(load_model("mlp"), CompileOptions::parse("dump_dir=" + dir.string()));
+  run(compiled, {torch::randn({8, 64})});
+  int kir = 0, torchscript = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    kir += entry.path().extension() == ".kir";
+    torchscript += entry.path().extension() == ".torchscript";
+  }
+  EXPECT_GE(kir, 3);  // after capture and after each pass
+  EXPECT_EQ(torchscript, 1);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,111 @@
+// Partitioning TorchScript graphs (written as TorchScript IR text) into kiln regions.
+#include <gtest/gtest.h>
+
+#include <torch/csrc/jit/ir/irparser.h>
+
+#include "backend/capture/partition.h"
+
+namespace kiln {
+namespace {
+
+std::shared_ptr<torch::jit::Graph> parse(const std::string& text) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(text, graph.get());
+  return graph;
+}
+
+int count(const torch::jit::Block* block, c10::Symbol kind) {
+  int n = 0;
+  for (const auto* node : block->nodes()) {
+    n += node->kind() == kind;
+    for (const auto* inner : node->blocks()) n += count(inner, kind);
+  }
+  return n;
+}
+
+TEST(Partition, StraightLineGraphIsOneRegion) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %a : Tensor = aten::add(%x, %y, %one)
+  %b : Tensor = aten::relu(%a)
+  return (%b))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+  EXPECT_EQ(count(graph->block(), c10::Symbol::fromQualString("aten::relu")), 0);
+  EXPECT_EQ(count(graph->block(), region_symbol()), 1);
+}
+
+TEST(Partition, InterpreterNodeReadingTheRegionSplitsIt) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %a : Tensor = aten::relu(%x)
+  %n : int = aten::size(%a, %zero)
+  %b : Tensor = aten::exp(%a)
+  return (%b, %n))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 2);
+  graph->lint();
+}
+
+TEST(Partition, IndependentInterpreterNodeDoesNotSplit) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %k : int):
+  %a : Tensor = aten::relu(%x)
+  %m : int = aten::mul(%k, %k)
+  %b : Tensor = aten::exp(%a)
+  return (%b, %m))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+}
+
+TEST(Partition, CatWithListBuiltOutsideJoinsTheRegion) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %a : Tensor = aten::relu(%x)
+  %l : Tensor[] = prim::ListConstruct(%a, %y)
+  %c : Tensor = aten::cat(%l, %zero)
+  return (%c))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+  EXPECT_EQ(count(graph->block(), c10::prim::ListConstruct), 0);
+}
+
+TEST(Partition, ControlFlowBodiesGetTheirOwnRegions) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %c : bool):
+  %y : Tensor = prim::If(%c)
+    block0():
+      %a : Tensor = aten::relu(%x)
+      -> (%a)
+    block1():
+      %b : Tensor = aten::exp(%x)
+      -> (%b)
+  return (%y))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 2);
+  graph->lint();
+}
+
+TEST(Partition, ReasonsNameWhatKeepsANodeOut) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %y : Tensor, %k : int):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %n : int = aten::size(%x, %zero)
+  %m : Tensor = aten::add_(%x, %y, %one)
+  %v : Tensor = aten::mul(%x, %k)
+  return (%n, %m, %v))IR");
+  std::vector<std::string> reasons;
+  for (const auto* node : graph->nodes()) {
+    if (node->kind() == c10::prim::Constant) continue;
+    reasons.push_back(interpreter_reason(node).value_or("<none>"));
+  }
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "returns a int, not a tensor");
+  EXPECT_EQ(reasons[1], "mutates one of its inputs");
+  EXPECT_EQ(reasons[2], "argument 'other' is not a constant");
+}
+
+}  // namespace
+}  // namespace kiln
