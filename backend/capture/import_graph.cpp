@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kiln/error.h"
+#include "passes/ir/op_table.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -17,6 +18,8 @@ using torch::jit::Value;
 at::Tensor meta_like(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 class Importer {
  public:
@@ -66,6 +69,20 @@ class Importer {
     return *type;
   }
 
+  // A zero-filled tensor with the sizes and strides of a meta tensor, on the region's device.
+  c10::IValue materialize(const c10::IValue& value) const {
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(result_.device)).zero_();
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) list.push_back(materialize(t).toTensor());
+      return list;
+    }
+    return value;
+  }
+
   void import_constant(const Node* node) {
     c10::IValue value = *torch::jit::toIValue(node->output());
     if (value.isTensor()) {
@@ -88,9 +105,17 @@ class Importer {
     try {
       node->getOperation()(stack);
     } catch (const c10::Error& e) {
-      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " +
-                                              qualified_op_name(schema) + " on meta tensors: " +
-                                              e.what_without_backtrace());
+      // Some ATen ops (relu among them) have no meta kernel. For an op in the op table, whose
+      // output shape never depends on the data, running it once on zeros gives the same types.
+      if (!ir::find_op(qualified_op_name(schema)) || result_.device.is_meta()) {
+        throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " +
+                                                qualified_op_name(schema) + " on meta tensors: " +
+                                                first_line(e.what_without_backtrace()));
+      }
+      stack.clear();
+      for (const Value* in : node->inputs()) stack.push_back(materialize(meta_.at(in)));
+      node->getOperation()(stack);
+      for (auto& out : stack) out = meta_like(out.toTensor());
     }
     std::vector<ir::TensorType> output_types;
     for (size_t i = 0; i < node->outputs().size(); ++i) {

@@ -36,8 +36,17 @@ std::optional<std::string> argument_problem(const c10::Argument& arg, const Valu
     return "argument '" + arg.name() + "' is an optional tensor that is not known to be None";
   }
   if (is_tensor_list_type(type)) {
-    if (value->node()->kind() == c10::prim::ListConstruct) return std::nullopt;
-    return "argument '" + arg.name() + "' is a tensor list not built in this graph";
+    if (value->node()->kind() != c10::prim::ListConstruct) {
+      return "argument '" + arg.name() + "' is a tensor list not built in this graph";
+    }
+    // A list that something appends to is not the list its ListConstruct built.
+    for (const auto& use : value->uses()) {
+      const c10::FunctionSchema* schema = use.user->maybeSchema();
+      if (!schema || schema->is_mutable()) {
+        return "argument '" + arg.name() + "' is a tensor list that is changed after it is built";
+      }
+    }
+    return std::nullopt;
   }
   auto constant = torch::jit::toIValue(value);
   if (!constant) return "argument '" + arg.name() + "' is not a constant";
@@ -81,7 +90,9 @@ class RegionBuilder {
     int regions = 0;
     for (auto it = block->nodes().begin(); it != block->nodes().end();) {
       Node* node = *it++;
-      for (torch::jit::Block* inner : node->blocks()) regions += partition(inner);
+      for (torch::jit::Block* inner : node->blocks()) {
+        regions += RegionBuilder(graph_).partition(inner);  // a block's regions stay in it
+      }
       if (node->kind() == c10::prim::Constant) continue;
       if (!interpreter_reason(node)) {
         members_.push_back(node);
@@ -155,6 +166,9 @@ class RegionBuilder {
         out->replaceAllUsesWith(region->addOutput()->copyMetadata(out));
       }
     }
+    // Cut every edge among the nodes that go away before destroying any of them.
+    for (Node* member : members_) member->removeAllInputs();
+    for (const Node* list : absorbed) const_cast<Node*>(list)->removeAllInputs();
     for (auto it = members_.rbegin(); it != members_.rend(); ++it) (*it)->destroy();
     // A list that reads the region's results and still has users outside moves below it.
     Node* insert_point = region;
