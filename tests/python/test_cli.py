@@ -1,0 +1,80 @@
+"""The `kiln` command-line tool: explain, run, and clear errors for bad arguments."""
+import json
+import subprocess
+
+import pytest
+
+
+def cli(kiln_cli, *args):
+    return subprocess.run([kiln_cli, *args], capture_output=True, text=True, timeout=300)
+
+
+def input_args(specs):
+    return [a for spec in specs for a in ("--input", spec)]
+
+
+def test_run_matches_libtorch_on_every_test_model(kiln_cli, build_dir, models):
+    for name, info in models.items():
+        result = cli(kiln_cli, "run", str(build_dir / "models" / f"{name}.pt"),
+                     *input_args(info["inputs"]), "--iters", "3")
+        assert result.returncode == 0, (name, result.stderr)
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["max_abs_diff"] <= 1e-4, (name, report)
+        assert report["kiln_ms"] > 0 and report["reference_ms"] > 0
+
+
+def test_explain_static_model_has_no_interpreter_nodes(kiln_cli, build_dir):
+    result = cli(kiln_cli, "explain", str(build_dir / "models" / "mlp.pt"), "--input", "8x64", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["interpreter"] == 0
+    assert report["kernels"] == 0
+    assert report["extern"] == report["nodes"] > 0
+
+
+def test_explain_text_names_where_control_flow_runs(kiln_cli, build_dir):
+    result = cli(kiln_cli, "explain", str(build_dir / "models" / "control_flow.pt"),
+                 "--input", "4x16", "--input", "int=3")
+    assert result.returncode == 0, result.stderr
+    assert "prim::Loop" in result.stdout and "TorchScript interpreter  control flow" in result.stdout
+    assert "aten::linear" in result.stdout and "extern ATen" in result.stdout
+
+
+@pytest.mark.parametrize("args, code, message", [
+    ([], 2, "no command given"),
+    (["frob", "m.pt"], 2, "unknown command 'frob'; allowed: explain, run"),
+    (["run"], 2, "no model file given"),
+    (["run", "missing.pt", "--input", "2x2"], 2, "cannot load 'missing.pt' as a TorchScript module"),
+    (["run", "m.pt", "--input", "2by2"], 2, "the shape must be sizes joined by 'x'"),
+    (["run", "m.pt", "--input", "2x2:float8"], 2, "unknown dtype 'float8'; allowed: float32"),
+    (["run", "m.pt", "--iters", "0"], 2, "--iters '0': must be an integer from 1 to 1000000"),
+    (["run", "m.pt", "--fast"], 2, "unknown flag '--fast'"),
+    (["run", "m.pt", "--input"], 2, "--input needs a value"),
+])
+def test_bad_arguments_exit_2_with_a_message(kiln_cli, args, code, message):
+    result = cli(kiln_cli, *args)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert ("usage:" in result.stderr) == ("cannot load" not in message)
+
+
+def test_bad_options_are_named(kiln_cli, build_dir):
+    result = cli(kiln_cli, "run", str(build_dir / "models" / "mlp.pt"), "--input", "8x64",
+                 "--options", "speed=fast")
+    assert result.returncode == 1
+    assert "unknown option 'speed'; valid options: mode, target" in result.stderr
+
+
+def test_wrong_number_of_inputs_is_a_clear_error(kiln_cli, build_dir):
+    result = cli(kiln_cli, "run", str(build_dir / "models" / "mlp.pt"), "--input", "8x64",
+                 "--input", "8x64")
+    assert result.returncode == 1
+    assert "wrong number of inputs: forward(x: Tensor) takes 1, got 2" in result.stderr
+
+
+def test_a_file_that_is_not_a_model(kiln_cli, tmp_path):
+    bogus = tmp_path / "bogus.pt"
+    bogus.write_text("not a zip archive")
+    result = cli(kiln_cli, "explain", str(bogus), "--input", "2x2")
+    assert result.returncode == 2
+    assert "cannot load" in result.stderr
