@@ -206,11 +206,11 @@ std::optional<std::string> interpreter_reason(const Node* node) {
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (!schema) return std::string(node->kind().toQualString()) + " is a TorchScript-only construct";
   if (schema->is_mutable()) return "mutates one of its inputs";
-  if (!c10::Dispatcher::singleton().findSchema({schema->name(), schema->overload_name()})) {
-    return "a TorchScript-only operator (not in ATen's dispatcher)";
-  }
   for (const Value* out : node->outputs()) {
     if (!is_tensor_type(out->type())) return "returns a " + out->type()->str() + ", not a tensor";
+  }
+  if (!c10::Dispatcher::singleton().findSchema({schema->name(), schema->overload_name()})) {
+    return "a TorchScript-only operator (not in ATen's dispatcher)";
   }
   const bool returns_alias = std::any_of(schema->returns().begin(), schema->returns().end(),
                                          [](const c10::Argument& r) { return r.alias_info(); });
