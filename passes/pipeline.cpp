@@ -58,9 +58,8 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   PassRunner passes(graph, options, result);
   passes.run("eliminate_dead_code", [&] { eliminate_dead_code(graph); });
   passes.run("plan_memory", [&] {
-    auto can_write = options.can_write_into_buffer
-                         ? options.can_write_into_buffer
-                         : [](const ir::Node&) { return false; };
+    auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer
+                                                   : [](const ir::Node&) { return false; };
     result.memory = plan_memory(graph, can_write);
   });
   return result;

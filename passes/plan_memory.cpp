@@ -8,7 +8,9 @@
 namespace kiln {
 namespace {
 
-int64_t align_up(int64_t bytes) { return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+int64_t align_up(int64_t bytes) {
+  return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+}
 
 struct Interval {
   int value;
@@ -40,10 +42,12 @@ MemoryPlan plan_memory(const ir::Graph& graph,
     }
     const ir::OpInfo* info = ir::find_op(node->op());
     if (info && info->kind == ir::OpKind::View && !node->inputs().empty()) {
-      for (const ir::Value* out : node->outputs()) root[out->id()] = root[node->input(0)->id()];
+      for (const ir::Value* out : node->outputs())
+        root[out->id()] = root[node->input(0)->id()];
     }
   }
-  for (const ir::Value* out : graph.outputs()) escapes[root[out->id()]] = true;
+  for (const ir::Value* out : graph.outputs())
+    escapes[root[out->id()]] = true;
 
   std::vector<Interval> intervals;
   for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {

@@ -13,8 +13,8 @@ namespace {
 // arena lives as long as any such tensor does.
 at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) {
   const at::ScalarType dtype = to_aten_dtype(buffer.type.dtype);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::Storage(arena.storage()), arena.key_set(), c10::scalarTypeToTypeMeta(dtype));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(arena.storage()), arena.key_set(),
+                                                   c10::scalarTypeToTypeMeta(dtype));
   impl->set_sizes_and_strides(buffer.type.sizes, buffer.type.strides,
                               buffer.offset / static_cast<int64_t>(c10::elementSize(dtype)));
   return at::Tensor(std::move(impl));
@@ -24,23 +24,29 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
 
 std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> slots(plan.num_values);
-  for (size_t i = 0; i < plan.inputs.size(); ++i) slots[plan.inputs[i]] = inputs[i];
-  for (const auto& [slot, tensor] : plan.constants) slots[slot] = tensor;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    slots[plan.inputs[i]] = inputs[i];
+  for (const auto& [slot, tensor] : plan.constants)
+    slots[slot] = tensor;
 
   if (!plan.planned.empty()) {
     // One arena per call: calls on other threads never share intermediates.
-    at::Tensor arena = at::empty({plan.arena_bytes}, at::TensorOptions().dtype(at::kByte).device(plan.device));
-    for (const auto& buffer : plan.planned) slots[buffer.value] = planned_tensor(arena, buffer);
+    at::Tensor arena =
+        at::empty({plan.arena_bytes}, at::TensorOptions().dtype(at::kByte).device(plan.device));
+    for (const auto& buffer : plan.planned)
+      slots[buffer.value] = planned_tensor(arena, buffer);
   }
 
   std::vector<c10::IValue> stack;
   for (const ExternStep& step : plan.steps) {
     stack = step.stack_template;
-    for (const auto& arg : step.tensor_args) stack[arg.position] = slots[arg.value];
+    for (const auto& arg : step.tensor_args)
+      stack[arg.position] = slots[arg.value];
     for (const auto& list_arg : step.tensor_list_args) {
       c10::List<at::Tensor> list;
       list.reserve(list_arg.values.size());
-      for (int v : list_arg.values) list.push_back(slots[v]);
+      for (int v : list_arg.values)
+        list.push_back(slots[v]);
       stack[list_arg.position] = std::move(list);
     }
     if (step.out_position >= 0) stack[step.out_position] = slots[step.outputs[0]];
@@ -54,12 +60,14 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
         slots[step.outputs[i]] = stack[i].isNone() ? at::Tensor() : std::move(stack[i]).toTensor();
       }
     }
-    for (int v : step.release) slots[v].reset();
+    for (int v : step.release)
+      slots[v].reset();
   }
 
   std::vector<at::Tensor> outputs;
   outputs.reserve(plan.outputs.size());
-  for (int v : plan.outputs) outputs.push_back(slots[v]);
+  for (int v : plan.outputs)
+    outputs.push_back(slots[v]);
   return outputs;
 }
 

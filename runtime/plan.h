@@ -3,9 +3,9 @@
 // serves any number of threads at once.
 #pragma once
 
+#include <ATen/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
-#include <ATen/Tensor.h>
 
 #include <optional>
 #include <string>
@@ -19,7 +19,7 @@ namespace kiln {
 /// place. Code generation adds kernel steps beside these.
 struct ExternStep {
   c10::OperatorHandle op;
-  std::string name;                       // for errors and explain
+  std::string name;                         // for errors and explain
   std::vector<c10::IValue> stack_template;  // constants filled, tensor positions empty
   struct TensorArg {
     int position;  // in the stack

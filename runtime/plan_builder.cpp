@@ -44,7 +44,9 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& o
   return std::nullopt;
 }
 
-bool is_tensor(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
+bool is_tensor(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::TensorType;
+}
 
 bool is_optional_tensor(const c10::TypePtr& type) {
   auto optional = type->cast<c10::OptionalType>();
@@ -85,7 +87,8 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
       const int64_t* count = attr ? std::get_if<int64_t>(attr) : nullptr;
       if (!count) throw Error(ErrorKind::Internal, node.op() + ": no count for " + arg.name());
       ExternStep::TensorListArg list{position, {}};
-      for (int64_t i = 0; i < *count; ++i) list.values.push_back(take_input());
+      for (int64_t i = 0; i < *count; ++i)
+        list.values.push_back(take_input());
       step.tensor_list_args.push_back(std::move(list));
       step.stack_template.emplace_back();
     } else if (attr) {
@@ -103,7 +106,8 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
     step.out_position = static_cast<int>(step.stack_template.size());
     step.stack_template.emplace_back();
   }
-  for (const ir::Value* output : node.outputs()) step.outputs.push_back(output->id());
+  for (const ir::Value* output : node.outputs())
+    step.outputs.push_back(output->id());
   return step;
 }
 
@@ -120,8 +124,10 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
   Plan plan;
   plan.num_values = graph.num_values();
   plan.device = device;
-  for (const ir::Value* v : graph.inputs()) plan.inputs.push_back(v->id());
-  for (const ir::Value* v : graph.outputs()) plan.outputs.push_back(v->id());
+  for (const ir::Value* v : graph.inputs())
+    plan.inputs.push_back(v->id());
+  for (const ir::Value* v : graph.outputs())
+    plan.outputs.push_back(v->id());
 
   for (const ir::Node* node : graph.nodes()) {
     if (node->op() == "prim::Constant") {
@@ -138,13 +144,17 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
   // Release each intermediate after its last reader; graph outputs are never released.
   std::vector<int> last_reader(plan.num_values, -1);
   std::vector<bool> keep(plan.num_values, false);
-  for (int id : plan.outputs) keep[id] = true;
+  for (int id : plan.outputs)
+    keep[id] = true;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& step = plan.steps[i];
-    for (const auto& arg : step.tensor_args) last_reader[arg.value] = static_cast<int>(i);
+    for (const auto& arg : step.tensor_args)
+      last_reader[arg.value] = static_cast<int>(i);
     for (const auto& list : step.tensor_list_args)
-      for (int v : list.values) last_reader[v] = static_cast<int>(i);
-    for (int v : step.outputs) last_reader[v] = std::max(last_reader[v], static_cast<int>(i));
+      for (int v : list.values)
+        last_reader[v] = static_cast<int>(i);
+    for (int v : step.outputs)
+      last_reader[v] = std::max(last_reader[v], static_cast<int>(i));
   }
   for (int v = 0; v < plan.num_values; ++v) {
     if (!keep[v] && last_reader[v] >= 0) plan.steps[last_reader[v]].release.push_back(v);
@@ -155,8 +165,10 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
   }
   std::vector<const ir::Value*> by_id(plan.num_values, nullptr);
   for (const ir::Node* node : graph.nodes())
-    for (const ir::Value* out : node->outputs()) by_id[out->id()] = out;
-  for (auto& buffer : plan.planned) buffer.type = by_id.at(buffer.value)->type();
+    for (const ir::Value* out : node->outputs())
+      by_id[out->id()] = out;
+  for (auto& buffer : plan.planned)
+    buffer.type = by_id.at(buffer.value)->type();
   plan.arena_bytes = memory.arena_bytes;
   plan.unshared_bytes = memory.unshared_bytes;
   return plan;

@@ -13,12 +13,18 @@ struct DTypePair {
 };
 
 constexpr DTypePair kDTypes[] = {
-    {at::kBool, ir::DType::Bool},          {at::kByte, ir::DType::UInt8},
-    {at::kChar, ir::DType::Int8},          {at::kShort, ir::DType::Int16},
-    {at::kInt, ir::DType::Int32},          {at::kLong, ir::DType::Int64},
-    {at::kHalf, ir::DType::Float16},       {at::kBFloat16, ir::DType::BFloat16},
-    {at::kFloat, ir::DType::Float32},      {at::kDouble, ir::DType::Float64},
-    {at::kComplexFloat, ir::DType::Complex64}, {at::kComplexDouble, ir::DType::Complex128},
+    {at::kBool, ir::DType::Bool},
+    {at::kByte, ir::DType::UInt8},
+    {at::kChar, ir::DType::Int8},
+    {at::kShort, ir::DType::Int16},
+    {at::kInt, ir::DType::Int32},
+    {at::kLong, ir::DType::Int64},
+    {at::kHalf, ir::DType::Float16},
+    {at::kBFloat16, ir::DType::BFloat16},
+    {at::kFloat, ir::DType::Float32},
+    {at::kDouble, ir::DType::Float64},
+    {at::kComplexFloat, ir::DType::Complex64},
+    {at::kComplexDouble, ir::DType::Complex128},
 };
 
 [[noreturn]] void bad_attr(const ir::Attr& attr, const c10::Argument& arg) {
@@ -47,19 +53,30 @@ std::optional<ir::Device> to_ir_device(const c10::Device& device) {
   ir::Device out;
   out.index = device.has_index() ? device.index() : -1;
   switch (device.type()) {
-    case c10::DeviceType::CPU: out.kind = ir::DeviceKind::CPU; out.index = -1; return out;
-    case c10::DeviceType::CUDA: out.kind = ir::DeviceKind::CUDA; return out;
-    case c10::DeviceType::Meta: out.kind = ir::DeviceKind::Meta; out.index = -1; return out;
-    default: return std::nullopt;
+    case c10::DeviceType::CPU:
+      out.kind = ir::DeviceKind::CPU;
+      out.index = -1;
+      return out;
+    case c10::DeviceType::CUDA:
+      out.kind = ir::DeviceKind::CUDA;
+      return out;
+    case c10::DeviceType::Meta:
+      out.kind = ir::DeviceKind::Meta;
+      out.index = -1;
+      return out;
+    default:
+      return std::nullopt;
   }
 }
 
 c10::Device to_aten_device(const ir::Device& device) {
   switch (device.kind) {
-    case ir::DeviceKind::CPU: return c10::Device(c10::DeviceType::CPU);
+    case ir::DeviceKind::CPU:
+      return c10::Device(c10::DeviceType::CPU);
     case ir::DeviceKind::CUDA:
       return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device.index));
-    case ir::DeviceKind::Meta: return c10::Device(c10::DeviceType::Meta);
+    case ir::DeviceKind::Meta:
+      return c10::Device(c10::DeviceType::Meta);
   }
   throw Error(ErrorKind::Internal, "unknown device kind");
 }
@@ -88,7 +105,8 @@ std::optional<ir::Attr> attr_from_ivalue(const c10::IValue& value) {
   if (value.isDoubleList()) return ir::Attr(value.toDoubleVector());
   if (value.isBoolList()) {
     std::vector<bool> out;
-    for (bool b : value.toBoolList()) out.push_back(b);
+    for (bool b : value.toBoolList())
+      out.push_back(b);
     return ir::Attr(std::move(out));
   }
   return std::nullopt;
@@ -133,7 +151,8 @@ c10::IValue ivalue_from_attr(const ir::Attr& attr, const c10::Argument& arg) {
       } else if (element->kind() == c10::TypeKind::BoolType) {
         if (auto* v = std::get_if<std::vector<bool>>(&attr)) {
           c10::List<bool> list;
-          for (bool b : *v) list.push_back(b);
+          for (bool b : *v)
+            list.push_back(b);
           return list;
         }
       } else if (auto* v = std::get_if<std::vector<int64_t>>(&attr)) {

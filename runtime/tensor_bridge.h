@@ -3,9 +3,9 @@
 // never sees a torch type.
 #pragma once
 
+#include <ATen/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
-#include <ATen/Tensor.h>
 
 #include <optional>
 #include <string>

@@ -23,7 +23,8 @@ struct CompiledModule::Impl {
   /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
   void check_inputs(std::vector<c10::IValue>& inputs) const;
   /// The specialization for these inputs; null past max_specializations.
-  std::shared_ptr<const Specialization> specialization_for(const std::vector<c10::IValue>& inputs) const;
+  std::shared_ptr<const Specialization> specialization_for(
+      const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;
 };
 
@@ -31,7 +32,8 @@ namespace {
 
 std::string signature_text(const std::vector<c10::Argument>& args) {
   std::string out;
-  for (const auto& arg : args) out += (out.empty() ? "" : ", ") + arg.name() + ": " + arg.type()->str();
+  for (const auto& arg : args)
+    out += (out.empty() ? "" : ", ") + arg.name() + ": " + arg.type()->str();
   return "forward(" + out + ")";
 }
 
@@ -42,13 +44,13 @@ void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const 
   if (inputs.size() > args.size() ||
       (inputs.size() < args.size() && !args[inputs.size()].default_value())) {
     throw Error(ErrorKind::InvalidInput, "wrong number of inputs: " + signature_text(args) +
-                                             " takes " + std::to_string(args.size()) +
-                                             ", got " + std::to_string(inputs.size()));
+                                             " takes " + std::to_string(args.size()) + ", got " +
+                                             std::to_string(inputs.size()));
   }
   for (size_t i = inputs.size(); i < args.size(); ++i) {
     if (!args[i].default_value()) {
-      throw Error(ErrorKind::InvalidInput, "missing input '" + args[i].name() + "' of " +
-                                               signature_text(args));
+      throw Error(ErrorKind::InvalidInput,
+                  "missing input '" + args[i].name() + "' of " + signature_text(args));
     }
     inputs.push_back(*args[i].default_value());
   }
@@ -74,7 +76,8 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
   SignatureKey key = signature_of(inputs);
   {
     std::shared_lock lock(mutex);
-    if (auto found = specializations.find(key); found != specializations.end()) return found->second;
+    if (auto found = specializations.find(key); found != specializations.end())
+      return found->second;
   }
   std::unique_lock lock(mutex);
   if (auto found = specializations.find(key); found != specializations.end()) return found->second;
@@ -82,13 +85,15 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
   if (count >= options.max_specializations) {
     if (!warned_limit) {
       warned_limit = true;
-      log(LogLevel::Warn, "more than max_specializations=" + std::to_string(options.max_specializations) +
-                              " input signatures (this one: " + describe_inputs(inputs) +
-                              "); running the original module for new ones");
+      log(LogLevel::Warn,
+          "more than max_specializations=" + std::to_string(options.max_specializations) +
+              " input signatures (this one: " + describe_inputs(inputs) +
+              "); running the original module for new ones");
     }
     return nullptr;
   }
-  log(LogLevel::Info, "compiling specialization " + std::to_string(count) + " for " + describe_inputs(inputs));
+  log(LogLevel::Info,
+      "compiling specialization " + std::to_string(count) + " for " + describe_inputs(inputs));
   auto spec = std::make_shared<const Specialization>(captured, options, count);
   specializations.emplace(std::move(key), spec);
   return spec;
@@ -107,7 +112,8 @@ c10::IValue CompiledModule::Impl::run(std::vector<c10::IValue> inputs) const {
                 std::string("the model failed on these inputs: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     // The interpreter rewraps exceptions thrown inside it, kiln's own among them.
-    throw Error(ErrorKind::InvalidInput, std::string("the model failed on these inputs: ") + e.what());
+    throw Error(ErrorKind::InvalidInput,
+                std::string("the model failed on these inputs: ") + e.what());
   }
 }
 
@@ -117,8 +123,12 @@ c10::IValue CompiledModule::forward(std::vector<c10::IValue> inputs) const {
   return impl_->run(std::move(inputs));
 }
 
-const torch::jit::Module& CompiledModule::original() const { return impl_->original; }
-const CompileOptions& CompiledModule::options() const { return impl_->options; }
+const torch::jit::Module& CompiledModule::original() const {
+  return impl_->original;
+}
+const CompileOptions& CompiledModule::options() const {
+  return impl_->options;
+}
 
 int CompiledModule::num_specializations() const {
   std::shared_lock lock(impl_->mutex);
@@ -138,9 +148,12 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   }
   for (const auto& entry : explanation.entries) {
     ++explanation.nodes;
-    if (entry.where == "extern ATen") ++explanation.extern_calls;
-    else if (entry.where == "TorchScript interpreter") ++explanation.interpreter;
-    else ++explanation.kernels;
+    if (entry.where == "extern ATen")
+      ++explanation.extern_calls;
+    else if (entry.where == "TorchScript interpreter")
+      ++explanation.interpreter;
+    else
+      ++explanation.kernels;
   }
   return explanation;
 }

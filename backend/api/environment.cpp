@@ -18,7 +18,8 @@ std::string getenv_or_empty(const char* name) {
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
   return out;
 }
 
@@ -26,11 +27,16 @@ std::string joined(const std::vector<std::string>& items) {
 Environment read_environment(std::vector<std::string>& problems) {
   Environment env;
   const std::string level = getenv_or_empty("KILN_LOG");
-  if (level == "error") env.log_level = LogLevel::Error;
-  else if (level == "warn" || level.empty()) env.log_level = LogLevel::Warn;
-  else if (level == "info") env.log_level = LogLevel::Info;
-  else if (level == "debug") env.log_level = LogLevel::Debug;
-  else problems.push_back("KILN_LOG='" + level + "' is not a level; use error, warn, info or debug");
+  if (level == "error")
+    env.log_level = LogLevel::Error;
+  else if (level == "warn" || level.empty())
+    env.log_level = LogLevel::Warn;
+  else if (level == "info")
+    env.log_level = LogLevel::Info;
+  else if (level == "debug")
+    env.log_level = LogLevel::Debug;
+  else
+    problems.push_back("KILN_LOG='" + level + "' is not a level; use error, warn, info or debug");
 
   env.dump_dir = getenv_or_empty("KILN_DUMP_DIR");
   const std::string verify = getenv_or_empty("KILN_VERIFY");
@@ -43,7 +49,8 @@ Environment read_environment(std::vector<std::string>& problems) {
     name.erase(name.find_last_not_of(' ') + 1);
     if (name.empty()) continue;
     if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
-      problems.push_back("KILN_DISABLE names '" + name + "', which is not one of: " + joined(valid));
+      problems.push_back("KILN_DISABLE names '" + name +
+                         "', which is not one of: " + joined(valid));
     } else {
       env.disabled.insert(name);
     }
@@ -66,7 +73,8 @@ const Environment& environment() {
   static std::once_flag warned;
   // Written directly: log() would re-enter environment() while it is being set up.
   std::call_once(warned, [] {
-    for (const auto& p : problems) std::cerr << "kiln: warning: " << p << "\n";
+    for (const auto& p : problems)
+      std::cerr << "kiln: warning: " << p << "\n";
   });
   return env;
 }

@@ -4,10 +4,14 @@ namespace kiln {
 
 const char* error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::InvalidInput: return "invalid input";
-    case ErrorKind::Unsupported: return "unsupported";
-    case ErrorKind::Internal: return "internal";
-    case ErrorKind::Backend: return "backend";
+    case ErrorKind::InvalidInput:
+      return "invalid input";
+    case ErrorKind::Unsupported:
+      return "unsupported";
+    case ErrorKind::Internal:
+      return "internal";
+    case ErrorKind::Backend:
+      return "backend";
   }
   return "unknown";
 }

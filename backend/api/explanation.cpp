@@ -11,10 +11,14 @@ std::string json_string(const std::string& s) {
   std::ostringstream out;
   out << '"';
   for (char c : s) {
-    if (c == '"' || c == '\\') out << '\\' << c;
-    else if (c == '\n') out << "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec;
-    else out << c;
+    if (c == '"' || c == '\\')
+      out << '\\' << c;
+    else if (c == '\n')
+      out << "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec;
+    else
+      out << c;
   }
   out << '"';
   return out.str();
@@ -25,13 +29,15 @@ std::string json_string(const std::string& s) {
 std::string Explanation::to_text() const {
   std::ostringstream out;
   size_t op_width = 4;
-  for (const auto& e : entries) op_width = std::max(op_width, e.op.size());
+  for (const auto& e : entries)
+    op_width = std::max(op_width, e.op.size());
   for (const auto& e : entries) {
-    out << std::left << std::setw(static_cast<int>(op_width) + 2) << e.op << std::setw(25) << e.where
-        << e.why << "\n";
+    out << std::left << std::setw(static_cast<int>(op_width) + 2) << e.op << std::setw(25)
+        << e.where << e.why << "\n";
   }
-  out << "\n" << nodes << " nodes: " << kernels << " in kernels, " << extern_calls
-      << " extern ATen calls, " << interpreter << " in the TorchScript interpreter\n"
+  out << "\n"
+      << nodes << " nodes: " << kernels << " in kernels, " << extern_calls << " extern ATen calls, "
+      << interpreter << " in the TorchScript interpreter\n"
       << regions << " compiled regions (" << fallback_regions << " fell back to the interpreter)"
       << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
@@ -43,8 +49,8 @@ std::string Explanation::to_json() const {
   std::ostringstream out;
   out << "{\"nodes\": " << nodes << ", \"kernels\": " << kernels << ", \"extern\": " << extern_calls
       << ", \"interpreter\": " << interpreter << ", \"regions\": " << regions
-      << ", \"fallback_regions\": " << fallback_regions << ", \"compile_seconds\": "
-      << compile_seconds << ", \"planned_bytes\": " << planned_bytes
+      << ", \"fallback_regions\": " << fallback_regions
+      << ", \"compile_seconds\": " << compile_seconds << ", \"planned_bytes\": " << planned_bytes
       << ", \"unshared_bytes\": " << unshared_bytes << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)

@@ -14,7 +14,8 @@ const std::vector<std::string> kTargets = {"auto", "cpu", "cuda"};
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
   return out;
 }
 
@@ -48,17 +49,19 @@ std::string trim(const std::string& s) {
 
 const char* target_name(Target target) {
   switch (target) {
-    case Target::Auto: return "auto";
-    case Target::CPU: return "cpu";
-    case Target::CUDA: return "cuda";
+    case Target::Auto:
+      return "auto";
+    case Target::CPU:
+      return "cpu";
+    case Target::CUDA:
+      return "cuda";
   }
   return "auto";
 }
 
 const std::vector<std::string>& CompileOptions::keys() {
-  static const std::vector<std::string> keys = {"mode",   "target",
-                                                "strict", "fusion",
-                                                "max_specializations", "dump_dir"};
+  static const std::vector<std::string> keys = {
+      "mode", "target", "strict", "fusion", "max_specializations", "dump_dir"};
   return keys;
 }
 
@@ -73,8 +76,8 @@ void CompileOptions::set(const std::string& key, const std::string& value) {
   } else if (key == "fusion") {
     fusion = parse_bool(key, value);
   } else if (key == "max_specializations") {
-    const bool digits = !value.empty() && value.size() <= 6 &&
-                        std::all_of(value.begin(), value.end(), ::isdigit);
+    const bool digits =
+        !value.empty() && value.size() <= 6 && std::all_of(value.begin(), value.end(), ::isdigit);
     if (!digits || std::stoi(value) < 1) bad_value(key, value, "an integer from 1 to 999999");
     max_specializations = std::stoi(value);
   } else if (key == "dump_dir") {
@@ -104,7 +107,8 @@ CompileOptions CompileOptions::parse(const std::string& text) {
 
 CompileOptions CompileOptions::from_map(const std::map<std::string, std::string>& values) {
   CompileOptions options;
-  for (const auto& [key, value] : values) options.set(key, value);
+  for (const auto& [key, value] : values)
+    options.set(key, value);
   return options;
 }
 

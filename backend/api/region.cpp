@@ -54,7 +54,8 @@ std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& re
   auto compiled = std::make_shared<CompiledRegion>();
   compiled->plan = build_plan(*imported.graph, imported.constants, result.memory, imported.device);
   for (const ir::Node* node : imported.graph->nodes()) {
-    if (node->op() != "prim::Constant") compiled->entries.push_back(explain_node(*node, result.memory));
+    if (node->op() != "prim::Constant")
+      compiled->entries.push_back(explain_node(*node, result.memory));
   }
   compiled->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -111,7 +112,8 @@ std::vector<at::Tensor> RegionRunner::interpret(const std::vector<at::Tensor>& i
   torch::jit::Stack stack(inputs.begin(), inputs.end());
   torch::jit::InterpreterState(fallback_).run(stack);
   std::vector<at::Tensor> outputs;
-  for (auto& value : stack) outputs.push_back(value.toTensor());
+  for (auto& value : stack)
+    outputs.push_back(value.toTensor());
   return outputs;
 }
 
@@ -130,7 +132,8 @@ void RegionRunner::explain_into(Explanation& explanation) const {
   if (!spec) return;
   ++explanation.regions;
   if (spec->compiled) {
-    for (const auto& entry : spec->compiled->entries) explanation.entries.push_back(entry);
+    for (const auto& entry : spec->compiled->entries)
+      explanation.entries.push_back(entry);
     explanation.compile_seconds += spec->compiled->compile_seconds;
     explanation.planned_bytes += spec->compiled->plan.arena_bytes;
     explanation.unshared_bytes += spec->compiled->plan.unshared_bytes;

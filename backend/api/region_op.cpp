@@ -33,7 +33,8 @@ torch::jit::Operation create_region_operation(const torch::jit::Node* node) {
       inputs.push_back(torch::jit::peek(stack, i, num_inputs).toTensor());
     }
     torch::jit::drop(stack, num_inputs);
-    for (auto& output : runner->run(inputs)) stack.emplace_back(std::move(output));
+    for (auto& output : runner->run(inputs))
+      stack.emplace_back(std::move(output));
   };
 }
 

@@ -19,15 +19,18 @@ void append_tensor(const at::Tensor& t, SignatureKey& key) {
   key.push_back(t.requires_grad());
   key.push_back(t.dim());
   if (t.layout() != at::kStrided) return;
-  for (int64_t s : t.sizes()) key.push_back(s);
-  for (int64_t s : t.strides()) key.push_back(s);
+  for (int64_t s : t.sizes())
+    key.push_back(s);
+  for (int64_t s : t.strides())
+    key.push_back(s);
 }
 
 }  // namespace
 
 size_t SignatureHash::operator()(const SignatureKey& key) const {
   size_t h = key.size();
-  for (int64_t v : key) h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  for (int64_t v : key)
+    h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
 }
 
@@ -39,9 +42,14 @@ SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
     } else {
       // Non-tensor inputs are run by the interpreter, so only their kind matters.
       key.push_back(-2);
-      key.push_back(input.isNone() ? 0 : input.isInt() ? 1 : input.isDouble() ? 2
-                    : input.isBool() ? 3 : input.isString() ? 4 : input.isList() ? 5
-                    : input.isTuple() ? 6 : 7);
+      key.push_back(input.isNone()     ? 0
+                    : input.isInt()    ? 1
+                    : input.isDouble() ? 2
+                    : input.isBool()   ? 3
+                    : input.isString() ? 4
+                    : input.isList()   ? 5
+                    : input.isTuple()  ? 6
+                                       : 7);
     }
   }
   return key;
@@ -49,7 +57,8 @@ SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
 
 SignatureKey signature_of(const std::vector<at::Tensor>& inputs) {
   SignatureKey key{at::GradMode::is_enabled()};
-  for (const auto& t : inputs) append_tensor(t, key);
+  for (const auto& t : inputs)
+    append_tensor(t, key);
   return key;
 }
 
@@ -59,7 +68,8 @@ std::string describe_inputs(const std::vector<c10::IValue>& inputs) {
     if (!out.empty()) out += ", ";
     if (input.isTensor()) {
       auto type = tensor_type_of(input.toTensor());
-      out += type ? ir::type_string(*type) : "Tensor(" + std::string(c10::toString(input.toTensor().scalar_type())) + ")";
+      out += type ? ir::type_string(*type)
+                  : "Tensor(" + std::string(c10::toString(input.toTensor().scalar_type())) + ")";
     } else {
       out += input.tagKind();
     }

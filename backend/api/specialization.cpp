@@ -12,7 +12,8 @@ namespace {
 void collect_regions(torch::jit::Block* block, std::vector<torch::jit::Node*>& regions) {
   for (torch::jit::Node* node : block->nodes()) {
     if (node->kind() == region_symbol()) regions.push_back(node);
-    for (torch::jit::Block* inner : node->blocks()) collect_regions(inner, regions);
+    for (torch::jit::Block* inner : node->blocks())
+      collect_regions(inner, regions);
   }
 }
 
@@ -21,9 +22,10 @@ void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& expl
     const auto kind = node->kind();
     if (kind == c10::prim::Constant || kind == region_symbol()) continue;
     auto why = interpreter_reason(node);
-    explanation.entries.push_back({kind.toQualString(), "TorchScript interpreter",
-                                   why ? *why : "between regions"});
-    for (const torch::jit::Block* inner : node->blocks()) explain_interpreter_nodes(inner, explanation);
+    explanation.entries.push_back(
+        {kind.toQualString(), "TorchScript interpreter", why ? *why : "between regions"});
+    for (const torch::jit::Block* inner : node->blocks())
+      explain_interpreter_nodes(inner, explanation);
   }
 }
 
@@ -47,7 +49,8 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
   const std::string dump_dir = options.dump_dir.empty() ? environment().dump_dir : options.dump_dir;
   if (!dump_dir.empty()) {
     std::filesystem::create_directories(dump_dir);
-    std::ofstream(std::filesystem::path(dump_dir) / ("spec" + std::to_string(index) + ".torchscript"))
+    std::ofstream(std::filesystem::path(dump_dir) /
+                  ("spec" + std::to_string(index) + ".torchscript"))
         << graph_->toString();
   }
   direct_ = find_direct_route();
@@ -55,7 +58,8 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
 }
 
 Specialization::~Specialization() {
-  for (int64_t id : runner_ids_) unregister_region_runner(id);
+  for (int64_t id : runner_ids_)
+    unregister_region_runner(id);
 }
 
 std::unique_ptr<Specialization::DirectRoute> Specialization::find_direct_route() const {
@@ -64,9 +68,12 @@ std::unique_ptr<Specialization::DirectRoute> Specialization::find_direct_route()
   torch::jit::Node* tuple = nullptr;
   for (torch::jit::Node* node : graph_->nodes()) {
     if (node->kind() == c10::prim::Constant) continue;
-    if (node->kind() == region_symbol()) region = node;
-    else if (node->kind() == c10::prim::TupleConstruct && !tuple) tuple = node;
-    else return nullptr;
+    if (node->kind() == region_symbol())
+      region = node;
+    else if (node->kind() == c10::prim::TupleConstruct && !tuple)
+      tuple = node;
+    else
+      return nullptr;
   }
   const auto& returns = graph_->outputs();
   if (returns.size() != 1) return nullptr;
@@ -96,24 +103,28 @@ c10::IValue Specialization::run(const CapturedModule& captured,
   if (direct_) {
     std::vector<at::Tensor> tensors;
     tensors.reserve(direct_->argument_of_input.size());
-    for (size_t arg : direct_->argument_of_input) tensors.push_back(inputs[arg].toTensor());
+    for (size_t arg : direct_->argument_of_input)
+      tensors.push_back(inputs[arg].toTensor());
     std::vector<at::Tensor> outputs = direct_->runner->run(tensors);
     if (!direct_->returns_tuple) return outputs.at(direct_->returned_outputs[0]);
     std::vector<c10::IValue> items;
-    for (size_t i : direct_->returned_outputs) items.emplace_back(outputs.at(i));
+    for (size_t i : direct_->returned_outputs)
+      items.emplace_back(outputs.at(i));
     return c10::ivalue::Tuple::create(std::move(items));
   }
   torch::jit::Stack stack;
   stack.reserve(inputs.size() + 1);
   stack.emplace_back(captured.frozen._ivalue());
-  for (auto& input : inputs) stack.push_back(std::move(input));
+  for (auto& input : inputs)
+    stack.push_back(std::move(input));
   torch::jit::InterpreterState(*code_).run(stack);
   return stack.back();
 }
 
 void Specialization::explain_into(Explanation& explanation) const {
   if (!direct_) explain_interpreter_nodes(graph_->block(), explanation);
-  for (const auto& runner : runners_) runner->explain_into(explanation);
+  for (const auto& runner : runners_)
+    runner->explain_into(explanation);
 }
 
 }  // namespace kiln

@@ -27,8 +27,9 @@ class Specialization {
   // The whole graph is region + (optional) tuple of its outputs.
   struct DirectRoute {
     std::shared_ptr<RegionRunner> runner;
-    std::vector<size_t> argument_of_input;  // region input i is forward argument argument_of_input[i]
-    std::vector<size_t> returned_outputs;   // region outputs returned, in order
+    std::vector<size_t>
+        argument_of_input;  // region input i is forward argument argument_of_input[i]
+    std::vector<size_t> returned_outputs;  // region outputs returned, in order
     bool returns_tuple = false;
   };
   std::unique_ptr<DirectRoute> find_direct_route() const;

@@ -23,8 +23,8 @@ CapturedModule capture_module(const torch::jit::Module& module) {
     copy.eval();
     captured.frozen = torch::jit::freeze_module(copy);
   } catch (const c10::Error& e) {
-    throw Error(ErrorKind::Unsupported,
-                std::string("TorchScript could not freeze the module: ") + e.what_without_backtrace());
+    throw Error(ErrorKind::Unsupported, std::string("TorchScript could not freeze the module: ") +
+                                            e.what_without_backtrace());
   }
 
   auto graph = captured.frozen.get_method("forward").graph()->copy();

@@ -19,7 +19,9 @@ at::Tensor meta_like(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 class Importer {
  public:
@@ -40,7 +42,8 @@ class Importer {
     for (size_t i = 0; i < region.inputs().size(); ++i) {
       const at::Tensor& t = inputs_.at(i);
       const Value* v = region.inputs()[i];
-      values_[v] = result_.graph->add_input(type_of(t, "input " + std::to_string(i)), v->debugNameBase());
+      values_[v] =
+          result_.graph->add_input(type_of(t, "input " + std::to_string(i)), v->debugNameBase());
       meta_[v] = meta_like(t);
     }
     for (const Node* node : region.nodes()) {
@@ -48,13 +51,15 @@ class Importer {
         import_constant(node);
       } else if (node->kind() == c10::prim::ListConstruct) {
         c10::List<at::Tensor> metas;
-        for (const Value* in : node->inputs()) metas.push_back(meta_.at(in).toTensor());
+        for (const Value* in : node->inputs())
+          metas.push_back(meta_.at(in).toTensor());
         meta_[node->output()] = metas;
       } else {
         import_op(node);
       }
     }
-    for (const Value* out : region.outputs()) result_.graph->add_output(values_.at(out));
+    for (const Value* out : region.outputs())
+      result_.graph->add_output(values_.at(out));
     return std::move(result_);
   }
 
@@ -62,7 +67,8 @@ class Importer {
   ir::TensorType type_of(const at::Tensor& t, const std::string& what) {
     auto type = tensor_type_of(t);
     if (!type) {
-      throw Error(ErrorKind::Unsupported, what + " has dtype " + std::string(c10::toString(t.scalar_type())) +
+      throw Error(ErrorKind::Unsupported, what + " has dtype " +
+                                              std::string(c10::toString(t.scalar_type())) +
                                               " or layout the graph IR cannot hold");
     }
     if (t.device().is_meta()) type->device = *to_ir_device(result_.device);
@@ -77,7 +83,8 @@ class Importer {
     }
     if (value.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(materialize(t).toTensor());
+      for (const at::Tensor& t : value.toTensorList())
+        list.push_back(materialize(t).toTensor());
       return list;
     }
     return value;
@@ -87,9 +94,9 @@ class Importer {
     c10::IValue value = *torch::jit::toIValue(node->output());
     if (value.isTensor()) {
       at::Tensor t = value.toTensor().detach();
-      auto* out = result_.graph->append(
-          "prim::Constant", {}, {type_of(t, "a constant")},
-          {{"index", static_cast<int64_t>(result_.constants.size())}});
+      auto* out =
+          result_.graph->append("prim::Constant", {}, {type_of(t, "a constant")},
+                                {{"index", static_cast<int64_t>(result_.constants.size())}});
       result_.constants.push_back(t);
       values_[node->output()] = out->output();
       meta_[node->output()] = meta_like(t);
@@ -101,25 +108,29 @@ class Importer {
   void import_op(const Node* node) {
     const c10::FunctionSchema& schema = node->schema();
     torch::jit::Stack stack;
-    for (const Value* in : node->inputs()) stack.push_back(meta_.at(in));
+    for (const Value* in : node->inputs())
+      stack.push_back(meta_.at(in));
     try {
       node->getOperation()(stack);
     } catch (const c10::Error& e) {
       // Some ATen ops (relu among them) have no meta kernel. For an op in the op table, whose
       // output shape never depends on the data, running it once on zeros gives the same types.
       if (!ir::find_op(qualified_op_name(schema)) || result_.device.is_meta()) {
-        throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " +
-                                                qualified_op_name(schema) + " on meta tensors: " +
-                                                first_line(e.what_without_backtrace()));
+        throw Error(ErrorKind::Unsupported,
+                    "cannot infer the output shapes of " + qualified_op_name(schema) +
+                        " on meta tensors: " + first_line(e.what_without_backtrace()));
       }
       stack.clear();
-      for (const Value* in : node->inputs()) stack.push_back(materialize(meta_.at(in)));
+      for (const Value* in : node->inputs())
+        stack.push_back(materialize(meta_.at(in)));
       node->getOperation()(stack);
-      for (auto& out : stack) out = meta_like(out.toTensor());
+      for (auto& out : stack)
+        out = meta_like(out.toTensor());
     }
     std::vector<ir::TensorType> output_types;
     for (size_t i = 0; i < node->outputs().size(); ++i) {
-      output_types.push_back(type_of(stack.at(i).toTensor(), qualified_op_name(schema) + "'s output"));
+      output_types.push_back(
+          type_of(stack.at(i).toTensor(), qualified_op_name(schema) + "'s output"));
     }
 
     std::vector<ir::Value*> inputs;
@@ -131,7 +142,8 @@ class Importer {
       auto list = type->cast<c10::ListType>();
       if (list && list->getElementType()->kind() == c10::TypeKind::TensorType) {
         const Node* builder = in->node();
-        for (const Value* element : builder->inputs()) inputs.push_back(values_.at(element));
+        for (const Value* element : builder->inputs())
+          inputs.push_back(values_.at(element));
         attrs.emplace_back(args[i].name(), static_cast<int64_t>(builder->inputs().size()));
       } else if (values_.count(in)) {
         inputs.push_back(values_.at(in));
@@ -155,10 +167,12 @@ class Importer {
 
 }  // namespace
 
-ImportedGraph import_region(const torch::jit::Graph& region, const std::vector<at::Tensor>& inputs) {
+ImportedGraph import_region(const torch::jit::Graph& region,
+                            const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != region.inputs().size()) {
     throw Error(ErrorKind::Internal, "region called with " + std::to_string(inputs.size()) +
-                                         " inputs, expects " + std::to_string(region.inputs().size()));
+                                         " inputs, expects " +
+                                         std::to_string(region.inputs().size()));
   }
   return Importer(inputs).run(region);
 }

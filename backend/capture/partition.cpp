@@ -15,7 +15,9 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-bool is_tensor_type(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
+bool is_tensor_type(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::TensorType;
+}
 
 bool is_tensor_list_type(const c10::TypePtr& type) {
   auto list = type->cast<c10::ListType>();
@@ -96,7 +98,8 @@ class RegionBuilder {
       if (node->kind() == c10::prim::Constant) continue;
       if (!interpreter_reason(node)) {
         members_.push_back(node);
-        for (Value* out : node->outputs()) defined_.insert(out);
+        for (Value* out : node->outputs())
+          defined_.insert(out);
       } else if (feeds_only_region_ops(node)) {
         // A tensor list for ops like cat: the region rebuilds it inside.
         if (reads_any(node, defined_)) pending_lists_.push_back(node);
@@ -137,7 +140,8 @@ class RegionBuilder {
         return map_value(outer);
       };
       Node* clone = subgraph->insertNode(subgraph->createClone(member, map_input));
-      for (size_t i = 0; i < member->outputs().size(); ++i) inner[member->output(i)] = clone->output(i);
+      for (size_t i = 0; i < member->outputs().size(); ++i)
+        inner[member->output(i)] = clone->output(i);
     }
 
     // Lists built outside whose every user is a member go away with the members.
@@ -147,7 +151,8 @@ class RegionBuilder {
         Node* producer = in->node();
         if (producer->kind() != c10::prim::ListConstruct || defined_.count(in)) continue;
         const auto& uses = in->uses();
-        if (std::all_of(uses.begin(), uses.end(), [&](const auto& use) { return is_member(use.user); }))
+        if (std::all_of(uses.begin(), uses.end(),
+                        [&](const auto& use) { return is_member(use.user); }))
           absorbed.insert(producer);
       }
     }
@@ -157,19 +162,21 @@ class RegionBuilder {
     region->insertAfter(members_.back());
     for (Node* member : members_) {
       for (Value* out : member->outputs()) {
-        const bool used_outside =
-            std::any_of(out->uses().begin(), out->uses().end(), [&](const auto& use) {
-              return !is_member(use.user) && !absorbed.count(use.user);
-            });
+        const bool used_outside = std::any_of(
+            out->uses().begin(), out->uses().end(),
+            [&](const auto& use) { return !is_member(use.user) && !absorbed.count(use.user); });
         if (!used_outside) continue;
         subgraph->registerOutput(inner.at(out));
         out->replaceAllUsesWith(region->addOutput()->copyMetadata(out));
       }
     }
     // Cut every edge among the nodes that go away before destroying any of them.
-    for (Node* member : members_) member->removeAllInputs();
-    for (const Node* list : absorbed) const_cast<Node*>(list)->removeAllInputs();
-    for (auto it = members_.rbegin(); it != members_.rend(); ++it) (*it)->destroy();
+    for (Node* member : members_)
+      member->removeAllInputs();
+    for (const Node* list : absorbed)
+      const_cast<Node*>(list)->removeAllInputs();
+    for (auto it = members_.rbegin(); it != members_.rend(); ++it)
+      (*it)->destroy();
     // A list that reads the region's results and still has users outside moves below it.
     Node* insert_point = region;
     for (Node* list : pending_lists_) {
@@ -177,7 +184,8 @@ class RegionBuilder {
       list->moveAfter(insert_point);
       insert_point = list;
     }
-    for (const Node* list : absorbed) const_cast<Node*>(list)->destroy();
+    for (const Node* list : absorbed)
+      const_cast<Node*>(list)->destroy();
     pending_lists_.clear();
     members_.clear();
     defined_.clear();

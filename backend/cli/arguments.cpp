@@ -11,7 +11,8 @@ bool all_digits(const std::string& s) {
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
   return out;
 }
 
@@ -25,7 +26,8 @@ const std::vector<std::string>& input_dtypes() {
 
 std::string usage() {
   return "usage:\n"
-         "  kiln explain MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--json] [--options K=V,...]\n"
+         "  kiln explain MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--json] [--options "
+         "K=V,...]\n"
          "  kiln run MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--iters N] [--options K=V,...]\n"
          "SHAPE is sizes joined by 'x' (1x3x224x224) or 'scalar'; DTYPE is one of: " +
          joined(input_dtypes()) + " (default float32); int=N passes the integer N\n";
@@ -57,7 +59,8 @@ InputSpec parse_input_spec(const std::string& text) {
   size_t start = 0;
   while (true) {
     const size_t x = shape.find('x', start);
-    const std::string dim = shape.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    const std::string dim =
+        shape.substr(start, x == std::string::npos ? std::string::npos : x - start);
     if (!all_digits(dim)) {
       throw UsageError("--input '" + text +
                        "': the shape must be sizes joined by 'x', e.g. 1x3x224x224, or 'scalar'");
@@ -99,7 +102,8 @@ Arguments parse_arguments(const std::vector<std::string>& args) {
     } else if (out.model.empty()) {
       out.model = arg;
     } else {
-      throw UsageError("unexpected argument '" + arg + "' (the model is already '" + out.model + "')");
+      throw UsageError("unexpected argument '" + arg + "' (the model is already '" + out.model +
+                       "')");
     }
   }
   if (out.model.empty()) throw UsageError("no model file given");

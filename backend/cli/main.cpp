@@ -37,18 +37,22 @@ std::vector<c10::IValue> random_inputs(const Arguments& args) {
     if (at::isFloatingType(dtype)) {
       inputs.emplace_back(torch::randn(spec.sizes, torch::dtype(dtype)));
     } else {
-      inputs.emplace_back(torch::randint(0, dtype == at::kBool ? 2 : 10, spec.sizes, torch::dtype(dtype)));
+      inputs.emplace_back(
+          torch::randint(0, dtype == at::kBool ? 2 : 10, spec.sizes, torch::dtype(dtype)));
     }
   }
   return inputs;
 }
 
 void flatten(const c10::IValue& value, std::vector<at::Tensor>& out) {
-  if (value.isTensor()) out.push_back(value.toTensor());
+  if (value.isTensor())
+    out.push_back(value.toTensor());
   else if (value.isTuple())
-    for (const auto& item : value.toTupleRef().elements()) flatten(item, out);
+    for (const auto& item : value.toTupleRef().elements())
+      flatten(item, out);
   else if (value.isList())
-    for (const auto& item : value.toListRef()) flatten(item, out);
+    for (const auto& item : value.toListRef())
+      flatten(item, out);
 }
 
 double max_abs_diff(const c10::IValue& a, const c10::IValue& b) {
@@ -83,7 +87,8 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-int run_model(const Arguments& args, torch::jit::Module& module, const kiln::CompiledModule& compiled) {
+int run_model(const Arguments& args, torch::jit::Module& module,
+              const kiln::CompiledModule& compiled) {
   const auto inputs = random_inputs(args);
   torch::NoGradGuard no_grad;
   const c10::IValue actual = compiled.forward(inputs);  // first, so kiln reports bad inputs
@@ -125,7 +130,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    std::cerr << "kiln: cannot load '" << args.model << "' as a TorchScript module: " << what << "\n";
+    std::cerr << "kiln: cannot load '" << args.model << "' as a TorchScript module: " << what
+              << "\n";
     return 2;
   }
   module.eval();

@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   }
   std::vector<int64_t> shape;
   std::stringstream dims(argv[2]);
-  for (std::string d; std::getline(dims, d, 'x');) shape.push_back(std::stoll(d));
+  for (std::string d; std::getline(dims, d, 'x');)
+    shape.push_back(std::stoll(d));
 
   torch::jit::Module module = torch::jit::load(argv[1]);
   module.eval();

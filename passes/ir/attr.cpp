@@ -31,7 +31,8 @@ std::string quoted(const std::string& s) {
 template <typename T, typename F>
 std::string list_string(const std::vector<T>& items, F item_string) {
   std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + item_string(items[i]);
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i ? "," : "") + item_string(items[i]);
   return out + "]";
 }
 
@@ -52,7 +53,8 @@ std::string attr_string(const Attr& attr) {
     }
     std::string operator()(const std::vector<bool>& v) const {
       std::string out = "[";
-      for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::string(v[i] ? "true" : "false");
+      for (size_t i = 0; i < v.size(); ++i)
+        out += (i ? "," : "") + std::string(v[i] ? "true" : "false");
       return out + "]";
     }
   };

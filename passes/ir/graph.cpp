@@ -43,7 +43,8 @@ Node* Graph::append(std::string op, std::vector<Value*> inputs,
   node->op_ = std::move(op);
   node->inputs_ = std::move(inputs);
   node->attrs_ = std::move(attrs);
-  for (auto& type : output_types) node->outputs_.push_back(new_value(std::move(type), node.get()));
+  for (auto& type : output_types)
+    node->outputs_.push_back(new_value(std::move(type), node.get()));
   nodes_.push_back(std::move(node));
   return nodes_.back().get();
 }
@@ -51,7 +52,8 @@ Node* Graph::append(std::string op, std::vector<Value*> inputs,
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> nodes;
   nodes.reserve(nodes_.size());
-  for (const auto& node : nodes_) nodes.push_back(node.get());
+  for (const auto& node : nodes_)
+    nodes.push_back(node.get());
   return nodes;
 }
 

@@ -130,15 +130,24 @@ const OpInfo* find_op(std::string_view name) {
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case K::Constant: return "constant";
-    case K::Elementwise: return "elementwise";
-    case K::Reduction: return "reduction";
-    case K::Normalization: return "normalization";
-    case K::Gemm: return "gemm";
-    case K::Convolution: return "convolution";
-    case K::Pooling: return "pooling";
-    case K::View: return "view";
-    case K::Copy: return "copy";
+    case K::Constant:
+      return "constant";
+    case K::Elementwise:
+      return "elementwise";
+    case K::Reduction:
+      return "reduction";
+    case K::Normalization:
+      return "normalization";
+    case K::Gemm:
+      return "gemm";
+    case K::Convolution:
+      return "convolution";
+    case K::Pooling:
+      return "pooling";
+    case K::View:
+      return "view";
+    case K::Copy:
+      return "copy";
   }
   return "unknown";
 }

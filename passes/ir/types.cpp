@@ -14,18 +14,24 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::Bool, "b8", 1},      {DType::UInt8, "u8", 1},        {DType::Int8, "i8", 1},
-    {DType::Int16, "i16", 2},    {DType::Int32, "i32", 4},       {DType::Int64, "i64", 8},
-    {DType::Float16, "f16", 2},  {DType::BFloat16, "bf16", 2},   {DType::Float32, "f32", 4},
-    {DType::Float64, "f64", 8},  {DType::Complex64, "c64", 8},   {DType::Complex128, "c128", 16},
+    {DType::Bool, "b8", 1},     {DType::UInt8, "u8", 1},      {DType::Int8, "i8", 1},
+    {DType::Int16, "i16", 2},   {DType::Int32, "i32", 4},     {DType::Int64, "i64", 8},
+    {DType::Float16, "f16", 2}, {DType::BFloat16, "bf16", 2}, {DType::Float32, "f32", 4},
+    {DType::Float64, "f64", 8}, {DType::Complex64, "c64", 8}, {DType::Complex128, "c128", 16},
 };
 
-const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<int>(dtype)]; }
+const DTypeInfo& info(DType dtype) {
+  return kDTypes[static_cast<int>(dtype)];
+}
 
 }  // namespace
 
-const char* dtype_name(DType dtype) { return info(dtype).name; }
-int64_t dtype_size(DType dtype) { return info(dtype).size; }
+const char* dtype_name(DType dtype) {
+  return info(dtype).name;
+}
+int64_t dtype_size(DType dtype) {
+  return info(dtype).size;
+}
 
 std::optional<DType> parse_dtype(const std::string& name) {
   for (const auto& d : kDTypes) {
@@ -126,18 +132,21 @@ bool TensorType::is_non_overlapping_and_dense() const {
 int64_t TensorType::storage_bytes() const {
   if (numel() == 0) return 0;
   int64_t last = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
+  for (size_t i = 0; i < sizes.size(); ++i)
+    last += (sizes[i] - 1) * strides[i];
   return (last + 1) * dtype_size(dtype);
 }
 
 std::string type_string(const TensorType& type) {
   std::ostringstream out;
   out << dtype_name(type.dtype) << "[";
-  for (size_t i = 0; i < type.sizes.size(); ++i) out << (i ? "," : "") << type.sizes[i];
+  for (size_t i = 0; i < type.sizes.size(); ++i)
+    out << (i ? "," : "") << type.sizes[i];
   out << "]";
   if (type.strides != contiguous_strides(type.sizes)) {
     out << "{";
-    for (size_t i = 0; i < type.strides.size(); ++i) out << (i ? "," : "") << type.strides[i];
+    for (size_t i = 0; i < type.strides.size(); ++i)
+      out << (i ? "," : "") << type.strides[i];
     out << "}";
   }
   if (!(type.device == Device{})) out << "@" << device_name(type.device);

@@ -79,7 +79,8 @@ TEST(Compile, TupleOutputsAndExternOpsMatch) {
   bool erfinv_is_extern = false;
   for (const auto& e : explanation.entries) {
     if (e.op == "aten::erfinv") {
-      erfinv_is_extern = e.where == "extern ATen" && e.why.find("not in kiln's op table") != std::string::npos;
+      erfinv_is_extern =
+          e.where == "extern ATen" && e.why.find("not in kiln's op table") != std::string::npos;
     }
   }
   EXPECT_TRUE(erfinv_is_extern) << explanation.to_text();
@@ -151,8 +152,9 @@ TEST(BadInput, WrongNumberOfInputsIsAnError) {
     FAIL() << "expected kiln::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
-    EXPECT_NE(std::string(e.what()).find("wrong number of inputs: forward(x: Tensor) takes 1, got 2"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("wrong number of inputs: forward(x: Tensor) takes 1, got 2"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -163,7 +165,8 @@ TEST(BadInput, NonTensorForATensorArgumentIsAnError) {
     run(compiled, {int64_t{3}});
     FAIL() << "expected kiln::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("input 0 ('x') must be Tensor, got int"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("input 0 ('x') must be Tensor, got int"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -193,7 +196,8 @@ TEST(BadInput, WrongDeviceForTargetCpuIsAnError) {
     run(compiled, {torch::empty({8, 64}, torch::Device(torch::kMeta))});
     FAIL() << "expected kiln::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("is on device meta, but the module was compiled with target=cpu"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "is on device meta, but the module was compiled with target=cpu"),
               std::string::npos)
         << e.what();
   }
@@ -223,7 +227,8 @@ TEST(BadInput, TargetCudaWithoutCudaIsAnError) {
     compile(load_model("mlp"), CompileOptions::parse("target=cuda"));
     FAIL() << "expected kiln::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("target=cuda, but CUDA is not available"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("target=cuda, but CUDA is not available"),
+              std::string::npos);
   }
 }
 
@@ -274,7 +279,8 @@ TEST(Threads, ConcurrentCallsGiveTheSameResults) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(compiled.num_specializations(), 1);
 }
@@ -285,7 +291,8 @@ TEST(Explain, JsonHasTheCounts) {
   for (const char* key : {"\"nodes\": ", "\"kernels\": 0", "\"extern\": ", "\"interpreter\": 0"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   }
-  EXPECT_EQ(explanation.nodes, explanation.extern_calls + explanation.interpreter + explanation.kernels);
+  EXPECT_EQ(explanation.nodes,
+            explanation.extern_calls + explanation.interpreter + explanation.kernels);
 }
 
 TEST(Dump, DumpDirReceivesTheGraphs) {

@@ -24,7 +24,8 @@ TEST(Options, DefaultsAreDocumentedValues) {
 
 TEST(Options, ParsesEveryKey) {
   auto options = CompileOptions::parse(
-      " mode=max-autotune, target=cpu,strict=true,fusion=false,max_specializations=3,dump_dir=/tmp/k");
+      " mode=max-autotune, "
+      "target=cpu,strict=true,fusion=false,max_specializations=3,dump_dir=/tmp/k");
   EXPECT_EQ(options.mode, "max-autotune");
   EXPECT_EQ(options.target, Target::CPU);
   EXPECT_TRUE(options.strict);
@@ -34,12 +35,14 @@ TEST(Options, ParsesEveryKey) {
 }
 
 TEST(Options, ToStringRoundTrips) {
-  auto options = CompileOptions::parse("mode=reduce-overhead,target=cuda,strict=true,max_specializations=2");
+  auto options =
+      CompileOptions::parse("mode=reduce-overhead,target=cuda,strict=true,max_specializations=2");
   EXPECT_EQ(CompileOptions::parse(options.to_string()).to_string(), options.to_string());
 }
 
 TEST(Options, FromMapUsesTheSameKeys) {
-  auto options = CompileOptions::from_map({{"mode", "max-autotune-no-cudagraphs"}, {"fusion", "0"}});
+  auto options =
+      CompileOptions::from_map({{"mode", "max-autotune-no-cudagraphs"}, {"fusion", "0"}});
   EXPECT_EQ(options.mode, "max-autotune-no-cudagraphs");
   EXPECT_FALSE(options.fusion);
 }
@@ -61,18 +64,23 @@ TEST(Options, BadTargetListsTheTargets) {
 }
 
 TEST(Options, BadBoolean) {
-  EXPECT_NE(error_of("strict=yes").find("bad value 'yes' for option 'strict'; allowed: true, false"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("strict=yes").find("bad value 'yes' for option 'strict'; allowed: true, false"),
+      std::string::npos);
 }
 
 TEST(Options, BadMaxSpecializations) {
-  EXPECT_NE(error_of("max_specializations=0").find("an integer from 1 to 999999"), std::string::npos);
-  EXPECT_NE(error_of("max_specializations=-2").find("an integer from 1 to 999999"), std::string::npos);
-  EXPECT_NE(error_of("max_specializations=lots").find("an integer from 1 to 999999"), std::string::npos);
+  EXPECT_NE(error_of("max_specializations=0").find("an integer from 1 to 999999"),
+            std::string::npos);
+  EXPECT_NE(error_of("max_specializations=-2").find("an integer from 1 to 999999"),
+            std::string::npos);
+  EXPECT_NE(error_of("max_specializations=lots").find("an integer from 1 to 999999"),
+            std::string::npos);
 }
 
 TEST(Options, ItemWithoutValue) {
-  EXPECT_NE(error_of("strict").find("option 'strict' has no value; write key=value"), std::string::npos);
+  EXPECT_NE(error_of("strict").find("option 'strict' has no value; write key=value"),
+            std::string::npos);
 }
 
 TEST(Options, FromMapRejectsUnknownKeys) {

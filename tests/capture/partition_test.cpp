@@ -18,7 +18,8 @@ int count(const torch::jit::Block* block, c10::Symbol kind) {
   int n = 0;
   for (const auto* node : block->nodes()) {
     n += node->kind() == kind;
-    for (const auto* inner : node->blocks()) n += count(inner, kind);
+    for (const auto* inner : node->blocks())
+      n += count(inner, kind);
   }
   return n;
 }

@@ -22,7 +22,8 @@ std::string compare(const c10::IValue& actual, const c10::IValue& expected, doub
     const at::Tensor& e = expected.toTensor();
     if (a.sizes() != e.sizes() || a.scalar_type() != e.scalar_type()) {
       std::ostringstream out;
-      out << "expected " << e.scalar_type() << e.sizes() << ", got " << a.scalar_type() << a.sizes();
+      out << "expected " << e.scalar_type() << e.sizes() << ", got " << a.scalar_type()
+          << a.sizes();
       return out.str();
     }
     if (!at::allclose(a, e, rtol, atol, /*equal_nan=*/true)) {
@@ -37,9 +38,11 @@ std::string compare(const c10::IValue& actual, const c10::IValue& expected, doub
     auto items = [](const c10::IValue& v) {
       return v.isTuple() ? v.toTupleRef().elements().vec() : v.toListRef().vec();
     };
-    if (!(actual.isTuple() || actual.isList())) return "expected a tuple or list, got " + actual.tagKind();
+    if (!(actual.isTuple() || actual.isList()))
+      return "expected a tuple or list, got " + actual.tagKind();
     auto a = items(actual), e = items(expected);
-    if (a.size() != e.size()) return "expected " + std::to_string(e.size()) + " items, got " + std::to_string(a.size());
+    if (a.size() != e.size())
+      return "expected " + std::to_string(e.size()) + " items, got " + std::to_string(a.size());
     for (size_t i = 0; i < a.size(); ++i) {
       auto diff = compare(a[i], e[i], atol, rtol);
       if (!diff.empty()) return "item " + std::to_string(i) + ": " + diff;

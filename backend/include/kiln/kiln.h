@@ -1,8 +1,9 @@
 // kiln: a compiler backend for PyTorch. The C++ entry point.
 //
 //   torch::jit::Module module = torch::jit::load("model.pt");
-//   kiln::CompiledModule compiled = kiln::compile(module, kiln::CompileOptions::parse("strict=true"));
-//   at::Tensor y = compiled.forward({torch::randn({8, 64})}).toTensor();
+//   kiln::CompiledModule compiled = kiln::compile(module,
+//   kiln::CompileOptions::parse("strict=true")); at::Tensor y = compiled.forward({torch::randn({8,
+//   64})}).toTensor();
 #pragma once
 
 #include <torch/script.h>
@@ -45,7 +46,9 @@ class CompiledModule {
   /// Runs the module on these inputs (the arguments of forward, without self). Compiles a new
   /// specialization for a new input signature; past max_specializations, runs the original.
   c10::IValue forward(std::vector<c10::IValue> inputs) const;
-  c10::IValue operator()(std::vector<c10::IValue> inputs) const { return forward(std::move(inputs)); }
+  c10::IValue operator()(std::vector<c10::IValue> inputs) const {
+    return forward(std::move(inputs));
+  }
 
   /// The module as given to compile (not a copy).
   const torch::jit::Module& original() const;
