@@ -94,6 +94,8 @@ constexpr OpInfo kOps[] = {
     {"aten::bmm", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::addmm", K::Gemm, 3, 3, 1, kPlanned},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
+    {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
+    {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records
     {"aten::max_pool2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::adaptive_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     // Views and layout.

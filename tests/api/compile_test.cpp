@@ -44,6 +44,9 @@ TEST(Compile, TracedCnnWithBatchNormMatchesLibTorch) {
   auto compiled = compile(module);
   std::vector<c10::IValue> inputs = {torch::randn({2, 3, 32, 32})};
   EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs), 1e-4, 1e-4), "");
+  auto explanation = compiled.explain(inputs);
+  EXPECT_EQ(explanation.fallback_regions, 0) << explanation.to_text();
+  EXPECT_EQ(explanation.interpreter, 0) << explanation.to_text();
 }
 
 TEST(Compile, TransformerEncoderLayerMatchesLibTorch) {

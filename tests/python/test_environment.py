@@ -1,0 +1,34 @@
+"""The environment switches (KILN_LOG, KILN_DUMP_DIR, KILN_VERIFY, KILN_DISABLE) through the CLI."""
+import json
+import os
+import subprocess
+
+
+def explain(kiln_cli, build_dir, **env):
+    return subprocess.run(
+        [kiln_cli, "explain", str(build_dir / "models" / "mlp.pt"), "--input", "8x64", "--json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+
+
+def test_dump_dir_and_verify(kiln_cli, build_dir, tmp_path):
+    result = explain(kiln_cli, build_dir, KILN_DUMP_DIR=str(tmp_path), KILN_VERIFY="1")
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "spec0.torchscript" in names
+    assert any(n.endswith("-capture.kir") for n in names)
+    assert any(n.endswith("-plan_memory.kir") for n in names)
+    assert "aten::linear" in (tmp_path / next(n for n in names if n.endswith("-capture.kir"))).read_text()
+
+
+def test_disable_plan_memory(kiln_cli, build_dir):
+    planned = json.loads(explain(kiln_cli, build_dir).stdout)["planned_bytes"]
+    disabled = explain(kiln_cli, build_dir, KILN_DISABLE="plan_memory")
+    assert planned > 0
+    assert json.loads(disabled.stdout)["planned_bytes"] == 0
+
+
+def test_bad_values_are_warnings_not_errors(kiln_cli, build_dir):
+    result = explain(kiln_cli, build_dir, KILN_LOG="loud", KILN_DISABLE="fusion,warp_drive")
+    assert result.returncode == 0
+    assert "KILN_LOG='loud' is not a level; use error, warn, info or debug" in result.stderr
+    assert "KILN_DISABLE names 'warp_drive', which is not one of: eliminate_dead_code" in result.stderr
