@@ -94,7 +94,7 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
   }
   log(LogLevel::Info,
       "compiling specialization " + std::to_string(count) + " for " + describe_inputs(inputs));
-  auto spec = std::make_shared<const Specialization>(captured, options, count);
+  auto spec = std::make_shared<const Specialization>(captured, options, count, inputs);
   specializations.emplace(std::move(key), spec);
   return spec;
 }

@@ -15,7 +15,10 @@ namespace kiln {
 
 class Specialization {
  public:
-  Specialization(const CapturedModule& captured, const CompileOptions& options, int index);
+  /// `inputs` are the call's inputs: those that are None become constants in this
+  /// specialization's graph (None-ness is part of the signature), so `if x is None` folds away.
+  Specialization(const CapturedModule& captured, const CompileOptions& options, int index,
+                 const std::vector<c10::IValue>& inputs);
   ~Specialization();
 
   /// Runs on the caller's inputs (without self).
