@@ -5,8 +5,13 @@
 #include <fstream>
 
 #include "passes/eliminate_dead_code.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/fuse_epilogue.h"
+#include "passes/fuse_reductions.h"
+#include "passes/fusion_clusters.h"
 #include "passes/ir/printer.h"
 #include "passes/ir/verifier.h"
+#include "passes/kernel/lower_group.h"
 
 namespace kiln {
 namespace {
@@ -18,10 +23,10 @@ class PassRunner {
     dump("capture");
   }
 
-  /// Runs `pass` unless disabled, then dumps and verifies the graph.
+  /// Runs `pass` unless disabled (by its name or by its family's), then dumps and verifies.
   template <typename Pass>
-  void run(const std::string& name, Pass pass) {
-    if (options_.disabled.count(name)) return;
+  void run(const std::string& name, const std::string& family, Pass pass) {
+    if (options_.disabled.count(name) || options_.disabled.count(family)) return;
     pass();
     result_.passes_run.push_back(name);
     dump(name);
@@ -45,10 +50,31 @@ class PassRunner {
   int step_ = 0;
 };
 
+// Lowers each fusion group to a kernel; a group the lowering rejects goes back to single ops
+// (a fuser bug must cost speed, never correctness).
+void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result) {
+  std::vector<ir::Node*> failed;
+  for (ir::Node* node : graph.nodes()) {
+    if (node->op() != kFusedOp) continue;
+    const std::string name = options.dump_name + "_k" + std::to_string(result.kernels.size());
+    try {
+      result.kernels.push_back(kernel::lower_group(*node->subgraph(), name));
+      node->set_attr("kernel", static_cast<int64_t>(result.kernels.size() - 1));
+    } catch (const std::exception& e) {
+      result.unfused.push_back(e.what());
+      failed.push_back(node);
+    }
+  }
+  for (ir::Node* node : failed)
+    inline_fused_node(graph, node);
+}
+
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"eliminate_dead_code", "plan_memory"};
+  static const std::vector<std::string> names = {"eliminate_dead_code", "fuse_reductions",
+                                                 "fuse_epilogue",       "fuse_elementwise",
+                                                 "lower_kernels",       "plan_memory"};
   return names;
 }
 
@@ -56,8 +82,16 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   PipelineResult result;
   if (options.verify) ir::check_graph(graph, "capture");
   PassRunner passes(graph, options, result);
-  passes.run("eliminate_dead_code", [&] { eliminate_dead_code(graph); });
-  passes.run("plan_memory", [&] {
+  passes.run("eliminate_dead_code", "", [&] { eliminate_dead_code(graph); });
+  // Reductions first, so they can take their producers; then GEMM/conv epilogues; then the
+  // remaining elementwise ops.
+  if (options.fusion) {
+    passes.run("fuse_reductions", "fusion", [&] { fuse_reductions(graph); });
+    passes.run("fuse_epilogue", "fusion", [&] { fuse_epilogue(graph); });
+    passes.run("fuse_elementwise", "fusion", [&] { fuse_elementwise(graph); });
+    passes.run("lower_kernels", "fusion", [&] { lower_kernels(graph, options, result); });
+  }
+  passes.run("plan_memory", "", [&] {
     auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer
                                                    : [](const ir::Node&) { return false; };
     result.memory = plan_memory(graph, can_write);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "passes/ir/graph.h"
+#include "passes/kernel/kernel.h"
 #include "passes/plan_memory.h"
 
 namespace kiln {
@@ -18,14 +19,21 @@ struct PipelineOptions {
   std::string dump_name = "graph";
   /// Run the verifier after every pass (KILN_VERIFY).
   bool verify = false;
-  /// Names of passes to skip (KILN_DISABLE), e.g. "eliminate_dead_code", "plan_memory".
+  /// Names of passes to skip (KILN_DISABLE), e.g. "eliminate_dead_code", "plan_memory"; "fusion"
+  /// skips all three fusers.
   std::set<std::string> disabled;
+  /// The `fusion` compile option: false skips the fusers.
+  bool fusion = true;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };
 
 struct PipelineResult {
   MemoryPlan memory;
+  /// One kernel per kiln::fused node, whose attribute `kernel` is its index here.
+  std::vector<kernel::Kernel> kernels;
+  /// Groups that could not be lowered were inlined back: why, for explain and logs.
+  std::vector<std::string> unfused;
   std::vector<std::string> passes_run;
 };
 

@@ -52,13 +52,14 @@ MemoryPlan plan_memory(const ir::Graph& graph,
   std::vector<Interval> intervals;
   for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {
     const ir::Node* node = nodes[pos];
-    if (node->outputs().size() != 1) continue;
-    const ir::Value* out = node->output();
-    const int id = out->id();
-    if (root[id] != id || escapes[id] || !out->type().is_non_overlapping_and_dense()) continue;
-    const int64_t bytes = out->type().storage_bytes();
-    if (bytes == 0 || !can_write_into_buffer(*node)) continue;
-    intervals.push_back({id, pos, std::max(pos, last_use[id]), bytes});
+    if (node->outputs().empty() || !can_write_into_buffer(*node)) continue;
+    for (const ir::Value* out : node->outputs()) {
+      const int id = out->id();
+      if (root[id] != id || escapes[id] || !out->type().is_non_overlapping_and_dense()) continue;
+      const int64_t bytes = out->type().storage_bytes();
+      if (bytes == 0) continue;
+      intervals.push_back({id, pos, std::max(pos, last_use[id]), bytes});
+    }
   }
 
   // Largest first; each at the lowest aligned offset clear of every placed buffer that is alive

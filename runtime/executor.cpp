@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/TensorImpl.h>
 
 #include "kiln/error.h"
@@ -18,6 +19,77 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
   impl->set_sizes_and_strides(buffer.type.sizes, buffer.type.strides,
                               buffer.offset / static_cast<int64_t>(c10::elementSize(dtype)));
   return at::Tensor(std::move(impl));
+}
+
+void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
+                std::vector<c10::IValue>& stack) {
+  stack = step.stack_template;
+  for (const auto& arg : step.tensor_args)
+    stack[arg.position] = slots[arg.value];
+  for (const auto& list_arg : step.tensor_list_args) {
+    c10::List<at::Tensor> list;
+    list.reserve(list_arg.values.size());
+    for (int v : list_arg.values)
+      list.push_back(slots[v]);
+    stack[list_arg.position] = std::move(list);
+  }
+  if (step.out_position >= 0) stack[step.out_position] = slots[step.outputs[0]];
+  try {
+    step.op.callBoxed(stack);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, step.name + " failed: " + e.what_without_backtrace());
+  }
+  if (step.out_position < 0) {
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      slots[step.outputs[i]] = stack[i].isNone() ? at::Tensor() : std::move(stack[i]).toTensor();
+    }
+  }
+  for (int v : step.release)
+    slots[v].reset();
+}
+
+// True when `t` is laid out as `type` says (strides of size-1 dims do not matter).
+bool has_layout(const at::Tensor& t, const ir::TensorType& type) {
+  if (t.dim() != type.rank()) return false;
+  for (int64_t d = 0; d < type.rank(); ++d) {
+    if (t.size(d) != type.sizes[d]) return false;
+    if (type.sizes[d] > 1 && t.stride(d) != type.strides[d]) return false;
+  }
+  return true;
+}
+
+at::Tensor empty_like_type(const ir::TensorType& type, c10::Device device) {
+  return at::empty_strided(type.sizes, type.strides,
+                           at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
+}
+
+void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
+                std::vector<void*>& pointers, c10::Device device) {
+  pointers.clear();
+  std::vector<at::Tensor> copies;  // inputs re-laid out for the kernel, alive until it returns
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const at::Tensor& input = slots[step.inputs[i]];
+    if (has_layout(input, step.input_types[i])) {
+      pointers.push_back(input.data_ptr());
+      continue;
+    }
+    copies.push_back(empty_like_type(step.input_types[i], device).copy_(input));
+    pointers.push_back(copies.back().data_ptr());
+  }
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    at::Tensor& output = slots[step.outputs[i]];
+    if (!step.output_planned[i]) output = empty_like_type(step.output_types[i], device);
+    pointers.push_back(output.data_ptr());
+  }
+  void* const* buffers = pointers.data();
+  if (step.range <= step.grain) {
+    step.function(buffers, 0, step.range);
+  } else {
+    at::parallel_for(0, step.range, step.grain,
+                     [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
+  }
+  for (int v : step.release)
+    slots[v].reset();
 }
 
 }  // namespace
@@ -38,30 +110,13 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
   }
 
   std::vector<c10::IValue> stack;
-  for (const ExternStep& step : plan.steps) {
-    stack = step.stack_template;
-    for (const auto& arg : step.tensor_args)
-      stack[arg.position] = slots[arg.value];
-    for (const auto& list_arg : step.tensor_list_args) {
-      c10::List<at::Tensor> list;
-      list.reserve(list_arg.values.size());
-      for (int v : list_arg.values)
-        list.push_back(slots[v]);
-      stack[list_arg.position] = std::move(list);
+  std::vector<void*> pointers;
+  for (const Step& step : plan.steps) {
+    if (const auto* kernel = std::get_if<KernelStep>(&step)) {
+      run_kernel(*kernel, slots, pointers, plan.device);
+    } else {
+      run_extern(std::get<ExternStep>(step), slots, stack);
     }
-    if (step.out_position >= 0) stack[step.out_position] = slots[step.outputs[0]];
-    try {
-      step.op.callBoxed(stack);
-    } catch (const c10::Error& e) {
-      throw Error(ErrorKind::InvalidInput, step.name + " failed: " + e.what_without_backtrace());
-    }
-    if (step.out_position < 0) {
-      for (size_t i = 0; i < step.outputs.size(); ++i) {
-        slots[step.outputs[i]] = stack[i].isNone() ? at::Tensor() : std::move(stack[i]).toTensor();
-      }
-    }
-    for (int v : step.release)
-      slots[v].reset();
   }
 
   std::vector<at::Tensor> outputs;

@@ -7,11 +7,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "passes/ir/types.h"
+#include "runtime/kernel_abi.h"
 
 namespace kiln {
 
@@ -39,6 +42,24 @@ struct ExternStep {
   std::vector<int> release;
 };
 
+/// A generated kernel: reads its input slots, writes its output slots.
+struct KernelStep {
+  std::string name;  // for errors and explain
+  KernelFunction function = nullptr;
+  int64_t range = 0;  // the launch range, split across threads in pieces of at least `grain`
+  int64_t grain = 1;
+  std::vector<int> inputs;
+  /// The layouts the kernel was compiled for; an input that arrives otherwise is copied into
+  /// this layout first (ATen may return a different layout than its meta kernel promised).
+  std::vector<ir::TensorType> input_types;
+  std::vector<int> outputs;
+  std::vector<ir::TensorType> output_types;
+  std::vector<bool> output_planned;  // planned outputs already have their tensor in the slot
+  std::vector<int> release;
+};
+
+using Step = std::variant<ExternStep, KernelStep>;
+
 struct PlannedBuffer {
   int value;
   int64_t offset;  // bytes into the arena
@@ -50,7 +71,9 @@ struct Plan {
   std::vector<int> inputs;   // slots of the graph inputs
   std::vector<int> outputs;  // slots of the graph outputs
   std::vector<std::pair<int, at::Tensor>> constants;
-  std::vector<ExternStep> steps;
+  std::vector<Step> steps;
+  /// The generated code the kernel steps call into; it lives as long as the plan.
+  std::shared_ptr<void> code;
   std::vector<PlannedBuffer> planned;
   int64_t arena_bytes = 0;
   int64_t unshared_bytes = 0;

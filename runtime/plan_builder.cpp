@@ -111,17 +111,60 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   return step;
 }
 
+KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBinding>& kernels,
+                             const MemoryPlan& memory) {
+  const auto* index = std::get_if<int64_t>(node.find_attr("kernel"));
+  if (!index || *index < 0 || *index >= static_cast<int64_t>(kernels.size())) {
+    throw Error(ErrorKind::Internal, "a fused node without a compiled kernel");
+  }
+  const KernelBinding& kernel = kernels[*index];
+  KernelStep step{"kernel " + std::to_string(*index), kernel.function, kernel.range, kernel.grain};
+  for (const ir::Value* v : node.inputs()) {
+    step.inputs.push_back(v->id());
+    step.input_types.push_back(v->type());
+  }
+  for (const ir::Value* v : node.outputs()) {
+    step.outputs.push_back(v->id());
+    step.output_types.push_back(v->type());
+    step.output_planned.push_back(memory.is_planned(v));
+  }
+  return step;
+}
+
+// The slots a step reads and writes.
+template <typename F>
+void for_each_slot(const Step& step, F visit) {
+  if (const auto* e = std::get_if<ExternStep>(&step)) {
+    for (const auto& arg : e->tensor_args)
+      visit(arg.value);
+    for (const auto& list : e->tensor_list_args)
+      for (int v : list.values)
+        visit(v);
+    for (int v : e->outputs)
+      visit(v);
+  } else {
+    const auto& k = std::get<KernelStep>(step);
+    for (int v : k.inputs)
+      visit(v);
+    for (int v : k.outputs)
+      visit(v);
+  }
+}
+
 }  // namespace
 
 bool can_write_into_buffer(const ir::Node& node) {
+  if (node.op() == "kiln::fused") return true;  // a kernel writes wherever it is told
   const ir::OpInfo* info = ir::find_op(node.op());
   if (!info || !info->writes_to_planned_buffer || node.outputs().size() != 1) return false;
   return find_out_variant(find_operator(node.op())).has_value();
 }
 
 Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants,
-                const MemoryPlan& memory, c10::Device device) {
+                const MemoryPlan& memory, c10::Device device,
+                const std::vector<KernelBinding>& kernels, std::shared_ptr<void> code) {
   Plan plan;
+  plan.code = std::move(code);
   plan.num_values = graph.num_values();
   plan.device = device;
   for (const ir::Value* v : graph.inputs())
@@ -138,7 +181,11 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
       plan.constants.emplace_back(node->output()->id(), constants[*index]);
       continue;
     }
-    plan.steps.push_back(build_step(*node, memory));
+    if (node->op() == "kiln::fused") {
+      plan.steps.push_back(build_kernel_step(*node, kernels, memory));
+    } else {
+      plan.steps.push_back(build_step(*node, memory));
+    }
   }
 
   // Release each intermediate after its last reader; graph outputs are never released.
@@ -147,17 +194,11 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
   for (int id : plan.outputs)
     keep[id] = true;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const auto& step = plan.steps[i];
-    for (const auto& arg : step.tensor_args)
-      last_reader[arg.value] = static_cast<int>(i);
-    for (const auto& list : step.tensor_list_args)
-      for (int v : list.values)
-        last_reader[v] = static_cast<int>(i);
-    for (int v : step.outputs)
-      last_reader[v] = std::max(last_reader[v], static_cast<int>(i));
+    for_each_slot(plan.steps[i], [&](int v) { last_reader[v] = static_cast<int>(i); });
   }
   for (int v = 0; v < plan.num_values; ++v) {
-    if (!keep[v] && last_reader[v] >= 0) plan.steps[last_reader[v]].release.push_back(v);
+    if (keep[v] || last_reader[v] < 0) continue;
+    std::visit([&](auto& step) { step.release.push_back(v); }, plan.steps[last_reader[v]]);
   }
 
   for (int v = 0; v < static_cast<int>(memory.offsets.size()); ++v) {

@@ -2,7 +2,7 @@
 #include <map>
 #include <sstream>
 
-#include "kiln/kiln.h"
+#include "kiln/explain.h"
 
 namespace kiln {
 namespace {
@@ -36,10 +36,12 @@ std::string Explanation::to_text() const {
         << e.where << e.why << "\n";
   }
   out << "\n"
-      << nodes << " nodes: " << kernels << " in kernels, " << extern_calls << " extern ATen calls, "
-      << interpreter << " in the TorchScript interpreter\n"
+      << nodes << " nodes: " << kernels << " in " << fused_kernels << " generated kernels, "
+      << extern_calls << " extern ATen calls, " << interpreter
+      << " in the TorchScript interpreter\n"
       << regions << " compiled regions (" << fallback_regions << " fell back to the interpreter)"
-      << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s\n"
+      << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s ("
+      << codegen_seconds << " s in LLVM)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
       << " without sharing)\n";
   return out.str();
@@ -47,10 +49,12 @@ std::string Explanation::to_text() const {
 
 std::string Explanation::to_json() const {
   std::ostringstream out;
-  out << "{\"nodes\": " << nodes << ", \"kernels\": " << kernels << ", \"extern\": " << extern_calls
+  out << "{\"nodes\": " << nodes << ", \"kernels\": " << kernels
+      << ", \"fused_kernels\": " << fused_kernels << ", \"extern\": " << extern_calls
       << ", \"interpreter\": " << interpreter << ", \"regions\": " << regions
       << ", \"fallback_regions\": " << fallback_regions
-      << ", \"compile_seconds\": " << compile_seconds << ", \"planned_bytes\": " << planned_bytes
+      << ", \"compile_seconds\": " << compile_seconds
+      << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
       << ", \"unshared_bytes\": " << unshared_bytes << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)

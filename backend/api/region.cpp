@@ -4,10 +4,7 @@
 
 #include "backend/api/environment.h"
 #include "backend/capture/import_graph.h"
-#include "passes/ir/op_table.h"
-#include "passes/pipeline.h"
 #include "runtime/executor.h"
-#include "runtime/plan_builder.h"
 
 namespace kiln {
 namespace {
@@ -18,20 +15,6 @@ bool needs_autograd(const std::vector<at::Tensor>& inputs) {
                      [](const at::Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
-ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
-  ExplainEntry entry{node.op(), "extern ATen", ""};
-  if (const ir::OpInfo* info = ir::find_op(node.op())) {
-    entry.why = std::string("in the op table (") + ir::op_kind_name(info->kind) +
-                "); no native kernel yet, so ATen runs it";
-  } else {
-    entry.why = "not in kiln's op table; called through ATen's dispatcher";
-  }
-  if (node.outputs().size() == 1 && memory.is_planned(node.output())) {
-    entry.why += "; writes into the memory plan";
-  }
-  return entry;
-}
-
 }  // namespace
 
 std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& region,
@@ -40,23 +23,8 @@ std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& re
                                                      const std::string& name) {
   const auto start = std::chrono::steady_clock::now();
   ImportedGraph imported = import_region(region, inputs);
-
-  const Environment& env = environment();
-  PipelineOptions pipeline;
-  pipeline.dump_dir = options.dump_dir.empty() ? env.dump_dir : options.dump_dir;
-  pipeline.dump_name = name;
-  pipeline.verify = env.verify;
-  pipeline.disabled = env.disabled;
-  // out= variants do not record autograd history: plan memory only when none is needed.
-  if (!needs_autograd(inputs)) pipeline.can_write_into_buffer = can_write_into_buffer;
-  PipelineResult result = run_pipeline(*imported.graph, pipeline);
-
-  auto compiled = std::make_shared<CompiledRegion>();
-  compiled->plan = build_plan(*imported.graph, imported.constants, result.memory, imported.device);
-  for (const ir::Node* node : imported.graph->nodes()) {
-    if (node->op() != "prim::Constant")
-      compiled->entries.push_back(explain_node(*node, result.memory));
-  }
+  auto compiled = compile_graph(std::move(imported.graph), imported.constants, imported.device,
+                                options, name, !needs_autograd(inputs));
   compiled->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;
@@ -135,6 +103,8 @@ void RegionRunner::explain_into(Explanation& explanation) const {
     for (const auto& entry : spec->compiled->entries)
       explanation.entries.push_back(entry);
     explanation.compile_seconds += spec->compiled->compile_seconds;
+    explanation.codegen_seconds += spec->compiled->codegen_seconds;
+    explanation.fused_kernels += spec->compiled->kernels;
     explanation.planned_bytes += spec->compiled->plan.arena_bytes;
     explanation.unshared_bytes += spec->compiled->plan.unshared_bytes;
     return;

@@ -13,17 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/api/compile_graph.h"
 #include "backend/api/signature.h"
 #include "kiln/kiln.h"
 #include "runtime/plan.h"
 
 namespace kiln {
-
-struct CompiledRegion {
-  Plan plan;
-  std::vector<ExplainEntry> entries;
-  double compile_seconds = 0;
-};
 
 /// Imports `region` for these inputs, runs the pass pipeline and builds the plan.
 std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& region,

@@ -1,6 +1,8 @@
 #include "passes/ir/graph.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
 
 namespace kiln::ir {
 
@@ -55,6 +57,22 @@ std::vector<Node*> Graph::nodes() const {
   for (const auto& node : nodes_)
     nodes.push_back(node.get());
   return nodes;
+}
+
+void Graph::set_node_order(const std::vector<Node*>& order) {
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i)
+    position.emplace(order[i], i);
+  if (position.size() != nodes_.size() || order.size() != nodes_.size()) {
+    throw std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
+  }
+  for (const auto& node : nodes_) {
+    if (!position.contains(node.get()))
+      throw std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
+  }
+  std::sort(nodes_.begin(), nodes_.end(), [&](const auto& a, const auto& b) {
+    return position.at(a.get()) < position.at(b.get());
+  });
 }
 
 void Graph::replace_all_uses(Value* from, Value* to) {

@@ -21,6 +21,7 @@
 namespace kiln::ir {
 
 class Node;
+class Graph;
 
 class Value {
  public:
@@ -53,6 +54,10 @@ class Node {
   const Attr* find_attr(const std::string& name) const;
   void set_attr(const std::string& name, Attr value);
   void replace_input(size_t i, Value* value) { inputs_.at(i) = value; }
+  /// The body of a node that stands for a group of nodes (a fusion group); null otherwise. Its
+  /// inputs and outputs correspond one to one to the node's.
+  const Graph* subgraph() const { return subgraph_.get(); }
+  void set_subgraph(std::shared_ptr<Graph> body) { subgraph_ = std::move(body); }
 
  private:
   friend class Graph;
@@ -60,6 +65,7 @@ class Node {
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   AttrList attrs_;
+  std::shared_ptr<Graph> subgraph_;
 };
 
 class Graph {
@@ -85,6 +91,8 @@ class Graph {
 
   /// Every use of `from` (node inputs and graph outputs) now reads `to`.
   void replace_all_uses(Value* from, Value* to);
+  /// Puts the nodes in this order; `order` must hold every node exactly once.
+  void set_node_order(const std::vector<Node*>& order);
   /// Removes the nodes for which remove(node) is true; their outputs must be unused.
   template <typename Pred>
   void remove_nodes_if(Pred remove) {

@@ -74,6 +74,18 @@ void print_refs(std::ostream& out, const ValueNames& names, const std::vector<Va
     out << (i ? ", " : "") << names(values[i]);
 }
 
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size() - 1;
+    out += indent + text.substr(start, end - start + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string print_graph(const Graph& graph) {
@@ -101,6 +113,8 @@ std::string print_graph(const Graph& graph) {
       out << "}";
     }
     out << "\n";
+    // A group's body follows it, indented; the parser reads graphs without bodies only.
+    if (node->subgraph()) out << indented(print_graph(*node->subgraph()), "    ");
   }
   out << "  return (";
   print_refs(out, names, graph.outputs());

@@ -14,32 +14,10 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/explain.h"
 #include "kiln/options.h"
 
 namespace kiln {
-
-/// Where one operation runs, as `explain` reports it.
-struct ExplainEntry {
-  std::string op;     // "aten::linear", "prim::If", ...
-  std::string where;  // "fused kernel", "native kernel", "extern ATen", "TorchScript interpreter"
-  std::string why;
-};
-
-struct Explanation {
-  std::vector<ExplainEntry> entries;
-  int nodes = 0;
-  int kernels = 0;
-  int extern_calls = 0;
-  int interpreter = 0;
-  int regions = 0;
-  int fallback_regions = 0;
-  double compile_seconds = 0;
-  int64_t planned_bytes = 0;   // arena bytes of the memory plans
-  int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
-
-  std::string to_text() const;
-  std::string to_json() const;
-};
 
 class CompiledModule {
  public:

@@ -1,0 +1,110 @@
+#include "backend/api/compile_graph.h"
+
+#include <chrono>
+
+#include "backend/api/environment.h"
+#include "kiln/error.h"
+#include "backend/codegen/llvm/compile_kernels.h"
+#include "passes/ir/op_table.h"
+#include "passes/kernel/lower_ops.h"
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+#include "passes/pipeline.h"
+#include "runtime/plan_builder.h"
+
+namespace kiln {
+namespace {
+
+void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
+  const auto* index = std::get_if<int64_t>(node.find_attr("kernel"));
+  std::string why = "kernel " + std::to_string(index ? *index : -1) + " (" +
+                    std::to_string(node.subgraph()->num_nodes()) + " ops)";
+  if (const auto* of = std::get_if<std::string>(node.find_attr("epilogue"))) {
+    why += ", epilogue of " + *of;
+  } else if (const auto* of = std::get_if<std::string>(node.find_attr("reduction"))) {
+    why += ", around " + *of;
+  }
+  for (const ir::Node* member : node.subgraph()->nodes())
+    entries.push_back({member->op(), "fused kernel", why});
+}
+
+ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
+  ExplainEntry entry{node.op(), "extern ATen", ""};
+  if (const ir::OpInfo* info = ir::find_op(node.op())) {
+    if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
+      entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
+    } else if (kernel::can_lower(node)) {
+      entry.why = "fusible, but fusion is off for this compile";
+    } else {
+      entry.why = std::string("in the op table (") + ir::op_kind_name(info->kind) +
+                  "), but kiln generates no kernel for this op with these attributes and dtypes";
+    }
+  } else {
+    entry.why = "not in kiln's op table; called through ATen's dispatcher";
+  }
+  if (node.outputs().size() == 1 && memory.is_planned(node.output())) {
+    entry.why += "; writes into the memory plan";
+  }
+  return entry;
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
+                                              const std::vector<at::Tensor>& constants,
+                                              c10::Device device, const CompileOptions& options,
+                                              const std::string& name, bool plan_memory) {
+  const auto start = std::chrono::steady_clock::now();
+  const Environment& env = environment();
+  PipelineOptions pipeline;
+  pipeline.dump_dir = options.dump_dir.empty() ? env.dump_dir : options.dump_dir;
+  pipeline.dump_name = name;
+  pipeline.verify = env.verify;
+  pipeline.disabled = env.disabled;
+  // out= variants do not record autograd history: plan memory only when none is needed.
+  if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
+  pipeline.fusion = options.fusion && !env.disabled.contains("llvm") && device.is_cpu();
+  // Kept to start over without fusion if code generation fails.
+  std::unique_ptr<ir::Graph> unfused =
+      pipeline.fusion ? ir::parse_graph(ir::print_graph(*graph)) : nullptr;
+  PipelineResult result = run_pipeline(*graph, pipeline);
+  for (const std::string& why : result.unfused)
+    log(LogLevel::Warn, name + ": a fusion group runs op by op: " + why);
+
+  auto compiled = std::make_shared<CompiledRegion>();
+  std::vector<KernelBinding> bindings;
+  std::shared_ptr<void> code;
+  if (!result.kernels.empty()) {
+    codegen::CodegenOptions codegen;
+    if (!pipeline.dump_dir.empty()) codegen.dump_prefix = pipeline.dump_dir + "/" + name;
+    try {
+      codegen::CompiledKernels kernels = codegen::compile_kernels(result.kernels, codegen);
+      for (const auto& k : kernels.kernels)
+        bindings.push_back({k.function, k.launch.range, k.launch.grain});
+      code = kernels.code;
+      compiled->codegen_seconds = kernels.compile_seconds;
+    } catch (const Error& e) {
+      // Code generation failed: this specialization runs op by op through ATen instead.
+      if (options.strict) throw;
+      log(LogLevel::Warn, name + ": code generation failed, running without fusion: " + e.what());
+      graph = std::move(unfused);
+      pipeline.fusion = false;
+      result = run_pipeline(*graph, pipeline);
+    }
+  }
+  compiled->plan = build_plan(*graph, constants, result.memory, device, bindings, code);
+  for (const ir::Node* node : graph->nodes()) {
+    if (node->op() == "kiln::fused") {
+      explain_fused(*node, compiled->entries);
+      ++compiled->kernels;
+    } else if (node->op() != "prim::Constant") {
+      compiled->entries.push_back(explain_node(*node, result.memory));
+    }
+  }
+  compiled->compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return compiled;
+}
+
+
+}  // namespace kiln

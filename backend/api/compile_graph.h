@@ -1,0 +1,36 @@
+// From a graph in the IR to a runnable plan: the pass pipeline (fusion, memory planning), code
+// generation for the fused kernels, and the plan. Both frontends end here; so do the fuzzer's
+// random graphs. No TorchScript headers, only ATen's.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/explain.h"
+#include "kiln/options.h"
+#include "passes/ir/graph.h"
+#include "runtime/plan.h"
+
+namespace kiln {
+
+struct CompiledRegion {
+  Plan plan;
+  std::vector<ExplainEntry> entries;
+  double compile_seconds = 0;  // all of it: import, passes, code generation, plan
+  double codegen_seconds = 0;  // LLVM: IR, optimization, machine code
+  int kernels = 0;             // generated kernels
+};
+
+/// `constants[i]` is the tensor of `prim::Constant {index=i}`; `device` is where the inputs
+/// live. `plan_memory`: intermediates may go into a shared arena (not when autograd records the
+/// calls: out= variants do not). If code generation fails the graph runs op by op through ATen
+/// (with a warning; with options.strict the error is thrown).
+std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
+                                              const std::vector<at::Tensor>& constants,
+                                              c10::Device device, const CompileOptions& options,
+                                              const std::string& name, bool plan_memory);
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+// The LLVM code generator's front door: all kernels of one plan become one LLVM module, compiled
+// once by the ORC JIT for the CPU kiln runs on. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/codegen/llvm/schedule.h"
+#include "passes/kernel/kernel.h"
+#include "runtime/kernel_abi.h"
+
+namespace kiln::codegen {
+
+using kiln::KernelFunction;
+
+struct CompiledKernel {
+  KernelFunction function = nullptr;
+  KernelLaunch launch;
+};
+
+struct CompiledKernels {
+  std::shared_ptr<void> code;  // the JIT module; the functions live as long as it does
+  std::vector<CompiledKernel> kernels;
+  double compile_seconds = 0;
+};
+
+struct CodegenOptions {
+  /// Where <prefix>.kernel (kernel IR), <prefix>.ll (optimized LLVM IR) and <prefix>.s
+  /// (assembly) are written; empty: nowhere.
+  std::string dump_prefix;
+  /// 0: the host's widest (512 with AVX-512, else 256 with AVX2/AVX, else 128).
+  int vector_bits = 0;
+};
+
+/// Throws kiln::Error: Unsupported for a kernel the generator cannot express, Backend when LLVM
+/// fails.
+CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
+                                const CodegenOptions& options);
+
+/// The optimized module's assembly for these kernels (what the JIT runs), for tests.
+std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels, const CodegenOptions& options);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,306 @@
+#include "backend/codegen/llvm/kernel_emitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+#include <limits>
+
+#include "backend/codegen/llvm/value_emitter.h"
+#include "kiln/error.h"
+
+namespace kiln::codegen {
+
+using kernel::DType;
+using kernel::Op;
+using kernel::ReduceKind;
+
+namespace {
+
+class KernelEmitter {
+ public:
+  KernelEmitter(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits)
+      : module_(module), kernel_(kernel), b_(module.getContext()), vector_bits_(vector_bits) {}
+
+  llvm::Function* emit() {
+    llvm::LLVMContext& c = module_.getContext();
+    llvm::Type* ptr = llvm::PointerType::getUnqual(c);
+    llvm::Type* i64 = llvm::Type::getInt64Ty(c);
+    auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, i64, i64}, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, kernel_.name, module_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+    entry_ = llvm::BasicBlock::Create(c, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+    std::vector<llvm::Value*> buffers;
+    for (size_t i = 0; i < kernel_.buffers.size(); ++i) {
+      llvm::Value* slot = b_.CreateConstGEP1_64(ptr, fn_->getArg(0), i);
+      buffers.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8), "b" + std::to_string(i)));
+    }
+    values_ = std::make_unique<ValueEmitter>(b_, kernel_, buffers);
+    element_ = kernel::element_levels(kernel_);
+    num_maps_ = kernel_.exprs.size() + kernel_.stores.size();
+    width_ = std::max(1, vector_bits_ / 32);
+    if (kernel_.reduce_rank == 0) {
+      emit_elementwise();
+    } else {
+      emit_reducing();
+    }
+    b_.CreateRetVoid();
+    return fn_;
+  }
+
+ private:
+  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+
+  /// A counted loop: runs body(i) for i = start, start+step, ... while i + step <= end, and
+  /// returns the first i it did not run.
+  llvm::Value* loop(llvm::Value* start, llvm::Value* end, int64_t step,
+                    const std::function<void(llvm::Value*)>& body) {
+    llvm::LLVMContext& c = module_.getContext();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(c, "loop", fn_);
+    auto* inside = llvm::BasicBlock::Create(c, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(c, "done", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(start, pre);
+    b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(i, i64(step)), end), inside, exit);
+    b_.SetInsertPoint(inside);
+    body(i);
+    i->addIncoming(b_.CreateAdd(i, i64(step)), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    return i;
+  }
+
+  /// Offsets of every map at the start of `row` (a flat index over the first `dims` dims).
+  std::vector<llvm::Value*> row_offsets(llvm::Value* row, int dims) {
+    std::vector<llvm::Value*> index(dims);
+    llvm::Value* rest = row;
+    for (int d = dims - 1; d >= 0; --d) {
+      llvm::Value* size = i64(kernel_.sizes[d]);
+      index[d] = d == 0 ? rest : b_.CreateURem(rest, size);
+      if (d > 0) rest = b_.CreateUDiv(rest, size);
+    }
+    std::vector<llvm::Value*> offsets(num_maps_, nullptr);
+    for (size_t m = 0; m < num_maps_; ++m) {
+      if (m < kernel_.exprs.size() && kernel_.exprs[m].op != Op::Load) continue;
+      const kernel::IndexMap& map = values_->map(static_cast<int>(m));
+      llvm::Value* offset = i64(map.offset);
+      for (int d = 0; d < dims; ++d) {
+        if (map.strides[d] != 0)
+          offset = b_.CreateAdd(offset, b_.CreateMul(index[d], i64(map.strides[d])));
+      }
+      offsets[m] = offset;
+    }
+    return offsets;
+  }
+
+  /// Walks the innermost dimension over [start, end): vector steps, then scalar steps.
+  void inner_loop(llvm::Value* start, llvm::Value* end, const std::vector<llvm::Value*>& offsets,
+                  const std::function<void(const Position&)>& body) {
+    llvm::Value* next = start;
+    if (width_ > 1) {
+      next = loop(start, end, width_, [&](llvm::Value* i) {
+        values_->forget_elements();
+        body(Position{width_, i, &offsets});
+      });
+    }
+    loop(next, end, 1, [&](llvm::Value* i) {
+      values_->forget_elements();
+      body(Position{1, i, &offsets});
+    });
+    values_->forget_elements();
+  }
+
+  /// Walks every element of a row: nested loops over the reduced dims, the last one vectorized.
+  void row_loops(const std::vector<llvm::Value*>& offsets, int dim,
+                 const std::function<void(const Position&)>& body) {
+    const int last = kernel_.rank() - 1;
+    if (dim == last) {
+      inner_loop(i64(0), i64(kernel_.sizes[last]), offsets, body);
+      return;
+    }
+    loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
+      std::vector<llvm::Value*> moved = offsets;
+      for (size_t m = 0; m < num_maps_; ++m) {
+        if (!moved[m]) continue;
+        const int64_t stride = values_->map(static_cast<int>(m)).strides[dim];
+        if (stride != 0) moved[m] = b_.CreateAdd(moved[m], b_.CreateMul(i, i64(stride)));
+      }
+      row_loops(moved, dim + 1, body);
+    });
+  }
+
+  // Elementwise: [begin, end) is a range of flat element indices; walk it row by row of the
+  // innermost dimension (rows may be partial at both ends).
+  void emit_elementwise() {
+    const int rank = kernel_.rank();
+    const int64_t inner = kernel_.sizes[rank - 1];
+    if (inner == 0) return;
+    llvm::Value* begin = fn_->getArg(1);
+    llvm::Value* end = fn_->getArg(2);
+    llvm::LLVMContext& c = module_.getContext();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(c, "rows", fn_);
+    auto* inside = llvm::BasicBlock::Create(c, "row", fn_);
+    auto* exit = llvm::BasicBlock::Create(c, "rows_done", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
+    pos->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
+    b_.SetInsertPoint(inside);
+    llvm::Value* row = b_.CreateUDiv(pos, i64(inner));
+    llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(row, i64(inner)));
+    llvm::Value* count = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first),
+                                                  b_.CreateSub(end, pos));
+    std::vector<llvm::Value*> offsets = row_offsets(row, rank - 1);
+    inner_loop(first, b_.CreateAdd(first, count), offsets, [&](const Position& at) {
+      for (size_t s = 0; s < kernel_.stores.size(); ++s)
+        values_->store(static_cast<int>(s), at);
+    });
+    pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  // Reducing: [begin, end) is a range of rows.
+  void emit_reducing() {
+    const int row_rank = kernel_.row_rank();
+    loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
+      std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
+      const Position at_row{1, i64(0), &offsets};
+      compute_row_values(at_row);
+      for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
+        if (kernel_.exprs[id].op != Op::Reduce) continue;
+        values_->set_row_value(static_cast<int>(id), reduce(static_cast<int>(id), offsets));
+        compute_row_values(at_row);
+      }
+      bool element_stores = false;
+      for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+        if (element_[kernel_.stores[s].value]) {
+          element_stores = true;
+        } else {
+          values_->store(static_cast<int>(s), at_row);
+        }
+      }
+      if (!element_stores) return;
+      row_loops(offsets, row_rank, [&](const Position& at) {
+        for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+          if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
+        }
+      });
+    });
+  }
+
+  /// Computes, in order, every row-level expr whose operands are ready.
+  void compute_row_values(const Position& at_row) {
+    for (size_t i = 0; i < kernel_.exprs.size(); ++i) {
+      const int id = static_cast<int>(i);
+      const kernel::Expr& e = kernel_.exprs[i];
+      if (element_[i] || e.op == Op::Reduce || values_->has_row_value(id)) continue;
+      bool ready = true;
+      for (int a : e.args)
+        ready = ready && values_->has_row_value(a);
+      if (ready) values_->set_row_value(id, values_->row_expr(id, at_row));
+    }
+  }
+
+  llvm::Value* identity(ReduceKind kind, DType t, int width) {
+    llvm::Type* type = values_->register_type(t, width);
+    if (kind == ReduceKind::Sum || kind == ReduceKind::Mean) return llvm::Constant::getNullValue(type);
+    const bool max = kind == ReduceKind::Max;
+    if (ir::is_floating(t)) return llvm::ConstantFP::getInfinity(type, max);
+    const unsigned bits = type->getScalarSizeInBits();
+    const bool is_unsigned = t == DType::UInt8 || t == DType::Bool;
+    llvm::APInt v = is_unsigned ? (max ? llvm::APInt::getMinValue(bits) : llvm::APInt::getMaxValue(bits))
+                                : (max ? llvm::APInt::getSignedMinValue(bits)
+                                       : llvm::APInt::getSignedMaxValue(bits));
+    return llvm::ConstantInt::get(type, v);
+  }
+
+  llvm::Value* combine(ReduceKind kind, DType t, llvm::Value* acc, llvm::Value* v) {
+    const bool f = ir::is_floating(t);
+    const bool u = t == DType::UInt8 || t == DType::Bool;
+    switch (kind) {
+      case ReduceKind::Sum:
+      case ReduceKind::Mean: return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
+      case ReduceKind::Max:
+        return b_.CreateBinaryIntrinsic(f ? llvm::Intrinsic::maximum
+                                          : (u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax),
+                                        acc, v);
+      case ReduceKind::Min:
+        return b_.CreateBinaryIntrinsic(f ? llvm::Intrinsic::minimum
+                                          : (u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin),
+                                        acc, v);
+    }
+    return acc;
+  }
+
+  llvm::Value* horizontal(ReduceKind kind, DType t, llvm::Value* vec) {
+    const bool f = ir::is_floating(t);
+    const bool u = t == DType::UInt8 || t == DType::Bool;
+    switch (kind) {
+      case ReduceKind::Sum:
+      case ReduceKind::Mean:
+        if (!f) return b_.CreateAddReduce(vec);
+        {
+          // Lanes hold independent partial sums; their order does not matter.
+          llvm::CallInst* sum =
+              b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(vec->getType()->getScalarType()), vec);
+          sum->setHasAllowReassoc(true);
+          return sum;
+        }
+      case ReduceKind::Max: return f ? b_.CreateFPMaximumReduce(vec) : b_.CreateIntMaxReduce(vec, !u);
+      case ReduceKind::Min: return f ? b_.CreateFPMinimumReduce(vec) : b_.CreateIntMinReduce(vec, !u);
+    }
+    return vec;
+  }
+
+  /// One pass over the row: a vector accumulator, a scalar one for the tail, then both folded.
+  llvm::Value* reduce(int id, const std::vector<llvm::Value*>& offsets) {
+    const kernel::Expr& e = kernel_.exprs[id];
+    const DType t = e.dtype;
+    const int arg = e.args[0];
+    llvm::IRBuilder<> entry(entry_, entry_->begin());
+    llvm::AllocaInst* vec_acc = entry.CreateAlloca(values_->register_type(t, width_));
+    llvm::AllocaInst* acc = entry.CreateAlloca(values_->register_type(t, 1));
+    b_.CreateStore(identity(e.reduce, t, width_), vec_acc);
+    b_.CreateStore(identity(e.reduce, t, 1), acc);
+    row_loops(offsets, kernel_.row_rank(), [&](const Position& at) {
+      llvm::AllocaInst* target = at.width == 1 ? acc : vec_acc;
+      llvm::Value* v = values_->value(arg, at);
+      b_.CreateStore(combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v), target);
+    });
+    llvm::Value* folded = horizontal(e.reduce, t, b_.CreateLoad(vec_acc->getAllocatedType(), vec_acc));
+    llvm::Value* result = combine(e.reduce, t, b_.CreateLoad(acc->getAllocatedType(), acc), folded);
+    if (e.reduce == ReduceKind::Mean) {
+      const double n = static_cast<double>(kernel_.row_size());
+      llvm::Value* count = ir::is_floating(t) ? llvm::ConstantFP::get(result->getType(), n)
+                                              : static_cast<llvm::Value*>(i64(kernel_.row_size()));
+      result = ir::is_floating(t) ? b_.CreateFDiv(result, count) : b_.CreateSDiv(result, count);
+    }
+    return result;
+  }
+
+  llvm::Module& module_;
+  const kernel::Kernel& kernel_;
+  llvm::IRBuilder<> b_;
+  int vector_bits_;
+  int width_ = 1;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  std::unique_ptr<ValueEmitter> values_;
+  std::vector<bool> element_;
+  size_t num_maps_ = 0;
+};
+
+}  // namespace
+
+llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits) {
+  return KernelEmitter(module, kernel, vector_bits).emit();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,20 @@
+// Emits one kernel as an LLVM function  void name(void* const* buffers, i64 begin, i64 end)
+// that computes the part [begin, end) of its launch range (see schedule.h): elements for an
+// elementwise kernel, rows for a reducing one.
+//
+// Loops are explicit: a vector loop of `vector_bits` wide operations over the innermost
+// dimension, then a scalar loop for the tail. A reducing kernel walks each row once per
+// reduction (rows are small enough to stay in cache) and once more for element-level stores;
+// row-level values are computed in between, once per row.
+#pragma once
+
+#include <llvm/IR/Module.h>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen {
+
+/// `kernel` must already be collapsed (collapse_dims).
+llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits);
+
+}  // namespace kiln::codegen

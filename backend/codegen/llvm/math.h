@@ -1,0 +1,27 @@
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace kiln::codegen {
+
+// Each emits IR that computes the function elementwise on `x`, a `float` or `<N x float>` value,
+// and returns a value of the same type. The code has no calls and no branches (selects only), so
+// LLVM's loop vectorizer can vectorize a loop that uses it. The only intrinsics are fmuladd, fabs,
+// copysign, minnum and maxnum, which lower to instructions (checked on x86-64, with and without
+// FMA; fmuladd fuses only where the target has FMA, and the error bounds below hold either way).
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_log(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x);
+
+/// The maximum error of each function, in float32 ulp against the C library's double result
+/// rounded to float, that tests/codegen/math_test.cpp asserts. They are the maxima measured over
+/// all 2^32 inputs (vector form, x86-64 with and without fused multiply-add); the test samples
+/// about 6.5 million inputs per function. Erf reaches 2 only without FMA (just below |x| = 1);
+/// sigmoid near x = -1.1, where the result lies just below 1/4 and exp(x) in the binade above, so
+/// one ulp of exp(x) is two of the result.
+inline constexpr double kMaxUlpExp = 1, kMaxUlpLog = 1, kMaxUlpTanh = 1, kMaxUlpErf = 2,
+                        kMaxUlpSigmoid = 2;
+
+}  // namespace kiln::codegen

@@ -1,0 +1,71 @@
+// Emits the LLVM IR of kernel-IR expressions at one position of the iteration space, either as
+// one element (width 1) or as `width` consecutive elements of the innermost dimension at once.
+//
+// In registers, bool is i1, integers are iN, and float16/bfloat16/float32 are all float (a value
+// of a 16-bit float dtype is a float that the format can represent exactly); float64 is double.
+// Memory holds each dtype in its own format; loads and stores convert.
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen {
+
+/// Where the code being emitted stands: `width` elements starting at innermost index `index`;
+/// `offsets[m]` is the element offset of map m (see map_id) at innermost index 0.
+struct Position {
+  int width = 1;
+  llvm::Value* index = nullptr;  // i64
+  const std::vector<llvm::Value*>* offsets = nullptr;
+};
+
+class ValueEmitter {
+ public:
+  ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& kernel,
+               std::vector<llvm::Value*> buffer_pointers);
+
+  /// Maps are numbered: the load of expr e is map e; store s is map exprs.size() + s.
+  int load_map_id(int expr) const { return expr; }
+  int store_map_id(int store) const { return static_cast<int>(kernel_.exprs.size()) + store; }
+  const kernel::IndexMap& map(int id) const;
+
+  /// The value of expr `id` at `at` (a vector when at.width > 1). Element values are memoized
+  /// until forget_elements(); row values must have been set with set_row_value.
+  llvm::Value* value(int id, const Position& at);
+  void store(int store_index, const Position& at);
+  void forget_elements() { element_cache_.clear(); }
+
+  void set_row_value(int id, llvm::Value* scalar) { row_values_[id] = scalar; }
+  bool has_row_value(int id) const { return row_values_.contains(id); }
+  /// Computes a row-level expr (not a Reduce) from row values already set.
+  llvm::Value* row_expr(int id, const Position& row);
+
+  /// The register type of a dtype, scalar or vector.
+  llvm::Type* register_type(kernel::DType dtype, int width) const;
+  llvm::Value* convert(llvm::Value* v, kernel::DType from, kernel::DType to);
+  llvm::Value* splat(llvm::Value* scalar, int width);
+
+ private:
+  llvm::Value* compute(const kernel::Expr& e, const std::vector<llvm::Value*>& args, int width,
+                       const Position& at);
+  llvm::Value* load(const kernel::IndexMap& map, int map_id, const Position& at);
+  llvm::Value* address(int map_id, const Position& at, llvm::Value* lane_index);
+  llvm::Value* unary(const kernel::Expr& e, llvm::Value* x);
+  llvm::Value* binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b, kernel::DType arg);
+  llvm::Value* libm_per_lane(const char* name, llvm::Value* x);
+  llvm::Value* round_to_bfloat16(llvm::Value* v);
+  llvm::Value* constant(double value, kernel::DType dtype, int width);
+
+  llvm::IRBuilder<>& b_;
+  const kernel::Kernel& kernel_;
+  std::vector<llvm::Value*> buffers_;
+  std::vector<bool> element_;
+  std::unordered_map<int, llvm::Value*> element_cache_;
+  std::unordered_map<int, llvm::Value*> row_values_;
+};
+
+}  // namespace kiln::codegen

@@ -1,0 +1,35 @@
+// What `explain` reports: where each operation of a compiled module runs, and why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Where one operation runs, as `explain` reports it.
+struct ExplainEntry {
+  std::string op;     // "aten::linear", "prim::If", ...
+  std::string where;  // "fused kernel", "native kernel", "extern ATen", "TorchScript interpreter"
+  std::string why;
+};
+
+struct Explanation {
+  std::vector<ExplainEntry> entries;
+  int nodes = 0;
+  int kernels = 0;        // nodes that run inside generated kernels
+  int fused_kernels = 0;  // generated kernels
+  int extern_calls = 0;
+  int interpreter = 0;
+  int regions = 0;
+  int fallback_regions = 0;
+  double compile_seconds = 0;
+  double codegen_seconds = 0;  // the part of compile_seconds spent in LLVM
+  int64_t planned_bytes = 0;   // arena bytes of the memory plans
+  int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
+
+  std::string to_text() const;
+  std::string to_json() const;
+};
+
+}  // namespace kiln

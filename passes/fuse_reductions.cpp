@@ -1,0 +1,113 @@
+#include "passes/fuse_reductions.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "passes/fusion_clusters.h"
+#include "passes/kernel/lower_ops.h"
+
+namespace kiln {
+namespace {
+
+bool is_fusible_reduction(const ir::Node& node) {
+  if (node.op() == kFusedOp || !kernel::can_lower(node) || !kernel::reduced_dims(node)) return false;
+  auto on_cpu = [](const ir::Value* v) { return v->type().device.kind == ir::DeviceKind::CPU; };
+  return std::all_of(node.inputs().begin(), node.inputs().end(), on_cpu);
+}
+
+class ReductionGroup {
+ public:
+  ReductionGroup(ClusterGrower& grower, ir::Node* reduction)
+      : grower_(grower),
+        input_shape_(reduction->input(0)->type().sizes),
+        output_shape_(reduction->output()->type().sizes),
+        keepdim_(kernel::keeps_reduced_dims(*reduction)) {
+    grower_.start(reduction);
+    if (output_shape_ != input_shape_) row_values_.insert(reduction->output());
+  }
+
+  void grow() {
+    bool grew = true;
+    while (grew) {
+      grew = false;
+      for (ir::Node* node : grower_.neighbors()) {
+        if (!is_fusible_elementwise(*node)) continue;
+        const Role role = role_of(*node);
+        if (role == Role::None || !grower_.try_add(node)) continue;
+        if (role == Role::RowConsumer) {
+          row_consumers_.insert(node);
+          row_values_.insert(node->output());
+        }
+        grew = true;
+      }
+    }
+  }
+
+ private:
+  enum class Role { None, Producer, ElementConsumer, RowConsumer };
+
+  bool reads_row_value(const ir::Node& node) const {
+    return std::any_of(node.inputs().begin(), node.inputs().end(),
+                       [&](const ir::Value* v) { return row_values_.contains(v); });
+  }
+
+  bool is_member_value(const ir::Value* v) const {
+    return v->producer() && grower_.contains(v->producer());
+  }
+
+  Role role_of(const ir::Node& node) const {
+    const auto& sizes = node.output()->type().sizes;
+    bool feeds_member = false, feeds_row_consumer = false;
+    for (const ir::Node* user : grower_.users(node.output())) {
+      feeds_member = feeds_member || grower_.contains(user);
+      feeds_row_consumer = feeds_row_consumer || row_consumers_.contains(user);
+    }
+    if (feeds_member) {
+      // Producers are computed per element of the reduction's input.
+      if (feeds_row_consumer) return Role::None;
+      const bool fits = sizes == input_shape_ || (broadcasts_to(sizes, input_shape_) &&
+                                                  grower_.used_only_inside(node.output()));
+      return fits ? Role::Producer : Role::None;
+    }
+    if (reads_row_value(node) && sizes == output_shape_) {
+      // On the reduced values: every member operand must be one of them.
+      for (const ir::Value* v : node.inputs()) {
+        if (is_member_value(v) && !row_values_.contains(v)) return Role::None;
+      }
+      return Role::RowConsumer;
+    }
+    // On whole rows. A reduced value that dropped its dimensions would broadcast against the
+    // wrong axes, so only kept dimensions may meet whole rows.
+    if (sizes != input_shape_) return Role::None;
+    return reads_row_value(node) && !keepdim_ ? Role::None : Role::ElementConsumer;
+  }
+
+  ClusterGrower& grower_;
+  std::vector<int64_t> input_shape_, output_shape_;
+  bool keepdim_;
+  std::unordered_set<const ir::Value*> row_values_;
+  std::unordered_set<const ir::Node*> row_consumers_;
+};
+
+}  // namespace
+
+int fuse_reductions(ir::Graph& graph) {
+  int groups = 0;
+  while (true) {
+    ir::Node* seed = nullptr;
+    for (ir::Node* node : graph.nodes()) {
+      if (is_fusible_reduction(*node)) {
+        seed = node;
+        break;
+      }
+    }
+    if (!seed) return groups;
+    ClusterGrower grower(graph);
+    ReductionGroup group(grower, seed);
+    group.grow();
+    contract_cluster(graph, grower.members(), {{"reduction", seed->op()}});
+    ++groups;
+  }
+}
+
+}  // namespace kiln

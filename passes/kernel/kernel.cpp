@@ -1,0 +1,185 @@
+#include "passes/kernel/kernel.h"
+
+#include <stdexcept>
+
+namespace kiln::kernel {
+namespace {
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  int arity;
+};
+
+constexpr OpInfo kOps[] = {
+    {Op::Load, "load", 0},       {Op::Constant, "const", 0},  {Op::Cast, "cast", 1},
+    {Op::Neg, "neg", 1},         {Op::Abs, "abs", 1},         {Op::Exp, "exp", 1},
+    {Op::Log, "log", 1},         {Op::Sqrt, "sqrt", 1},       {Op::Rsqrt, "rsqrt", 1},
+    {Op::Reciprocal, "recip", 1}, {Op::Erf, "erf", 1},        {Op::Tanh, "tanh", 1},
+    {Op::Sigmoid, "sigmoid", 1}, {Op::Floor, "floor", 1},     {Op::Trunc, "trunc", 1},
+    {Op::Not, "not", 1},         {Op::Add, "add", 2},         {Op::Sub, "sub", 2},
+    {Op::Mul, "mul", 2},         {Op::Div, "div", 2},         {Op::Max, "max", 2},
+    {Op::Min, "min", 2},         {Op::Pow, "pow", 2},         {Op::Eq, "eq", 2},
+    {Op::Ne, "ne", 2},           {Op::Lt, "lt", 2},           {Op::Le, "le", 2},
+    {Op::Gt, "gt", 2},           {Op::Ge, "ge", 2},           {Op::And, "and", 2},
+    {Op::Or, "or", 2},           {Op::Where, "where", 3},     {Op::Reduce, "reduce", 1},
+};
+
+const OpInfo& info(Op op) {
+  return kOps[static_cast<int>(op)];
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  return info(op).name;
+}
+int op_arity(Op op) {
+  return info(op).arity;
+}
+bool is_comparison(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
+         op == Op::Ge;
+}
+
+const char* reduce_kind_name(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Sum:
+      return "sum";
+    case ReduceKind::Mean:
+      return "mean";
+    case ReduceKind::Max:
+      return "max";
+    case ReduceKind::Min:
+      return "min";
+  }
+  return "?";
+}
+
+int64_t Kernel::num_rows() const {
+  int64_t n = 1;
+  for (int d = 0; d < row_rank(); ++d)
+    n *= sizes[d];
+  return n;
+}
+
+int64_t Kernel::row_size() const {
+  int64_t n = 1;
+  for (int d = row_rank(); d < rank(); ++d)
+    n *= sizes[d];
+  return n;
+}
+
+int Kernel::num_inputs() const {
+  int n = 0;
+  for (const auto& b : buffers)
+    n += b.is_output ? 0 : 1;
+  return n;
+}
+
+std::vector<bool> element_levels(const Kernel& kernel) {
+  std::vector<bool> element(kernel.exprs.size(), false);
+  for (size_t i = 0; i < kernel.exprs.size(); ++i) {
+    const Expr& e = kernel.exprs[i];
+    if (e.op == Op::Load) {
+      bool inner = kernel.reduce_rank == 0;
+      for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
+        inner = inner || e.map.strides[d] != 0;
+      element[i] = inner;
+    } else if (e.op != Op::Reduce && e.op != Op::Constant) {
+      for (int a : e.args)
+        element[i] = element[i] || element[a];
+    }
+  }
+  return element;
+}
+
+void validate(const Kernel& kernel) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("kernel " + kernel.name + ": " + why);
+  };
+  if (kernel.reduce_rank < 0 || kernel.reduce_rank > kernel.rank()) fail("bad reduce_rank");
+  bool seen_output = false;
+  for (const auto& b : kernel.buffers) {
+    if (!b.is_output && seen_output) fail("inputs must come before outputs");
+    seen_output = seen_output || b.is_output;
+  }
+  auto check_map = [&](const IndexMap& map, bool output) {
+    if (map.buffer < 0 || map.buffer >= static_cast<int>(kernel.buffers.size()))
+      fail("index map names no buffer");
+    if (kernel.buffers[map.buffer].is_output != output)
+      fail(output ? "store into an input buffer" : "load from an output buffer");
+    if (static_cast<int>(map.strides.size()) != kernel.rank()) fail("index map of wrong rank");
+  };
+  const std::vector<bool> element = element_levels(kernel);
+  for (size_t i = 0; i < kernel.exprs.size(); ++i) {
+    const Expr& e = kernel.exprs[i];
+    if (static_cast<int>(e.args.size()) != op_arity(e.op))
+      fail(std::string(op_name(e.op)) + " has the wrong number of arguments");
+    for (int a : e.args) {
+      if (a < 0 || a >= static_cast<int>(i)) fail("an expr reads a later or unknown expr");
+    }
+    if (e.op == Op::Load) check_map(e.map, false);
+    if (e.op == Op::Reduce) {
+      if (kernel.reduce_rank == 0) fail("reduce in a kernel without reduced dimensions");
+      if (!element[e.args[0]]) fail("reduce of a row-level value");
+    }
+    if (is_comparison(e.op) && e.dtype != DType::Bool) fail("comparison not of type bool");
+  }
+  for (const Store& s : kernel.stores) {
+    check_map(s.map, true);
+    if (s.value < 0 || s.value >= static_cast<int>(kernel.exprs.size()))
+      fail("store of an unknown expr");
+    bool inner = false;
+    for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
+      inner = inner || s.map.strides[d] != 0;
+    if (kernel.reduce_rank > 0 && element[s.value] != inner)
+      fail("store level does not match its value's level");
+  }
+}
+
+int KernelBuilder::add(Expr expr) {
+  kernel_.exprs.push_back(std::move(expr));
+  return static_cast<int>(kernel_.exprs.size()) - 1;
+}
+
+int KernelBuilder::load(int buffer, std::vector<int64_t> strides, int64_t offset) {
+  Expr e{Op::Load, kernel_.buffers.at(buffer).dtype, {}};
+  e.map = {buffer, std::move(strides), offset};
+  return add(std::move(e));
+}
+
+int KernelBuilder::constant(double value, DType dtype) {
+  Expr e{Op::Constant, dtype, {}};
+  e.constant = value;
+  return add(std::move(e));
+}
+
+int KernelBuilder::unary(Op op, int arg, DType dtype) {
+  return add(Expr{op, dtype, {arg}});
+}
+
+int KernelBuilder::binary(Op op, int a, int b, DType dtype) {
+  return add(Expr{op, is_comparison(op) ? DType::Bool : dtype, {a, b}});
+}
+
+int KernelBuilder::where(int condition, int then_value, int else_value, DType dtype) {
+  return add(Expr{Op::Where, dtype, {condition, then_value, else_value}});
+}
+
+int KernelBuilder::cast(int arg, DType dtype) {
+  if (kernel_.exprs.at(arg).dtype == dtype) return arg;
+  return add(Expr{Op::Cast, dtype, {arg}});
+}
+
+int KernelBuilder::reduce(ReduceKind kind, int arg) {
+  Expr e{Op::Reduce, kernel_.exprs.at(arg).dtype, {arg}};
+  e.reduce = kind;
+  return add(std::move(e));
+}
+
+void KernelBuilder::store(int buffer, std::vector<int64_t> strides, int value, int64_t offset) {
+  kernel_.stores.push_back({{buffer, std::move(strides), offset}, value});
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,155 @@
+// The kernel IR: one kernel, target-neutral.
+//
+// A kernel walks an iteration space (static sizes). Its last `reduce_rank` dimensions may be
+// reduced: the leading dimensions are then "rows" and the trailing ones the "elements" of a
+// row. Buffers are the kernel's parameters (inputs, then outputs). A Load reads a buffer through
+// an index map (one stride per iteration dimension, 0 where it broadcasts); the element
+// expressions form a DAG in SSA order (each Expr reads only earlier ones); a Reduce folds an
+// element-level expression over a row into a row-level value; a Store writes a value through an
+// index map.
+//
+// It says nothing about threads, vectors or loop order: a code generator decides. Every value
+// has a level: row-level values depend only on the row (Reduce results, loads whose map has
+// stride 0 on every reduced dimension, constants), element-level values on the element too.
+// The reference interpreter (interpreter.h) defines what a kernel computes.
+//
+//   kernel softmax_0 [4096, 1024] reduce 1
+//     in  b0: f32
+//     out b1: f32
+//     %0 = load b0 [1024, 1] : f32
+//     %1 = reduce.max %0 : f32
+//     ...
+//     store b1 [1024, 1] = %5
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "passes/ir/types.h"
+
+namespace kiln::kernel {
+
+using ir::DType;
+
+enum class Op : uint8_t {
+  Load,      // load: reads its buffer through its index map
+  Constant,  // value (in `constant`, converted to the dtype)
+  Cast,      // 1 arg, converted to the expr's dtype (float -> int truncates; -> bool is != 0)
+  // Unary, on the expr's dtype.
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Erf,
+  Tanh,
+  Sigmoid,
+  Floor,
+  Trunc,
+  Not,  // bool
+  // Binary, both args of the expr's dtype (comparisons: args of one dtype, result bool).
+  Add,
+  Sub,
+  Mul,
+  Div,  // floats: IEEE division; integers: truncating
+  Max,  // NaN-propagating, like torch.maximum
+  Min,
+  Pow,  // floats only
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,  // bool
+  Or,   // bool
+  // Ternary: args (bool condition, then, else).
+  Where,
+  Reduce,  // 1 element-level arg over the reduced dims of a row; result is row-level
+};
+
+enum class ReduceKind : uint8_t { Sum, Mean, Max, Min };
+
+/// Sum and mean are exact up to reassociation: a code generator may sum in any order (stated
+/// accuracy for float sums: a relative error of a few ulp times log2(n)); max and min propagate
+/// NaN.
+const char* op_name(Op op);
+const char* reduce_kind_name(ReduceKind kind);
+int op_arity(Op op);
+bool is_comparison(Op op);
+
+struct Buffer {
+  std::string name;  // b0, b1, ...
+  DType dtype;
+  bool is_output;
+};
+
+/// Element `i` of the iteration space is at element offset  offset + sum_d i[d] * strides[d]
+/// of the buffer.
+struct IndexMap {
+  int buffer = 0;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+struct Expr {
+  Op op;
+  DType dtype;
+  std::vector<int> args;  // ids of earlier exprs
+  double constant = 0;    // Constant (integers up to 2^53 are exact)
+  IndexMap map;           // Load
+  ReduceKind reduce = ReduceKind::Sum;
+};
+
+struct Store {
+  IndexMap map;
+  int value;  // expr id
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<int64_t> sizes;
+  int reduce_rank = 0;
+  std::vector<Buffer> buffers;  // inputs first, then outputs
+  std::vector<Expr> exprs;
+  std::vector<Store> stores;
+
+  int rank() const { return static_cast<int>(sizes.size()); }
+  int row_rank() const { return rank() - reduce_rank; }
+  /// Number of rows (product of the leading sizes) and of elements per row.
+  int64_t num_rows() const;
+  int64_t row_size() const;
+  int num_inputs() const;
+};
+
+/// True when the value depends on the position inside a row (for reduce_rank == 0 every
+/// load and everything computed from one is element-level too).
+std::vector<bool> element_levels(const Kernel& kernel);
+
+/// Checks the structural rules above; throws std::invalid_argument with the reason.
+void validate(const Kernel& kernel);
+
+/// Appends exprs and stores to a kernel, keeping them in SSA order.
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(Kernel& kernel) : kernel_(kernel) {}
+  int load(int buffer, std::vector<int64_t> strides, int64_t offset = 0);
+  int constant(double value, DType dtype);
+  int unary(Op op, int arg, DType dtype);
+  int binary(Op op, int a, int b, DType dtype);
+  int where(int condition, int then_value, int else_value, DType dtype);
+  int cast(int arg, DType dtype);  // no-op when arg already has dtype
+  int reduce(ReduceKind kind, int arg);
+  void store(int buffer, std::vector<int64_t> strides, int value, int64_t offset = 0);
+  DType dtype(int expr) const { return kernel_.exprs.at(expr).dtype; }
+  Kernel& kernel() { return kernel_; }
+
+ private:
+  int add(Expr expr);
+  Kernel& kernel_;
+};
+
+}  // namespace kiln::kernel

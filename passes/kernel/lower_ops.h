@@ -1,0 +1,34 @@
+// How each fusible graph-IR operator becomes kernel-IR expressions. The fusers ask can_lower()
+// which nodes may join a group; lower_group() calls lower_node() for each member.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "passes/ir/graph.h"
+#include "passes/kernel/kernel.h"
+
+namespace kiln::kernel {
+
+/// True when `node` (an elementwise, reduction or normalization op) can be part of a fusion
+/// group: its op, its attributes and its dtypes are ones the lowering supports.
+bool can_lower(const ir::Node& node);
+
+/// For a reduction or normalization node: the dimensions of its first input that it reduces
+/// (sorted, non-negative); nullopt for an elementwise node.
+std::optional<std::vector<int>> reduced_dims(const ir::Node& node);
+
+/// True for a reduction node whose output keeps the reduced dimensions (as size 1), and for
+/// normalizations (whose output has the input's shape).
+bool keeps_reduced_dims(const ir::Node& node);
+
+/// The kernel dtype in which a value of this dtype is computed: float16 and bfloat16 are loaded
+/// and stored as they are but computed in float32.
+DType compute_dtype(DType dtype);
+
+/// Appends the exprs computing `node` from `args` (one expr per tensor input, in order) and
+/// returns the expr of its output. Reductions and normalizations reduce over the kernel's
+/// reduced dimensions, which the caller has made the node's reduced dimensions.
+int lower_node(KernelBuilder& builder, const ir::Node& node, const std::vector<int>& args);
+
+}  // namespace kiln::kernel
