@@ -97,29 +97,42 @@ class KernelEmitter {
     return offsets;
   }
 
-  /// Walks the innermost dimension over [start, end): vector steps, then scalar steps.
+  /// The body of a loop: where it stands, and which accumulator it feeds (0..unroll-1 for the
+  /// vector steps, -1 for the scalar tail).
+  using Body = std::function<void(const Position&, int accumulator)>;
+
+  /// Walks the innermost dimension over [start, end): `unroll` vectors per step (independent
+  /// accumulators, so a reduction is not one long dependency chain), then single vectors, then
+  /// scalar steps.
   void inner_loop(llvm::Value* start, llvm::Value* end, const std::vector<llvm::Value*>& offsets,
-                  const std::function<void(const Position&)>& body) {
+                  const Body& body, int unroll) {
     llvm::Value* next = start;
+    if (width_ > 1 && unroll > 1) {
+      next = loop(next, end, static_cast<int64_t>(width_) * unroll, [&](llvm::Value* i) {
+        for (int k = 0; k < unroll; ++k) {
+          values_->forget_elements();
+          body(Position{width_, b_.CreateAdd(i, i64(static_cast<int64_t>(k) * width_)), &offsets}, k);
+        }
+      });
+    }
     if (width_ > 1) {
-      next = loop(start, end, width_, [&](llvm::Value* i) {
+      next = loop(next, end, width_, [&](llvm::Value* i) {
         values_->forget_elements();
-        body(Position{width_, i, &offsets});
+        body(Position{width_, i, &offsets}, 0);
       });
     }
     loop(next, end, 1, [&](llvm::Value* i) {
       values_->forget_elements();
-      body(Position{1, i, &offsets});
+      body(Position{1, i, &offsets}, -1);
     });
     values_->forget_elements();
   }
 
   /// Walks every element of a row: nested loops over the reduced dims, the last one vectorized.
-  void row_loops(const std::vector<llvm::Value*>& offsets, int dim,
-                 const std::function<void(const Position&)>& body) {
+  void row_loops(const std::vector<llvm::Value*>& offsets, int dim, const Body& body, int unroll) {
     const int last = kernel_.rank() - 1;
     if (dim == last) {
-      inner_loop(i64(0), i64(kernel_.sizes[last]), offsets, body);
+      inner_loop(i64(0), i64(kernel_.sizes[last]), offsets, body, unroll);
       return;
     }
     loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
@@ -129,7 +142,7 @@ class KernelEmitter {
         const int64_t stride = values_->map(static_cast<int>(m)).strides[dim];
         if (stride != 0) moved[m] = b_.CreateAdd(moved[m], b_.CreateMul(i, i64(stride)));
       }
-      row_loops(moved, dim + 1, body);
+      row_loops(moved, dim + 1, body, unroll);
     });
   }
 
@@ -157,10 +170,13 @@ class KernelEmitter {
     llvm::Value* count = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first),
                                                   b_.CreateSub(end, pos));
     std::vector<llvm::Value*> offsets = row_offsets(row, rank - 1);
-    inner_loop(first, b_.CreateAdd(first, count), offsets, [&](const Position& at) {
-      for (size_t s = 0; s < kernel_.stores.size(); ++s)
-        values_->store(static_cast<int>(s), at);
-    });
+    inner_loop(
+        first, b_.CreateAdd(first, count), offsets,
+        [&](const Position& at, int) {
+          for (size_t s = 0; s < kernel_.stores.size(); ++s)
+            values_->store(static_cast<int>(s), at);
+        },
+        1);
     pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
@@ -187,11 +203,14 @@ class KernelEmitter {
         }
       }
       if (!element_stores) return;
-      row_loops(offsets, row_rank, [&](const Position& at) {
-        for (size_t s = 0; s < kernel_.stores.size(); ++s) {
-          if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
-        }
-      });
+      row_loops(
+          offsets, row_rank,
+          [&](const Position& at, int) {
+            for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+              if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
+            }
+          },
+          1);
     });
   }
 
@@ -228,13 +247,12 @@ class KernelEmitter {
       case ReduceKind::Sum:
       case ReduceKind::Mean: return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
       case ReduceKind::Max:
-        return b_.CreateBinaryIntrinsic(f ? llvm::Intrinsic::maximum
-                                          : (u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax),
-                                        acc, v);
+        // Floats: a plain compare-and-select (one vmaxps); NaN is tracked apart, off the chain.
+        if (f) return b_.CreateSelect(b_.CreateFCmpOGT(v, acc), v, acc);
+        return b_.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, acc, v);
       case ReduceKind::Min:
-        return b_.CreateBinaryIntrinsic(f ? llvm::Intrinsic::minimum
-                                          : (u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin),
-                                        acc, v);
+        if (f) return b_.CreateSelect(b_.CreateFCmpOLT(v, acc), v, acc);
+        return b_.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, acc, v);
     }
     return acc;
   }
@@ -253,29 +271,65 @@ class KernelEmitter {
           sum->setHasAllowReassoc(true);
           return sum;
         }
-      case ReduceKind::Max: return f ? b_.CreateFPMaximumReduce(vec) : b_.CreateIntMaxReduce(vec, !u);
-      case ReduceKind::Min: return f ? b_.CreateFPMinimumReduce(vec) : b_.CreateIntMinReduce(vec, !u);
+      case ReduceKind::Max: return f ? b_.CreateFPMaxReduce(vec) : b_.CreateIntMaxReduce(vec, !u);
+      case ReduceKind::Min: return f ? b_.CreateFPMinReduce(vec) : b_.CreateIntMinReduce(vec, !u);
     }
     return vec;
   }
 
-  /// One pass over the row: a vector accumulator, a scalar one for the tail, then both folded.
+  /// One pass over the row: kUnroll vector accumulators and a scalar one for the tail, folded
+  /// at the end. Float max/min also OR a "saw NaN" flag, which turns the result into NaN.
   llvm::Value* reduce(int id, const std::vector<llvm::Value*>& offsets) {
+    constexpr int kUnroll = 4;
     const kernel::Expr& e = kernel_.exprs[id];
     const DType t = e.dtype;
     const int arg = e.args[0];
+    const bool track_nan = ir::is_floating(t) &&
+                           (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
     llvm::IRBuilder<> entry(entry_, entry_->begin());
-    llvm::AllocaInst* vec_acc = entry.CreateAlloca(values_->register_type(t, width_));
-    llvm::AllocaInst* acc = entry.CreateAlloca(values_->register_type(t, 1));
-    b_.CreateStore(identity(e.reduce, t, width_), vec_acc);
-    b_.CreateStore(identity(e.reduce, t, 1), acc);
-    row_loops(offsets, kernel_.row_rank(), [&](const Position& at) {
-      llvm::AllocaInst* target = at.width == 1 ? acc : vec_acc;
-      llvm::Value* v = values_->value(arg, at);
-      b_.CreateStore(combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v), target);
-    });
-    llvm::Value* folded = horizontal(e.reduce, t, b_.CreateLoad(vec_acc->getAllocatedType(), vec_acc));
-    llvm::Value* result = combine(e.reduce, t, b_.CreateLoad(acc->getAllocatedType(), acc), folded);
+    std::vector<llvm::AllocaInst*> accs;
+    for (int k = 0; k < kUnroll; ++k) {
+      accs.push_back(entry.CreateAlloca(values_->register_type(t, width_)));
+      b_.CreateStore(identity(e.reduce, t, width_), accs.back());
+    }
+    llvm::AllocaInst* scalar = entry.CreateAlloca(values_->register_type(t, 1));
+    b_.CreateStore(identity(e.reduce, t, 1), scalar);
+    llvm::AllocaInst* saw_nan = entry.CreateAlloca(b_.getInt1Ty());
+    b_.CreateStore(b_.getFalse(), saw_nan);
+    std::vector<llvm::AllocaInst*> nan_lanes;
+    if (track_nan) {
+      for (int k = 0; k < kUnroll; ++k) {
+        nan_lanes.push_back(entry.CreateAlloca(values_->register_type(DType::Bool, width_)));
+        b_.CreateStore(llvm::Constant::getNullValue(nan_lanes.back()->getAllocatedType()),
+                       nan_lanes.back());
+      }
+    }
+    auto update = [&](llvm::AllocaInst* slot, llvm::Value* v) {
+      b_.CreateStore(v, slot);
+    };
+    row_loops(
+        offsets, kernel_.row_rank(),
+        [&](const Position& at, int k) {
+          llvm::AllocaInst* target = k < 0 ? scalar : accs[k];
+          llvm::Value* v = values_->value(arg, at);
+          update(target, combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v));
+          if (!track_nan) return;
+          llvm::AllocaInst* flag = k < 0 ? saw_nan : nan_lanes[k];
+          llvm::Value* old = b_.CreateLoad(flag->getAllocatedType(), flag);
+          update(flag, b_.CreateOr(old, b_.CreateFCmpUNO(v, v)));
+        },
+        kUnroll);
+    llvm::Value* vec = b_.CreateLoad(accs[0]->getAllocatedType(), accs[0]);
+    for (int k = 1; k < kUnroll; ++k)
+      vec = combine(e.reduce, t, vec, b_.CreateLoad(accs[k]->getAllocatedType(), accs[k]));
+    llvm::Value* result =
+        combine(e.reduce, t, b_.CreateLoad(scalar->getAllocatedType(), scalar), horizontal(e.reduce, t, vec));
+    if (track_nan) {
+      llvm::Value* any = b_.CreateLoad(saw_nan->getAllocatedType(), saw_nan);
+      for (llvm::AllocaInst* lanes : nan_lanes)
+        any = b_.CreateOr(any, b_.CreateOrReduce(b_.CreateLoad(lanes->getAllocatedType(), lanes)));
+      result = b_.CreateSelect(any, llvm::ConstantFP::getNaN(result->getType()), result);
+    }
     if (e.reduce == ReduceKind::Mean) {
       const double n = static_cast<double>(kernel_.row_size());
       llvm::Value* count = ir::is_floating(t) ? llvm::ConstantFP::get(result->getType(), n)

@@ -311,6 +311,14 @@ llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
   unsupported(std::string(kernel::op_name(e.op)) + " on " + ir::dtype_name(t));
 }
 
+llvm::Value* ValueEmitter::nan_propagating(llvm::Value* a, llvm::Value* b, bool max) {
+  // llvm.maximum also orders -0 below +0, which costs a long sequence on x86; torch.maximum
+  // only needs NaN to win, so: a compare-and-select, and NaN (a + b) where either is NaN.
+  llvm::Value* pick_a = max ? b_.CreateFCmpOGT(a, b) : b_.CreateFCmpOLT(a, b);
+  llvm::Value* chosen = b_.CreateSelect(pick_a, a, b);
+  return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), chosen);
+}
+
 llvm::Value* ValueEmitter::binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b, DType arg) {
   const DType t = e.dtype;
   auto round = [&](llvm::Value* v) {
@@ -343,8 +351,8 @@ llvm::Value* ValueEmitter::binary(const kernel::Expr& e, llvm::Value* a, llvm::V
       case Op::Sub: return round(b_.CreateFSub(a, b));
       case Op::Mul: return round(b_.CreateFMul(a, b));
       case Op::Div: return round(b_.CreateFDiv(a, b));
-      case Op::Max: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b);
-      case Op::Min: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b);
+      case Op::Max: return nan_propagating(a, b, true);
+      case Op::Min: return nan_propagating(a, b, false);
       default: break;
     }
   } else {

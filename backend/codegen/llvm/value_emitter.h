@@ -48,6 +48,8 @@ class ValueEmitter {
   llvm::Type* register_type(kernel::DType dtype, int width) const;
   llvm::Value* convert(llvm::Value* v, kernel::DType from, kernel::DType to);
   llvm::Value* splat(llvm::Value* scalar, int width);
+  /// Float max/min where NaN wins, as torch.maximum/minimum and amax/amin.
+  llvm::Value* nan_propagating(llvm::Value* a, llvm::Value* b, bool max);
 
  private:
   llvm::Value* compute(const kernel::Expr& e, const std::vector<llvm::Value*>& args, int width,
