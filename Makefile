@@ -40,3 +40,9 @@ format-check:
 
 clean:
 	rm -rf $(BUILD)
+
+# The differential fuzzer (random fusible graphs, kiln against eager) on a range of seeds.
+SEEDS ?= 0:2000
+.PHONY: fuzz
+fuzz: build
+	@$(BUILD)/kiln_fuzz --seeds $(SEEDS)

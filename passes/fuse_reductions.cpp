@@ -21,8 +21,11 @@ class ReductionGroup {
       : grower_(grower),
         input_shape_(reduction->input(0)->type().sizes),
         output_shape_(reduction->output()->type().sizes),
-        keepdim_(kernel::keeps_reduced_dims(*reduction)) {
+        keepdim_(kernel::keeps_reduced_dims(*reduction)),
+        contraction_(kernel::is_contraction(*reduction)) {
     grower_.start(reduction);
+    // A contraction's element space is [..., N, K], the shape of no value: no producer fits it.
+    if (contraction_) input_shape_.insert(input_shape_.end() - 1, output_shape_.back());
     if (output_shape_ != input_shape_) row_values_.insert(reduction->output());
   }
 
@@ -64,7 +67,7 @@ class ReductionGroup {
     }
     if (feeds_member) {
       // Producers are computed per element of the reduction's input.
-      if (feeds_row_consumer) return Role::None;
+      if (feeds_row_consumer || contraction_) return Role::None;
       const bool fits = sizes == input_shape_ || (broadcasts_to(sizes, input_shape_) &&
                                                   grower_.used_only_inside(node.output()));
       return fits ? Role::Producer : Role::None;
@@ -85,6 +88,7 @@ class ReductionGroup {
   ClusterGrower& grower_;
   std::vector<int64_t> input_shape_, output_shape_;
   bool keepdim_;
+  bool contraction_;
   std::unordered_set<const ir::Value*> row_values_;
   std::unordered_set<const ir::Node*> row_consumers_;
 };

@@ -6,7 +6,8 @@
 //   %p = aten::softmax.int(%s) {dim=-1}   =>      (body: mul, softmax, gelu)
 //   %r = aten::gelu(%p)
 //
-// A group holds one reduction. Producers must have the reduction input's shape or broadcast to
+// A small aten::linear (a few rows, see kernel::is_contraction) counts as a reduction over K, so
+// a batch-1 layer with its bias and activation is one kernel. A group holds one reduction. Producers must have the reduction input's shape or broadcast to
 // it without being read outside the group; consumers work either on whole rows (the input's
 // shape) or on the reduced values (the output's shape).
 #pragma once

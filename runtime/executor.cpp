@@ -4,6 +4,8 @@
 #include <ATen/Parallel.h>
 #include <c10/core/TensorImpl.h>
 
+#include <optional>
+
 #include "kiln/error.h"
 #include "runtime/tensor_bridge.h"
 
@@ -44,6 +46,13 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
       slots[step.outputs[i]] = stack[i].isNone() ? at::Tensor() : std::move(stack[i]).toTensor();
     }
   }
+  for (size_t i = 0; i < step.expected_sizes.size(); ++i) {
+    const at::Tensor& out = slots[step.outputs[i]];
+    if (!out.defined() || out.sizes() != c10::IntArrayRef(step.expected_sizes[i])) {
+      throw Error(ErrorKind::Unsupported, step.name + " returned a shape other than the one its "
+                                                      "sample run gave at compile time");
+    }
+  }
   for (int v : step.release)
     slots[v].reset();
 }
@@ -63,11 +72,54 @@ at::Tensor empty_like_type(const ir::TensorType& type, c10::Device device) {
                            at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
 }
 
+// The arena of the plan running on this thread, reused from call to call: allocating it costs
+// more than a small plan's kernels. A nested call on the same thread (never made by kiln itself)
+// gets a fresh one.
+class ArenaLease {
+ public:
+  ArenaLease(int64_t bytes, c10::Device device) {
+    Cache& cache = cache_for_thread();
+    if (device.is_cpu() && !cache.busy) {
+      if (!cache.arena.defined() || cache.arena.numel() < bytes)
+        cache.arena = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+      cache.busy = true;
+      cache_ = &cache;
+      arena_ = cache.arena;
+    } else {
+      arena_ = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+    }
+  }
+  ~ArenaLease() {
+    if (cache_) cache_->busy = false;
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+
+  const at::Tensor& tensor() const { return arena_; }
+  char* data() const { return static_cast<char*>(arena_.data_ptr()); }
+
+ private:
+  struct Cache {
+    at::Tensor arena;
+    bool busy = false;
+  };
+  static Cache& cache_for_thread() {
+    thread_local Cache cache;
+    return cache;
+  }
+  Cache* cache_ = nullptr;
+  at::Tensor arena_;
+};
+
 void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
-                std::vector<void*>& pointers, c10::Device device) {
+                std::vector<void*>& pointers, c10::Device device, char* arena) {
   pointers.clear();
   std::vector<at::Tensor> copies;  // inputs re-laid out for the kernel, alive until it returns
   for (size_t i = 0; i < step.inputs.size(); ++i) {
+    if (step.input_offsets[i] >= 0) {
+      pointers.push_back(arena + step.input_offsets[i]);
+      continue;
+    }
     const at::Tensor& input = slots[step.inputs[i]];
     if (has_layout(input, step.input_types[i])) {
       pointers.push_back(input.data_ptr());
@@ -77,8 +129,12 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
     pointers.push_back(copies.back().data_ptr());
   }
   for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.output_offsets[i] >= 0) {
+      pointers.push_back(arena + step.output_offsets[i]);
+      continue;
+    }
     at::Tensor& output = slots[step.outputs[i]];
-    if (!step.output_planned[i]) output = empty_like_type(step.output_types[i], device);
+    output = empty_like_type(step.output_types[i], device);
     pointers.push_back(output.data_ptr());
   }
   void* const* buffers = pointers.data();
@@ -101,19 +157,22 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
   for (const auto& [slot, tensor] : plan.constants)
     slots[slot] = tensor;
 
+  // Calls on other threads never share intermediates: each thread has its own arena.
+  std::optional<ArenaLease> arena;
+  char* arena_data = nullptr;
   if (!plan.planned.empty()) {
-    // One arena per call: calls on other threads never share intermediates.
-    at::Tensor arena =
-        at::empty({plan.arena_bytes}, at::TensorOptions().dtype(at::kByte).device(plan.device));
-    for (const auto& buffer : plan.planned)
-      slots[buffer.value] = planned_tensor(arena, buffer);
+    arena.emplace(plan.arena_bytes, plan.device);
+    arena_data = arena->data();
+    for (const auto& buffer : plan.planned) {
+      if (buffer.needs_tensor) slots[buffer.value] = planned_tensor(arena->tensor(), buffer);
+    }
   }
 
   std::vector<c10::IValue> stack;
   std::vector<void*> pointers;
   for (const Step& step : plan.steps) {
     if (const auto* kernel = std::get_if<KernelStep>(&step)) {
-      run_kernel(*kernel, slots, pointers, plan.device);
+      run_kernel(*kernel, slots, pointers, plan.device, arena_data);
     } else {
       run_extern(std::get<ExternStep>(step), slots, stack);
     }

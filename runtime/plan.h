@@ -40,7 +40,13 @@ struct ExternStep {
   int out_position = -1;
   /// Slots whose last reader is this step: released after it so memory returns early.
   std::vector<int> release;
+  /// For an op whose output shapes were found by a sample run (it has no meta kernel): the
+  /// shapes every call must produce; a call that produces others raises Unsupported.
+  std::vector<std::vector<int64_t>> expected_sizes;
 };
+
+/// The attribute that marks such an op in the graph IR.
+inline constexpr const char* kSampledShapeAttr = "kiln_sampled_shape";
 
 /// A generated kernel: reads its input slots, writes its output slots.
 struct KernelStep {
@@ -49,12 +55,15 @@ struct KernelStep {
   int64_t range = 0;  // the launch range, split across threads in pieces of at least `grain`
   int64_t grain = 1;
   std::vector<int> inputs;
+  /// Byte offsets in the arena of planned inputs and outputs (-1: not planned): the kernel gets
+  /// a pointer into the arena and no tensor is made for them.
+  std::vector<int64_t> input_offsets;
+  std::vector<int64_t> output_offsets;
   /// The layouts the kernel was compiled for; an input that arrives otherwise is copied into
   /// this layout first (ATen may return a different layout than its meta kernel promised).
   std::vector<ir::TensorType> input_types;
   std::vector<int> outputs;
   std::vector<ir::TensorType> output_types;
-  std::vector<bool> output_planned;  // planned outputs already have their tensor in the slot
   std::vector<int> release;
 };
 
@@ -64,6 +73,7 @@ struct PlannedBuffer {
   int value;
   int64_t offset;  // bytes into the arena
   ir::TensorType type;
+  bool needs_tensor = true;  // an extern step reads or writes it (kernels take raw pointers)
 };
 
 struct Plan {

@@ -108,6 +108,10 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   }
   for (const ir::Value* output : node.outputs())
     step.outputs.push_back(output->id());
+  if (node.find_attr(kSampledShapeAttr)) {
+    for (const ir::Value* output : node.outputs())
+      step.expected_sizes.push_back(output->type().sizes);
+  }
   return step;
 }
 
@@ -119,14 +123,16 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBindi
   }
   const KernelBinding& kernel = kernels[*index];
   KernelStep step{"kernel " + std::to_string(*index), kernel.function, kernel.range, kernel.grain};
+  auto offset = [&](const ir::Value* v) { return memory.is_planned(v) ? *memory.offsets[v->id()] : -1; };
   for (const ir::Value* v : node.inputs()) {
     step.inputs.push_back(v->id());
+    step.input_offsets.push_back(offset(v));
     step.input_types.push_back(v->type());
   }
   for (const ir::Value* v : node.outputs()) {
     step.outputs.push_back(v->id());
+    step.output_offsets.push_back(offset(v));
     step.output_types.push_back(v->type());
-    step.output_planned.push_back(memory.is_planned(v));
   }
   return step;
 }
@@ -210,6 +216,14 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
       by_id[out->id()] = out;
   for (auto& buffer : plan.planned)
     buffer.type = by_id.at(buffer.value)->type();
+  // A planned value that only kernels touch needs no tensor at run time.
+  std::vector<bool> extern_touches(plan.num_values, false);
+  for (const Step& step : plan.steps) {
+    if (std::holds_alternative<ExternStep>(step))
+      for_each_slot(step, [&](int v) { extern_touches[v] = true; });
+  }
+  for (auto& buffer : plan.planned)
+    buffer.needs_tensor = extern_touches[buffer.value];
   plan.arena_bytes = memory.arena_bytes;
   plan.unshared_bytes = memory.unshared_bytes;
   return plan;

@@ -88,7 +88,23 @@ std::vector<at::Tensor> RegionRunner::interpret(const std::vector<at::Tensor>& i
 std::vector<at::Tensor> RegionRunner::run(const std::vector<at::Tensor>& inputs) const {
   auto spec = specialize(inputs);
   if (!spec->compiled) return interpret(inputs);
-  return run_plan(spec->compiled->plan, inputs);
+  try {
+    return run_plan(spec->compiled->plan, inputs);
+  } catch (const Error& e) {
+    // The plan found out at run time that it cannot serve these inputs (an op without a meta
+    // kernel changed its output shape). Regions have no side effects, so running the region
+    // again in the interpreter is safe; this signature stays there from now on.
+    if (e.kind() != ErrorKind::Unsupported || options_.strict) throw;
+    auto failed = std::make_shared<Specialization>();
+    failed->failure = e.what();
+    log(LogLevel::Warn, name_ + " runs in the TorchScript interpreter from now on: " + failed->failure);
+    {
+      std::unique_lock lock(mutex_);
+      cache_[signature_of(inputs)] = failed;
+    }
+    remember(failed);
+    return interpret(inputs);
+  }
 }
 
 void RegionRunner::explain_into(Explanation& explanation) const {

@@ -7,6 +7,7 @@
 
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
+#include "runtime/plan.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -110,20 +111,29 @@ class Importer {
     torch::jit::Stack stack;
     for (const Value* in : node->inputs())
       stack.push_back(meta_.at(in));
+    bool sampled = false;
     try {
       node->getOperation()(stack);
     } catch (const c10::Error& e) {
-      // Some ATen ops (relu among them) have no meta kernel. For an op in the op table, whose
-      // output shape never depends on the data, running it once on zeros gives the same types.
-      if (!ir::find_op(qualified_op_name(schema)) || result_.device.is_meta()) {
+      // Some ATen ops (relu, fused transformer ops) have no meta kernel: run them once on zeros.
+      // An op in the op table never has a data-dependent shape; for any other op the runtime
+      // checks each call that its outputs still have these shapes, and falls back if not.
+      if (result_.device.is_meta()) {
         throw Error(ErrorKind::Unsupported,
                     "cannot infer the output shapes of " + qualified_op_name(schema) +
                         " on meta tensors: " + first_line(e.what_without_backtrace()));
       }
+      sampled = !ir::find_op(qualified_op_name(schema));
       stack.clear();
       for (const Value* in : node->inputs())
         stack.push_back(materialize(meta_.at(in)));
-      node->getOperation()(stack);
+      try {
+        node->getOperation()(stack);
+      } catch (const c10::Error& again) {
+        throw Error(ErrorKind::Unsupported,
+                    "cannot infer the output shapes of " + qualified_op_name(schema) + ": " +
+                        first_line(again.what_without_backtrace()));
+      }
       for (auto& out : stack)
         out = meta_like(out.toTensor());
     }
@@ -151,6 +161,8 @@ class Importer {
         attrs.emplace_back(args[i].name(), *attr_from_ivalue(*torch::jit::toIValue(in)));
       }
     }
+    // Read by the plan builder: this op's output shapes come from a sample run.
+    if (sampled) attrs.emplace_back(kSampledShapeAttr, true);
     ir::Node* imported = result_.graph->append(qualified_op_name(schema), std::move(inputs),
                                                std::move(output_types), std::move(attrs));
     for (size_t i = 0; i < node->outputs().size(); ++i) {

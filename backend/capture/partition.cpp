@@ -60,6 +60,16 @@ std::optional<std::string> argument_problem(const c10::Argument& arg, const Valu
 }
 
 // True when `node`, or a node nested in its blocks, reads one of `values`.
+// ATen ops whose output shape depends on input values; no static type exists for them.
+bool has_data_dependent_shape(const std::string& name) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::nonzero",      "aten::nonzero_static", "aten::masked_select", "aten::unique",
+      "aten::_unique",      "aten::_unique2",       "aten::unique_consecutive",
+      "aten::unique_dim",   "aten::argwhere",       "aten::repeat_interleave",
+  };
+  return ops.contains(name);
+}
+
 bool reads_any(const Node* node, const std::unordered_set<const Value*>& values) {
   for (const Value* in : node->inputs()) {
     if (values.count(in)) return true;
@@ -219,6 +229,10 @@ std::optional<std::string> interpreter_reason(const Node* node) {
   }
   if (!c10::Dispatcher::singleton().findSchema({schema->name(), schema->overload_name()})) {
     return "a TorchScript-only operator (not in ATen's dispatcher)";
+  }
+  if (has_data_dependent_shape(schema->name())) {
+    // Left out of regions, so the code after it compiles for each shape it produces.
+    return "its output shape depends on the values of its input";
   }
   const bool returns_alias = std::any_of(schema->returns().begin(), schema->returns().end(),
                                          [](const c10::Argument& r) { return r.alias_info(); });

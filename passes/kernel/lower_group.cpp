@@ -28,8 +28,8 @@ class GroupLowering {
     for (const ir::Node* node : body_.nodes()) {
       const Space space = space_of(*node);
       std::vector<int> args;
-      for (const ir::Value* v : node->inputs())
-        args.push_back(operand(v, space));
+      for (size_t i = 0; i < node->inputs().size(); ++i)
+        args.push_back(operand(node->input(i), operand_dims(*node, i, space)));
       exprs_[node->output()] = lower_node(builder_, *node, args);
       spaces_[node->output()] = reduced_dims(*node) && !keeps_reduced_dims(*node) ? Space::Row : space;
     }
@@ -38,7 +38,7 @@ class GroupLowering {
       auto expr = exprs_.find(v);
       if (expr == exprs_.end()) fail("a group output is not computed by the group");
       const int buffer = static_cast<int>(body_.inputs().size() + i);
-      builder_.store(buffer, strides_for(v->type(), spaces_.at(v)), expr->second);
+      builder_.store(buffer, strides_for(v->type(), dims_of(spaces_.at(v))), expr->second);
     }
     validate(kernel_);
     return std::move(kernel_);
@@ -57,7 +57,12 @@ class GroupLowering {
       reduction_ = node;
       reduced_ = *dims;
     }
-    if (reduction_) {
+    if (reduction_ && is_contraction(*reduction_)) {
+      // x[..., K] @ w[N, K]^T: the space is [..., N, K], reduced over K.
+      shape_ = reduction_->input(0)->type().sizes;
+      shape_.insert(shape_.end() - 1, reduction_->input(1)->type().sizes[0]);
+      reduced_ = {static_cast<int>(shape_.size()) - 1};
+    } else if (reduction_) {
       shape_ = reduction_->input(0)->type().sizes;
     } else {
       if (body_.outputs().empty()) fail("no outputs");
@@ -88,20 +93,38 @@ class GroupLowering {
     kernel_.buffers.push_back({"b" + std::to_string(kernel_.buffers.size()), dtype, output});
   }
 
-  int operand(const ir::Value* v, Space space) {
+  const std::vector<int>& dims_of(Space space) const {
+    return space == Space::Row ? kept_ : all_dims();
+  }
+
+  /// The dims of the iteration space that operand `i` of `node` right-aligns to. A contraction
+  /// reads x over every dim but N, its weight over (N, K) and its bias over the kept dims.
+  std::vector<int> operand_dims(const ir::Node& node, size_t i, Space space) const {
+    if (&node != reduction_ || !is_contraction(node)) return dims_of(space);
+    const int rank = static_cast<int>(shape_.size());
+    if (i == 0) {
+      std::vector<int> dims = all_dims();
+      dims.erase(dims.begin() + rank - 2);
+      return dims;
+    }
+    if (i == 1) return {rank - 2, rank - 1};
+    return kept_;
+  }
+
+  int operand(const ir::Value* v, const std::vector<int>& dims) {
     if (auto e = exprs_.find(v); e != exprs_.end()) return e->second;
     auto input = std::find(body_.inputs().begin(), body_.inputs().end(), v);
     if (input == body_.inputs().end()) fail("a node reads a value from outside the group");
     const int buffer = static_cast<int>(input - body_.inputs().begin());
-    auto key = std::make_pair(buffer, space);
+    auto key = std::make_pair(buffer, dims);
     if (auto cached = loads_.find(key); cached != loads_.end()) return cached->second;
-    return loads_[key] = builder_.load(buffer, strides_for(v->type(), space));
+    return loads_[key] = builder_.load(buffer, strides_for(v->type(), dims));
   }
 
-  /// Strides in kernel order: the value's dimensions right-aligned to the dims of its space (all
-  /// of the iteration space, or the kept dims in row space), stride 0 where it broadcasts.
-  std::vector<int64_t> strides_for(const ir::TensorType& type, Space space) const {
-    const std::vector<int>& dims = space == Space::Row ? kept_ : all_dims();
+  /// Strides in kernel order: the value's dimensions right-aligned to `dims` (all of the
+  /// iteration space, the kept dims in row space, or a contraction operand's), stride 0 where it
+  /// broadcasts.
+  std::vector<int64_t> strides_for(const ir::TensorType& type, const std::vector<int>& dims) const {
     std::vector<int64_t> by_dim(shape_.size(), 0);
     const int offset = static_cast<int>(dims.size()) - static_cast<int>(type.rank());
     if (offset < 0) fail("a value of rank " + std::to_string(type.rank()) + " does not fit");
@@ -139,7 +162,7 @@ class GroupLowering {
   mutable std::vector<int> all_dims_;
   std::unordered_map<const ir::Value*, int> exprs_;
   std::unordered_map<const ir::Value*, Space> spaces_;
-  std::map<std::pair<int, Space>, int> loads_;
+  std::map<std::pair<int, std::vector<int>>, int> loads_;
 };
 
 }  // namespace

@@ -184,7 +184,14 @@ struct Lowering {
     const int exp = un(Op::Exp, shifted);
     const int sum = b.reduce(ReduceKind::Sum, exp);
     if (log) return bin(Op::Sub, shifted, un(Op::Log, sum));
-    return bin(Op::Div, exp, sum);
+    // One division per row, then a multiply per element (as ATen's vectorized softmax does).
+    return bin(Op::Mul, exp, un(Op::Reciprocal, sum));
+  }
+  int linear() {
+    // The iteration space is [..., N, K]: a dot product per output element, then the bias.
+    int y = b.reduce(ReduceKind::Sum, bin(Op::Mul, arg(0), arg(1)));
+    if (args.size() > 2) y = bin(Op::Add, y, arg(2));
+    return y;
   }
   int layer_norm() {
     // Two passes over the row (mean, then the mean of squared deviations), which is as accurate
@@ -279,6 +286,7 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::log_softmax.int", [](Lowering& l) { return l.softmax(true); }},
       {"aten::_log_softmax", [](Lowering& l) { return l.softmax(true); }},
       {"aten::layer_norm", [](Lowering& l) { return l.layer_norm(); }},
+      {"aten::linear", [](Lowering& l) { return l.linear(); }},
   };
   return table;
 }
@@ -313,6 +321,7 @@ bool attributes_supported(const Node& node) {
     return !bool_attr(node, "half_to_float") && float_out;
   }
   if (op == "aten::layer_norm") return float_out;
+  if (op == "aten::linear") return is_contraction(node);
   if (op == "aten::amax" || op == "aten::amin") return out != DType::Bool;
   // Arithmetic on bool tensors means logic in ATen; leave it to ATen.
   const ir::OpInfo* info = ir::find_op(op);
@@ -347,8 +356,9 @@ bool can_lower(const ir::Node& node) {
 
 std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
   const ir::OpInfo* info = ir::find_op(node.op());
-  if (!info || (info->kind != ir::OpKind::Reduction && info->kind != ir::OpKind::Normalization))
-    return std::nullopt;
+  const bool reduces = info && (info->kind == ir::OpKind::Reduction ||
+                                info->kind == ir::OpKind::Normalization);
+  if (!reduces && !is_contraction(node)) return std::nullopt;
   const int rank = static_cast<int>(node.input(0)->type().rank());
   std::vector<int> dims;
   auto add = [&](int64_t d) {
@@ -357,7 +367,9 @@ std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
       dims.push_back(static_cast<int>(d));
   };
   const std::string& op = node.op();
-  if (op == "aten::sum" || op == "aten::mean") {
+  if (op == "aten::linear") {
+    add(rank - 1);  // K, the last dim of x
+  } else if (op == "aten::sum" || op == "aten::mean") {
     for (int d = 0; d < rank; ++d)
       add(d);
   } else if (op == "aten::layer_norm") {
@@ -379,6 +391,20 @@ std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
   }
   std::sort(dims.begin(), dims.end());
   return dims;
+}
+
+bool is_contraction(const ir::Node& node) {
+  // Up to this many rows, a dot product per output beats the BLAS call's fixed cost.
+  constexpr int64_t kMaxRows = 4;
+  if (node.op() != "aten::linear" || node.inputs().size() < 2) return false;
+  const ir::TensorType& x = node.input(0)->type();
+  const ir::TensorType& w = node.input(1)->type();
+  const DType t = node.output()->type().dtype;
+  if (x.rank() < 1 || w.rank() != 2 || (t != DType::Float32 && t != DType::Float64)) return false;
+  if (x.dtype != t || w.dtype != t) return false;
+  if (node.inputs().size() > 2 && (node.input(2)->type().dtype != t || node.input(2)->type().rank() != 1))
+    return false;
+  return x.numel() / std::max<int64_t>(x.sizes.back(), 1) <= kMaxRows && x.sizes.back() > 0;
 }
 
 bool keeps_reduced_dims(const ir::Node& node) {

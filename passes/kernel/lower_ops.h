@@ -18,6 +18,11 @@ bool can_lower(const ir::Node& node);
 /// (sorted, non-negative); nullopt for an elementwise node.
 std::optional<std::vector<int>> reduced_dims(const ir::Node& node);
 
+/// True for a matrix product kiln computes itself as a reduction over K: aten::linear with a
+/// few rows (x[M, K] with M small, e.g. batch 1), where a generated dot-product kernel beats the
+/// BLAS call's fixed cost. Larger products stay with ATen's BLAS.
+bool is_contraction(const ir::Node& node);
+
 /// True for a reduction node whose output keeps the reduced dimensions (as size 1), and for
 /// normalizations (whose output has the input's shape).
 bool keeps_reduced_dims(const ir::Node& node);

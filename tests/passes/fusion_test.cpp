@@ -359,10 +359,10 @@ TEST(FuseReductionsTest, TwoSoftmaxesFormTwoGroups) {
 // ---- Epilogue fusion ---------------------------------------------------------------------------
 
 constexpr const char* kLinearAddGelu =
-    "graph(%x : f32[4,16], %w : f32[8,16], %bias : f32[8], %res : f32[4,8]):\n"
-    "  %y : f32[4,8] = aten::linear(%x, %w, %bias)\n"
-    "  %z : f32[4,8] = aten::add.Tensor(%y, %res) {alpha=1}\n"
-    "  %r : f32[4,8] = aten::gelu(%z) {approximate=\"none\"}\n"
+    "graph(%x : f32[32,16], %w : f32[8,16], %bias : f32[8], %res : f32[32,8]):\n"
+    "  %y : f32[32,8] = aten::linear(%x, %w, %bias)\n"
+    "  %z : f32[32,8] = aten::add.Tensor(%y, %res) {alpha=1}\n"
+    "  %r : f32[32,8] = aten::gelu(%z) {approximate=\"none\"}\n"
     "  return (%r)\n";
 
 TEST(FuseEpilogueTest, LinearAddGeluGroupIsTaggedWithTheLinear) {
@@ -380,11 +380,25 @@ TEST(FuseEpilogueTest, PrintedGroupFollowsTheLinear) {
   auto g = ir::parse_graph(kLinearAddGelu);
   fuse_epilogue(*g);
   EXPECT_TRUE(matches_checks(ir::print_graph(*g), R"(
-    CHECK: %y : f32[4,8] = aten::linear(%x, %w, %bias)
-    CHECK: %r : f32[4,8] = kiln::fused(%y, %res) {epilogue="aten::linear"}
+    CHECK: %y : f32[32,8] = aten::linear(%x, %w, %bias)
+    CHECK: %r : f32[32,8] = kiln::fused(%y, %res) {epilogue="aten::linear"}
     CHECK: aten::add.Tensor
     CHECK: aten::gelu
   )"));
+}
+
+TEST(FuseReductionsTest, BatchOneLinearIsAContractionWithItsActivation) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,16], %w : f32[8,16], %bias : f32[8]):\n"
+      "  %y : f32[1,8] = aten::linear(%x, %w, %bias)\n"
+      "  %r : f32[1,8] = aten::relu(%y)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  ASSERT_EQ(graph_ops(*g), (std::vector<std::string>{kFusedOp}));
+  EXPECT_EQ(string_attr(*g->nodes()[0], "reduction"), "aten::linear");
+  const kernel::Kernel k = kernel::lower_group(*g->nodes()[0]->subgraph(), "gemv");
+  EXPECT_EQ(k.sizes, (std::vector<int64_t>{1, 8, 16}));
+  EXPECT_EQ(k.reduce_rank, 1);
 }
 
 TEST(FuseEpilogueTest, NoGemmMeansNoEpilogue) {

@@ -24,7 +24,7 @@ struct KernelLaunch {
 };
 
 /// Roughly the work (in elements) below which splitting across threads costs more than it gains.
-inline constexpr int64_t kParallelGrainElements = 32768;
+inline constexpr int64_t kParallelGrainElements = 262144;
 
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
 

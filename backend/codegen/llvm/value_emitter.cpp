@@ -108,8 +108,8 @@ llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
     if (to == DType::Float16) {
       llvm::Type* half = b_.getHalfTy();
       if (width > 1) half = llvm::FixedVectorType::get(half, width);
-      // From double, round once, straight to half.
-      llvm::Value* h = b_.CreateFPTrunc(from == DType::Float64 ? v : f, half);
+      // From double through float, as the interpreter and c10::Half(float) do.
+      llvm::Value* h = b_.CreateFPTrunc(f, half);
       return b_.CreateFPExt(h, target);
     }
     if (to == DType::BFloat16) return round_to_bfloat16(f);
@@ -219,7 +219,11 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
     if (auto found = row_values_.find(id); found != row_values_.end())
       return splat(found->second, at.width);
     if (e.op == Op::Constant) return constant(e.constant, e.dtype, at.width);
-    throw Error(ErrorKind::Internal, "LLVM codegen: row value %" + std::to_string(id) + " not ready");
+    // An expr of constants only, which no row computed (an elementwise kernel has no rows):
+    // computed here from its operands (IRBuilder folds it to a constant).
+    if (e.op == Op::Load || e.op == Op::Reduce)
+      throw Error(ErrorKind::Internal,
+                  "LLVM codegen: row value %" + std::to_string(id) + " not ready");
   }
   if (auto found = element_cache_.find(id); found != element_cache_.end()) return found->second;
   llvm::Value* result;

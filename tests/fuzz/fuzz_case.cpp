@@ -1,0 +1,1161 @@
+#include "fuzz/fuzz_case.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "backend/api/compile_graph.h"
+#include "kiln/options.h"
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+#include "runtime/executor.h"
+#include "runtime/tensor_bridge.h"
+
+namespace kiln::fuzz {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kMaxNumel = 16384;  // no op output larger than this
+
+// --- Random choices ----------------------------------------------------------------------------
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
+  double uniform() { return std::uniform_real_distribution<double>(0, 1)(engine_); }
+  bool chance(double p) { return uniform() < p; }
+  int64_t range(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(engine_);
+  }
+  double normal() { return std::normal_distribution<double>(0, 1)(engine_); }
+  template <typename T>
+  T pick(const std::vector<T>& items) {
+    return items.at(range(0, static_cast<int64_t>(items.size()) - 1));
+  }
+  size_t weighted(const std::vector<double>& weights) {
+    double total = 0;
+    for (double w : weights)
+      total += w;
+    double x = uniform() * total;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if ((x -= weights[i]) < 0) return i;
+    }
+    return weights.size() - 1;
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// --- Dtypes ------------------------------------------------------------------------------------
+
+bool is_float(at::ScalarType t) { return at::isFloatingType(t); }
+
+double unit_roundoff(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return 0x1p-53;
+    case at::kFloat: return 0x1p-24;
+    case at::kHalf: return 0x1p-11;
+    case at::kBFloat16: return 0x1p-8;
+    default: return 0;
+  }
+}
+
+double max_finite(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return std::numeric_limits<double>::max();
+    case at::kFloat: return std::numeric_limits<float>::max();
+    case at::kHalf: return 65504.0;
+    case at::kBFloat16: return 3.3895313892515355e38;
+    default: return kInf;
+  }
+}
+
+double min_normal(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return std::numeric_limits<double>::min();
+    case at::kFloat:
+    case at::kBFloat16: return std::numeric_limits<float>::min();
+    case at::kHalf: return 0x1p-14;
+    default: return 0;
+  }
+}
+
+// What kiln computes a dtype in (and what eager accumulates reductions in).
+at::ScalarType compute_type(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t;
+}
+
+double rtol_floor(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return 1e-12;
+    case at::kHalf: return 1e-2;
+    case at::kBFloat16: return 2e-2;
+    default: return 1e-5;
+  }
+}
+
+const std::vector<at::ScalarType>& fuzz_dtypes() {
+  static const std::vector<at::ScalarType> types = {at::kFloat, at::kDouble, at::kHalf,
+                                                    at::kBFloat16, at::kInt, at::kLong, at::kBool};
+  return types;
+}
+
+std::string dtype_name(at::ScalarType t) { return ir::dtype_name(*to_ir_dtype(t)); }
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    s += (i ? "," : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// --- Eager calls -------------------------------------------------------------------------------
+
+const ir::Attr* find_attr(const ir::AttrList& attrs, const std::string& name) {
+  for (const auto& [key, value] : attrs) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+/// Runs `qualified` ("aten::add.Tensor") through the dispatcher the way the IR describes a call:
+/// tensor arguments from `tensors` in order, the others from attributes or schema defaults.
+at::Tensor call_op(const std::string& qualified, const std::vector<at::Tensor>& tensors,
+                   const ir::AttrList& attrs) {
+  const size_t dot = qualified.find('.', qualified.find("::"));
+  const std::string name = qualified.substr(0, dot);
+  const std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  std::vector<c10::IValue> stack;
+  size_t next = 0;
+  for (const c10::Argument& arg : op.schema().arguments()) {
+    const ir::Attr* attr = find_attr(attrs, arg.name());
+    c10::TypePtr type = arg.real_type();
+    const bool tensor = type->kind() == c10::TypeKind::TensorType;
+    auto optional = type->cast<c10::OptionalType>();
+    const bool optional_tensor =
+        optional && optional->getElementType()->kind() == c10::TypeKind::TensorType;
+    if (tensor || (optional_tensor && !attr)) {
+      stack.emplace_back(tensors.at(next++));
+    } else if (attr) {
+      stack.push_back(ivalue_from_attr(*attr, arg));
+    } else if (arg.default_value()) {
+      stack.push_back(*arg.default_value());
+    } else {
+      throw std::logic_error(qualified + ": no value for argument " + arg.name());
+    }
+  }
+  if (next != tensors.size()) throw std::logic_error(qualified + ": too many tensors");
+  op.callBoxed(stack);
+  return stack.at(0).toTensor();
+}
+
+// --- Values and error bounds -------------------------------------------------------------------
+
+struct Val {
+  ir::Value* value = nullptr;  // null for a tensor made for a proposal not yet kept
+  at::Tensor eager;
+  at::Tensor v64;    // eager in float64
+  at::Tensor bound;  // float64 error bound of each element
+  bool exact = true;
+  bool leaf = false;  // a graph input or a constant
+  int uses = 0;
+};
+
+at::Tensor as64(const at::Tensor& t) { return t.to(at::kDouble).contiguous(); }
+
+Val leaf_val(const at::Tensor& t) {
+  Val v;
+  v.eager = t;
+  v.v64 = as64(t);
+  v.bound = at::zeros(t.sizes(), at::kDouble);
+  v.leaf = true;
+  return v;
+}
+
+/// The last step of every bound: where the eager result is finite, a NaN bound or one that
+/// reaches past the largest finite value means "not checked" (inf); where it is not finite, it
+/// must match exactly where `strict`, else it is not checked.
+at::Tensor finalize(const at::Tensor& r, at::Tensor e, at::Tensor strict, at::ScalarType out) {
+  e = at::broadcast_to(e, r.sizes());
+  strict = at::broadcast_to(strict, r.sizes());
+  const auto finite = at::isfinite(r);
+  const auto inf = at::full_like(r, kInf);
+  e = at::where(at::isnan(e), inf, e);
+  e = at::where(finite & (r.abs() + e > max_finite(out)), inf, e);
+  return at::where(finite, e, at::where(strict, at::zeros_like(r), inf)).contiguous();
+}
+
+/// Units of roundoff an elementwise op may lose, eager and kiln together.
+double op_ulps(const std::string& op) {
+  static const std::set<std::string> transcendental = {
+      "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid", "aten::erf"};
+  static const std::set<std::string> roots = {"aten::sqrt", "aten::rsqrt", "aten::reciprocal"};
+  if (transcendental.contains(op)) return 8;
+  if (roots.contains(op)) return 4;
+  if (op == "aten::gelu" || op == "aten::silu" || op.starts_with("aten::pow")) return 16;
+  return 2;
+}
+
+/// An elementwise op: evaluated in float64 at the corners of its inputs' error boxes (each
+/// widened by one unit roundoff of the result type); bool inputs are exact and kept as they are.
+at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
+                             const std::vector<const Val*>& ins, const at::Tensor& r,
+                             at::ScalarType out) {
+  const double u = unit_roundoff(out);
+  std::vector<at::Tensor> center, widen;
+  auto z = at::zeros_like(r);
+  auto nonfinite_in = at::zeros(r.sizes(), at::kBool);
+  for (const Val* v : ins) {
+    if (v->eager.scalar_type() == at::kBool) {
+      center.push_back(v->eager);
+      widen.emplace_back();
+      continue;
+    }
+    const auto finite = at::isfinite(v->v64);
+    center.push_back(v->v64);
+    widen.push_back(at::where(finite, v->bound + u * v->v64.abs(), v->bound));
+    z = z + v->bound;
+    nonfinite_in = nonfinite_in | ~finite;
+  }
+  at::Tensor lo, hi;
+  const int n = static_cast<int>(ins.size());
+  for (int corner = 0; corner < (1 << n); ++corner) {
+    std::vector<at::Tensor> args;
+    bool duplicate = false;
+    for (int i = 0; i < n; ++i) {
+      const bool up = (corner >> i) & 1;
+      if (!widen[i].defined()) {
+        duplicate |= up;
+        args.push_back(center[i]);
+      } else {
+        args.push_back(up ? center[i] + widen[i] : center[i] - widen[i]);
+      }
+    }
+    if (duplicate) continue;
+    const at::Tensor f = as64(call_op(op, args, attrs));
+    lo = lo.defined() ? at::minimum(lo, f) : f;
+    hi = hi.defined() ? at::maximum(hi, f) : f;
+  }
+  const double c = op_ulps(op);
+  auto dev = at::maximum((hi - r).abs(), (lo - r).abs());
+  auto e = 2 * dev + c * u * r.abs() + c * min_normal(out);
+  // A non-finite result is certain when an input was (and all are exact), or when every corner
+  // gives it in the type kiln computes in (kiln does not round half intermediates).
+  const at::ScalarType ct = compute_type(out);
+  auto agree = (at::isnan(lo) & at::isnan(hi) & at::isnan(r)) |
+               ((as64(lo.to(ct)) == r) & (as64(hi.to(ct)) == r));
+  return finalize(r, e, (z == 0) & (nonfinite_in | agree), out);
+}
+
+std::vector<int64_t> reduced_dims(const ir::AttrList& attrs, int64_t rank) {
+  const ir::Attr* attr = find_attr(attrs, "dim");
+  std::vector<int64_t> dims;
+  if (attr) {
+    if (auto* list = std::get_if<std::vector<int64_t>>(attr)) dims = *list;
+    if (auto* one = std::get_if<int64_t>(attr)) dims = {*one};
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  }
+  return dims;
+}
+
+/// sum, mean, amax, amin: the accumulated input bounds plus 4 n u sum|x| for the sums.
+at::Tensor reduction_bound(const std::string& op, const ir::AttrList& attrs, const Val& in,
+                           const at::Tensor& r, at::ScalarType out) {
+  const int64_t rank = in.eager.dim();
+  const auto dims = reduced_dims(attrs, rank);
+  const ir::Attr* keep = find_attr(attrs, "keepdim");
+  const bool keepdim = keep && std::get_if<bool>(keep) && std::get<bool>(*keep);
+  const auto& a = in.v64;
+  if (op == "aten::amax" || op == "aten::amin") {
+    auto e = at::amax(in.bound, dims, keepdim);
+    return finalize(r, e, e == 0, out);
+  }
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= in.eager.size(d);
+  const double acc = unit_roundoff(compute_type(out)), u = unit_roundoff(out);
+  const auto finite = at::isfinite(a);
+  auto sum_abs = at::sum(at::where(finite, a.abs(), 0.0), dims, keepdim);
+  auto sum_bound = at::sum(in.bound, dims, keepdim);
+  auto e = sum_bound + 4 * acc * static_cast<double>(n) * sum_abs;
+  if (op.starts_with("aten::mean")) e = e / static_cast<double>(std::max<int64_t>(n, 1));
+  e = e + 4 * u * r.abs() + 4 * min_normal(out);
+  // Partial sums may overflow in one order and not in another.
+  const auto overflow = sum_abs > max_finite(compute_type(out));
+  e = at::where(overflow, kInf, e);
+  const auto nonfinite_in = at::sum((~finite).to(at::kLong), dims, keepdim) > 0;
+  auto strict = (sum_bound == 0) & nonfinite_in & ~overflow;
+  if (n == 0) strict = at::ones_like(strict);  // mean of nothing is NaN, sum 0: both certain
+  return finalize(r, e, strict, out);
+}
+
+/// softmax and log_softmax: a shift of every input by at most d changes softmax by a factor
+/// within exp(+-2d) and log_softmax by at most 2d; rounding is relative to n and |x - max|.
+at::Tensor softmax_bound(bool log, const ir::AttrList& attrs, const Val& in, const at::Tensor& r,
+                         at::ScalarType out) {
+  const auto& a = in.v64;
+  if (a.numel() == 0) return at::zeros_like(r);
+  const int64_t dim = std::get<int64_t>(*find_attr(attrs, "dim"));
+  const int64_t d = a.dim() == 0 ? 0 : (dim < 0 ? dim + a.dim() : dim);
+  const auto a1 = a.dim() == 0 ? a.reshape({1}) : a;  // softmax of a 0-dim tensor: one element
+  const auto b1 = a.dim() == 0 ? in.bound.reshape({1}) : in.bound;
+  const auto r1 = a.dim() == 0 ? r.reshape({1}) : r;
+  const double n = static_cast<double>(a1.size(d));
+  const double acc = unit_roundoff(compute_type(out)), u = unit_roundoff(out);
+  auto delta = at::amax(b1, {d}, true);
+  auto max = at::amax(a1, {d}, true);
+  auto spread = (a1 - max).abs();
+  at::Tensor e;
+  if (log) {
+    auto lse = at::logsumexp(a1, {d}, true);
+    e = 2 * delta + 8 * acc * (spread + (lse - max).abs() + n + r1.abs());
+  } else {
+    auto rel = at::expm1(2 * delta) + 8 * acc * (spread + n + 2);
+    e = at::where(r1 == 0, 0.0, r1.abs() * rel);
+  }
+  e = e + 8 * u * r1.abs() + 8 * min_normal(out);
+  const auto nonfinite_in = at::sum((~at::isfinite(a1)).to(at::kLong), {d}, true) > 0;
+  return finalize(r1, e, (delta == 0) & nonfinite_in, out).reshape(r.sizes());
+}
+
+/// layer_norm: x^ = (x - mean) / sqrt(var + eps) moves by at most d (2 + |x^|) / sigma for input
+/// errors d; the mean and variance round relative to n max|x| / sigma.
+at::Tensor layer_norm_bound(const ir::AttrList& attrs, const std::vector<const Val*>& ins,
+                            const at::Tensor& r, at::ScalarType out) {
+  const Val& in = *ins[0];
+  const auto& a = in.v64;
+  const auto shape = std::get<std::vector<int64_t>>(*find_attr(attrs, "normalized_shape"));
+  std::vector<int64_t> dims;
+  double n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    dims.push_back(a.dim() - static_cast<int64_t>(shape.size()) + static_cast<int64_t>(i));
+    n *= static_cast<double>(shape[i]);
+  }
+  if (a.numel() == 0) return at::zeros_like(r);
+  const double eps = std::get<double>(*find_attr(attrs, "eps"));
+  const double acc = unit_roundoff(compute_type(out)), u = unit_roundoff(out);
+  const auto finite = at::isfinite(a);
+  auto mean = at::mean(a, dims, true);
+  auto sigma = at::sqrt(at::mean(at::square(a - mean), dims, true) + eps);
+  auto xhat = (a - mean) / sigma;
+  auto delta = at::amax(in.bound, dims, true);
+  auto max_abs = at::amax(at::where(finite, a.abs(), 0.0), dims, true);
+  auto e_xhat = delta * (2 + xhat.abs()) / sigma + 8 * acc * n * (max_abs / sigma) * (1 + xhat.abs());
+  at::Tensor w = at::ones({}, at::kDouble), ew = at::zeros({}, at::kDouble);
+  at::Tensor b = at::zeros({}, at::kDouble), eb = at::zeros({}, at::kDouble);
+  size_t next = 1;
+  if (!find_attr(attrs, "weight")) w = ins[next]->v64, ew = ins[next]->bound, ++next;
+  if (!find_attr(attrs, "bias")) b = ins[next]->v64, eb = ins[next]->bound;
+  auto e = e_xhat * w.abs() + xhat.abs() * ew + eb + 8 * acc * (xhat * w).abs() + 8 * u * r.abs() +
+           8 * min_normal(out);
+  // The variance may overflow in the accumulation type where it does not in float64.
+  const auto overflow = max_abs * max_abs * n > max_finite(compute_type(out));
+  e = at::where(overflow, kInf, e);
+  const auto nonfinite_src = (at::sum((~finite).to(at::kLong), dims, true) > 0) |
+                             ~at::isfinite(w) | ~at::isfinite(b);
+  const auto z = delta + ew + eb;
+  return finalize(r, e, (z == 0) & nonfinite_src & ~overflow, out);
+}
+
+/// Ops whose float results kiln computes exactly as eager does, given exact inputs.
+bool exact_op(const std::string& op, at::ScalarType out, const ir::AttrList& attrs) {
+  if (!is_float(out)) return true;  // integer arithmetic, comparisons, casts of exact values
+  static const std::set<std::string> selections = {"aten::neg",        "aten::abs",
+                                                   "aten::relu",       "aten::where.self",
+                                                   "aten::_to_copy",   "aten::amax",
+                                                   "aten::amin"};
+  if (selections.contains(op)) return true;
+  // Half results: kiln keeps intermediates in float32 where eager rounds each op.
+  if (out != at::kFloat && out != at::kDouble) return false;
+  static const std::set<std::string> clamps = {"aten::clamp", "aten::clamp_min",
+                                               "aten::clamp_max", "aten::hardtanh"};
+  if (clamps.contains(op) || op.starts_with("aten::mul.")) return true;
+  if (op.starts_with("aten::add.") || op.starts_with("aten::sub.") ||
+      op.starts_with("aten::rsub.")) {
+    const ir::Attr* alpha = find_attr(attrs, "alpha");
+    if (!alpha) return true;
+    if (auto* i = std::get_if<int64_t>(alpha)) return *i == 1;
+    if (auto* d = std::get_if<double>(alpha)) return *d == 1.0;
+  }
+  return false;
+}
+
+at::Tensor error_bound(const std::string& op, const ir::AttrList& attrs,
+                       const std::vector<const Val*>& ins, const at::Tensor& r,
+                       at::ScalarType out) {
+  if (op == "aten::sum" || op == "aten::sum.dim_IntList" || op == "aten::mean" ||
+      op == "aten::mean.dim" || op == "aten::amax" || op == "aten::amin")
+    return reduction_bound(op, attrs, *ins[0], r, out);
+  if (op == "aten::softmax.int") return softmax_bound(false, attrs, *ins[0], r, out);
+  if (op == "aten::log_softmax.int") return softmax_bound(true, attrs, *ins[0], r, out);
+  if (op == "aten::layer_norm") return layer_norm_bound(attrs, ins, r, out);
+  return elementwise_bound(op, attrs, ins, r, out);
+}
+
+// --- The generator -----------------------------------------------------------------------------
+
+struct Fresh {
+  at::Tensor tensor;
+  std::string note;
+  bool constant = false;
+};
+
+// An operand of a proposed op: a value of the pool, or a tensor made for it, which becomes a
+// graph input (or a constant) if the op is kept.
+struct Operand {
+  int val = -1;
+  Fresh fresh;
+};
+
+struct Proposal {
+  std::string op;
+  std::vector<Operand> args;
+  ir::AttrList attrs;
+};
+
+bool broadcastable(at::IntArrayRef a, at::IntArrayRef b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed) : rng_(seed) {
+    case_.seed = seed;
+    case_.graph = std::make_unique<ir::Graph>();
+  }
+
+  FuzzCase run();
+
+ private:
+  using Pred = std::function<bool(const Val&)>;
+
+  // Shapes, dtypes and tensors.
+  std::vector<int64_t> random_shape(int rank);
+  std::vector<int64_t> partner_shape(at::IntArrayRef shape);
+  at::ScalarType fresh_dtype(at::ScalarType like);
+  std::pair<at::Tensor, std::string> fill(const std::vector<int64_t>& shape, at::ScalarType dtype);
+  Fresh fresh(const std::vector<int64_t>& shape, at::ScalarType dtype, bool strided = true);
+
+  // Operands.
+  int pick(const Pred& pred);
+  Operand operand(const Pred& pred, double p_existing, const std::vector<int64_t>& shape,
+                  at::ScalarType dtype);
+  Operand partner(const Operand& first, const Pred& pred, double p_existing);
+  const at::Tensor& tensor(const Operand& o) const {
+    return o.val >= 0 ? pool_[o.val].eager : o.fresh.tensor;
+  }
+  bool exact(const Operand& o) const { return o.val < 0 || pool_[o.val].exact; }
+  ir::Attr scalar(bool integral);
+
+  // One op.
+  bool propose(Proposal& p);
+  bool apply(Proposal& p);
+  int commit(Fresh& f);
+
+  Rng rng_;
+  FuzzCase case_;
+  std::vector<Val> pool_;
+  std::vector<std::string> constant_notes_;
+  std::vector<int64_t> shape_;  // the case's main shape
+  at::ScalarType dtype_ = at::kFloat;
+  bool zero_sizes_ = false;
+};
+
+std::vector<int64_t> Generator::random_shape(int rank) {
+  std::vector<int64_t> shape;
+  for (int i = 0; i < rank; ++i) {
+    switch (rng_.weighted({15, 45, 25, 10, zero_sizes_ ? 5.0 : 0.0})) {
+      case 0: shape.push_back(1); break;
+      case 1: shape.push_back(rng_.range(2, 8)); break;
+      case 2: shape.push_back(rng_.range(9, 40)); break;
+      case 3: shape.push_back(rng_.pick<int64_t>({64, 100, 128})); break;
+      default: shape.push_back(0); break;
+    }
+  }
+  auto numel = [&] {
+    int64_t n = 1;
+    for (int64_t s : shape)
+      n *= s;
+    return n;
+  };
+  while (numel() > 4096) {
+    auto largest = std::max_element(shape.begin(), shape.end());
+    *largest = (*largest + 1) / 2;
+  }
+  return shape;
+}
+
+std::vector<int64_t> Generator::partner_shape(at::IntArrayRef shape) {
+  std::vector<int64_t> s = shape.vec();
+  const double r = rng_.uniform();
+  if (r < 0.5) return s;
+  if (r < 0.8) {  // fewer leading dims, some dims 1: broadcasts up to `shape`
+    if (!s.empty() && rng_.chance(0.4)) s.erase(s.begin(), s.begin() + rng_.range(1, s.size()));
+    for (int64_t& d : s) {
+      if (rng_.chance(0.3)) d = 1;
+    }
+    return s;
+  }
+  if (r < 0.92 && s.size() < 4) {  // `shape` broadcasts up to this one
+    for (int64_t& d : s) {
+      if (d == 1 && rng_.chance(0.5)) d = rng_.range(2, 6);
+    }
+    const int64_t extra = rng_.range(1, 4 - static_cast<int64_t>(s.size()));
+    for (int64_t i = 0; i < extra && rng_.chance(0.7); ++i)
+      s.insert(s.begin(), rng_.range(1, 5));
+    return s;
+  }
+  return {};
+}
+
+at::ScalarType Generator::fresh_dtype(at::ScalarType like) {
+  return rng_.chance(0.85) ? like : rng_.pick(fuzz_dtypes());
+}
+
+std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& shape,
+                                                   at::ScalarType dtype) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  if (n == 0) return {at::empty(shape, dtype), "empty"};
+  std::vector<int64_t> ints(n);
+  std::string note;
+  if (dtype == at::kBool || !is_float(dtype)) {
+    int64_t lo = 0, hi = 1;
+    if (dtype == at::kBool) {
+      const double p = rng_.pick<double>({0.5, 0.1, 0.9});
+      for (auto& v : ints)
+        v = rng_.chance(p);
+      note = "bernoulli(" + number(p) + ")";
+    } else {
+      const int64_t big = dtype == at::kInt ? 2147483647LL : (1LL << 62);
+      switch (rng_.weighted({55, 20, 15, 10})) {
+        case 0: lo = -10, hi = 10; break;
+        case 1: lo = -1000, hi = 1000; break;
+        case 2: lo = 0, hi = 3; break;
+        default: lo = -big, hi = big; break;
+      }
+      for (auto& v : ints)
+        v = rng_.range(lo, hi);
+      note = "integers uniform in [" + std::to_string(lo) + "," + std::to_string(hi) + "]";
+    }
+    auto t = at::from_blob(ints.data(), shape, at::kLong).clone().to(dtype);
+    return {t, note};
+  }
+  std::vector<double> values(n);
+  const bool half = dtype == at::kHalf;
+  switch (rng_.weighted({35, 20, 15, 10, 10, 10})) {
+    case 0:
+      for (auto& v : values)
+        v = rng_.normal();
+      note = "normal(0,1)";
+      break;
+    case 1: {
+      const double s = rng_.pick<double>({1e-3, 10, 100, 1e4});
+      for (auto& v : values)
+        v = (2 * rng_.uniform() - 1) * s;
+      note = "uniform(-" + number(s) + "," + number(s) + ")";
+      break;
+    }
+    case 2:
+      for (auto& v : values)
+        v = std::abs(rng_.normal()) + 0.05;
+      note = "|normal(0,1)|+0.05";
+      break;
+    case 3: {
+      const double e = dtype == at::kDouble ? 100 : half ? 4.5 : 30;
+      for (auto& v : values)
+        v = (rng_.chance(0.5) ? -1 : 1) * std::pow(10.0, (2 * rng_.uniform() - 1) * e);
+      note = "+-10^uniform(-" + number(e) + "," + number(e) + ")";
+      break;
+    }
+    case 4:
+      for (auto& v : values)
+        v = static_cast<double>(rng_.range(-4, 4));
+      note = "integers in [-4,4]";
+      break;
+    default:
+      for (auto& v : values)
+        v = rng_.normal();
+      note = "normal(0,1) with 10% special values";
+      for (auto& v : values) {
+        if (rng_.chance(0.1)) {
+          v = rng_.pick<double>({kInf, -kInf, std::nan(""), 0.0, -0.0, max_finite(dtype) / 2,
+                                 min_normal(dtype) / 4});
+        }
+      }
+      break;
+  }
+  if (n > 0 && rng_.chance(0.05)) {
+    const double special = rng_.pick<double>({kInf, -kInf, std::nan("")});
+    values[rng_.range(0, n - 1)] = special;
+    note += " and one " + number(special);
+  }
+  auto t = at::from_blob(values.data(), shape, at::kDouble).clone().to(dtype);
+  return {t, note};
+}
+
+Fresh Generator::fresh(const std::vector<int64_t>& shape, at::ScalarType dtype, bool strided) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> base = shape;
+  std::function<at::Tensor(const at::Tensor&)> view = [](const at::Tensor& t) { return t; };
+  std::string layout = "contiguous";
+  const size_t kind = strided && rank > 0 ? rng_.weighted({70, 10, 8, 7, 5}) : 0;
+  if (kind == 1 && rank >= 2) {  // a permutation of a contiguous tensor
+    std::vector<int64_t> perm(rank), inverse(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      perm[i] = i;
+    while (std::is_sorted(perm.begin(), perm.end()))
+      std::shuffle(perm.begin(), perm.end(), std::mt19937_64(rng_.range(0, 1 << 30)));
+    for (int64_t i = 0; i < rank; ++i) {
+      base[i] = shape[perm[i]];
+      inverse[perm[i]] = i;
+    }
+    view = [inverse](const at::Tensor& t) { return t.permute(inverse); };
+    layout = "permute(" + shape_string(inverse) + ") of a contiguous " + shape_string(base);
+  } else if (kind == 2) {  // every second element along one dim
+    const int64_t d = rng_.range(0, rank - 1), start = rng_.range(0, 1);
+    base[d] = 2 * shape[d] + start;
+    view = [d, start, n = shape[d]](const at::Tensor& t) { return t.slice(d, start, start + 2 * n, 2); };
+    layout = "slice(dim=" + std::to_string(d) + ", start=" + std::to_string(start) +
+             ", step=2) of a contiguous " + shape_string(base);
+  } else if (kind == 3) {  // size-1 dims expanded (stride 0)
+    for (int64_t d = 0; d < rank; ++d) {
+      if (shape[d] > 1 && rng_.chance(0.5)) base[d] = 1;
+    }
+    view = [shape](const at::Tensor& t) { return t.expand(shape); };
+    layout = "expand of a contiguous " + shape_string(base);
+  } else if (kind == 4) {  // a storage offset
+    const int64_t k = rng_.range(1, 3);
+    base[0] = shape[0] + k;
+    view = [k, n = shape[0]](const at::Tensor& t) { return t.narrow(0, k, n); };
+    layout = "narrow(0, " + std::to_string(k) + ") of a contiguous " + shape_string(base);
+  }
+  auto [t, values] = fill(base, dtype);
+  Fresh f;
+  f.tensor = view(t);
+  f.note = ir::type_string(*tensor_type_of(f.tensor)) + ", " + layout + ", values " + values;
+  return f;
+}
+
+int Generator::pick(const Pred& pred) {
+  std::vector<int> found, unused;
+  for (int i = 0; i < static_cast<int>(pool_.size()); ++i) {
+    if (!pred(pool_[i])) continue;
+    found.push_back(i);
+    if (!pool_[i].leaf && pool_[i].uses == 0) unused.push_back(i);
+  }
+  if (found.empty()) return -1;
+  const double r = rng_.uniform();
+  if (r < 0.45) return found.back();
+  if (r < 0.7 && !unused.empty()) return rng_.pick(unused);
+  return rng_.pick(found);
+}
+
+Operand Generator::operand(const Pred& pred, double p_existing, const std::vector<int64_t>& shape,
+                           at::ScalarType dtype) {
+  if (rng_.chance(p_existing)) {
+    if (int i = pick(pred); i >= 0) return {i, {}};
+  }
+  return {-1, fresh(shape, dtype)};
+}
+
+// A second operand that broadcasts with `first`.
+Operand Generator::partner(const Operand& first, const Pred& pred, double p_existing) {
+  const at::Tensor& t = tensor(first);
+  auto compatible = [&](const Val& v) { return pred(v) && broadcastable(t.sizes(), v.eager.sizes()); };
+  Operand o = operand(compatible, p_existing, partner_shape(t.sizes()), fresh_dtype(t.scalar_type()));
+  if (o.val < 0 && rng_.chance(0.1)) {  // a frozen weight instead of an input
+    o.fresh = fresh(o.fresh.tensor.sizes().vec(), o.fresh.tensor.scalar_type(), false);
+    o.fresh.constant = true;
+  }
+  return o;
+}
+
+ir::Attr Generator::scalar(bool integral) {
+  if (integral) return rng_.pick<int64_t>({0, 1, 2, 3, -1, -2, 7});
+  return rng_.pick<double>({0.5, -1.5, 2.5, 0.1, 1e-3, 1e3, -7.25, 3.0, 1e10, -0.0});
+}
+
+bool Generator::propose(Proposal& p) {
+  enum Kind { Arith, ArithScalar, Unary, Activation, Clamp, Pow, Compare, CompareScalar, Where,
+              Cast, Reduce, Softmax, LayerNorm };
+  const auto kind = static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 9, 6, 4}));
+  auto any = [](const Val&) { return true; };
+  auto floating = [](const Val& v) { return is_float(v.eager.scalar_type()); };
+  auto exact_val = [](const Val& v) { return v.exact; };
+  auto mostly_float = [&](const Val& v) { return floating(v) || rng_.chance(0.15); };
+  const Pred first_pred = kind == Compare || kind == CompareScalar ? Pred(exact_val)
+                          : kind >= Reduce ? Pred(floating) : Pred(mostly_float);
+  Operand a = operand(first_pred, pool_.empty() ? 0.0 : 0.85, shape_, dtype_);
+  const bool a_float = is_float(tensor(a).scalar_type());
+  auto alpha = [&] {
+    switch (rng_.weighted({60, 20, 20})) {
+      case 0: return ir::Attr(int64_t{1});
+      case 1: return ir::Attr(rng_.pick<int64_t>({2, -1}));
+      default: return ir::Attr(rng_.pick<double>({0.5, 1.5, -2.25}));
+    }
+  };
+  switch (kind) {
+    case Arith: {
+      p.op = rng_.pick<std::string>({"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor",
+                                     "aten::mul.Tensor", "aten::div.Tensor", "aten::div.Tensor_mode"});
+      p.args = {a, partner(a, any, 0.5)};
+      if (rng_.chance(0.5)) std::swap(p.args[0], p.args[1]);
+      if (p.op == "aten::div.Tensor_mode") {
+        const size_t m = rng_.weighted({70, 15, 15});
+        p.attrs = {{"rounding_mode", m == 0   ? ir::Attr(std::string("trunc"))
+                                     : m == 1 ? ir::Attr(std::string("floor"))
+                                              : ir::Attr(ir::NoneAttr{})}};
+      } else if (!p.op.starts_with("aten::mul") && !p.op.starts_with("aten::div")) {
+        p.attrs = {{"alpha", alpha()}};
+      }
+      return true;
+    }
+    case ArithScalar: {
+      p.op = rng_.pick<std::string>({"aten::add.Scalar", "aten::sub.Scalar", "aten::rsub.Scalar",
+                                     "aten::mul.Scalar", "aten::div.Scalar"});
+      p.args = {a};
+      p.attrs = {{"other", scalar(!a_float && rng_.chance(0.7))}};
+      if (!p.op.starts_with("aten::mul") && !p.op.starts_with("aten::div"))
+        p.attrs.emplace_back("alpha", alpha());
+      return true;
+    }
+    case Unary:
+      p.op = rng_.pick<std::string>({"aten::neg", "aten::abs", "aten::exp", "aten::log",
+                                     "aten::sqrt", "aten::rsqrt", "aten::reciprocal", "aten::tanh",
+                                     "aten::sigmoid", "aten::erf"});
+      p.args = {a};
+      return true;
+    case Activation:
+      p.op = rng_.pick<std::string>({"aten::relu", "aten::gelu", "aten::silu"});
+      p.args = {a};
+      if (p.op == "aten::gelu")
+        p.attrs = {{"approximate", std::string(rng_.chance(0.5) ? "none" : "tanh")}};
+      return true;
+    case Clamp: {
+      auto bound = [&](bool low) -> ir::Attr {
+        if (!a_float || rng_.chance(0.3)) return rng_.pick<int64_t>({-2, -1, 0, 1, 3});
+        return low ? rng_.pick<double>({-1.0, -0.5, 0.0, 0.25, 2.0})
+                   : rng_.pick<double>({-0.25, 0.0, 0.5, 1.0, 6.0});
+      };
+      p.op = rng_.pick<std::string>({"aten::clamp", "aten::clamp_min", "aten::clamp_max",
+                                     "aten::hardtanh"});
+      p.args = {a};
+      if (p.op == "aten::clamp") {
+        const size_t which = rng_.weighted({50, 25, 25});
+        p.attrs = {{"min", which == 2 ? ir::Attr(ir::NoneAttr{}) : bound(true)},
+                   {"max", which == 1 ? ir::Attr(ir::NoneAttr{}) : bound(false)}};
+      } else if (p.op == "aten::clamp_min") {
+        p.attrs = {{"min", bound(true)}};
+      } else if (p.op == "aten::clamp_max") {
+        p.attrs = {{"max", bound(false)}};
+      } else {
+        p.attrs = {{"min_val", bound(true)}, {"max_val", bound(false)}};
+      }
+      return true;
+    }
+    case Pow: {
+      p.op = "aten::pow.Tensor_Scalar";
+      p.args = {a};
+      const double e = rng_.pick<double>({2, 3, 0.5, -1, -0.5, -2});
+      const bool as_int = e == std::floor(e) && rng_.chance(0.4);
+      p.attrs = {{"exponent", as_int ? ir::Attr(static_cast<int64_t>(e)) : ir::Attr(e)}};
+      return true;
+    }
+    case Compare:
+    case CompareScalar: {
+      const std::string name = rng_.pick<std::string>({"eq", "ne", "lt", "le", "gt", "ge"});
+      p.args = {a};
+      if (kind == Compare) {
+        p.op = "aten::" + name + ".Tensor";
+        p.args.push_back(partner(a, exact_val, 0.5));
+        return true;
+      }
+      p.op = "aten::" + name + ".Scalar";
+      const at::Tensor& t = tensor(a);
+      ir::Attr other = scalar(!a_float);
+      if (t.numel() > 0 && rng_.chance(0.6)) {  // an element of the input, maybe nudged
+        const double x = t.reshape({-1})[rng_.range(0, t.numel() - 1)].item<double>();
+        const double nudge = rng_.chance(0.4) ? rng_.pick<double>({1e-4, -1e-4, 1e-7}) : 0.0;
+        const bool integral = !a_float && nudge == 0 && rng_.chance(0.7) && std::isfinite(x);
+        other = integral ? ir::Attr(static_cast<int64_t>(x)) : ir::Attr(x + nudge * std::abs(x));
+      }
+      p.attrs = {{"other", other}};
+      return true;
+    }
+    case Where: {
+      p.op = "aten::where.self";
+      auto condition = [&](const Val& v) { return v.exact && v.eager.scalar_type() == at::kBool; };
+      Operand c = partner(a, condition, 0.7);
+      if (c.val < 0) c.fresh = fresh(c.fresh.tensor.sizes().vec(), at::kBool);
+      p.args = {c, a, partner(a, any, 0.5)};
+      if (rng_.chance(0.5)) std::swap(p.args[1], p.args[2]);
+      return true;
+    }
+    case Cast: {
+      at::ScalarType to = rng_.pick(fuzz_dtypes());
+      const at::Tensor& t = tensor(a);
+      if (to == t.scalar_type()) return false;
+      if (!is_float(to) && a_float) {
+        // Float to integer: exact inputs only (a cast is a discontinuity), and only values the
+        // integer type holds (out of range, C++ and LLVM leave the result undefined).
+        const double limit = to == at::kInt ? 2147483647.0 : to == at::kLong ? 9.2e18 : kInf;
+        if (!exact(a)) return false;
+        if (to != at::kBool &&
+            (t.numel() > 0 && (!at::isfinite(t).all().item<bool>() ||
+                               t.to(at::kDouble).abs().max().item<double>() >= limit)))
+          return false;
+      }
+      p.op = "aten::_to_copy";
+      p.args = {a};
+      p.attrs = {{"dtype", static_cast<int64_t>(to)},   {"layout", ir::NoneAttr{}},
+                 {"device", ir::NoneAttr{}},            {"pin_memory", ir::NoneAttr{}},
+                 {"non_blocking", false},               {"memory_format", ir::NoneAttr{}}};
+      return true;
+    }
+    case Reduce: {
+      const int64_t rank = tensor(a).dim();
+      p.op = rng_.pick<std::string>({"aten::sum.dim_IntList", "aten::sum.dim_IntList",
+                                     "aten::mean.dim", "aten::mean.dim", "aten::amax",
+                                     "aten::amin", "aten::sum", "aten::mean"});
+      p.args = {a};
+      if (p.op == "aten::sum" || p.op == "aten::mean") {
+        p.attrs = {{"dtype", ir::NoneAttr{}}};
+        return true;
+      }
+      std::vector<int64_t> dims;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (rng_.chance(0.4)) dims.push_back(rng_.chance(0.3) ? d - rank : d);
+      }
+      if (dims.empty() && rank > 0 && rng_.chance(0.85)) dims.push_back(rng_.range(-rank, rank - 1));
+      p.attrs = {{"dim", dims}, {"keepdim", rng_.chance(0.5)}};
+      if (p.op != "aten::amax" && p.op != "aten::amin") p.attrs.emplace_back("dtype", ir::NoneAttr{});
+      return true;
+    }
+    case Softmax: {
+      const int64_t rank = std::max<int64_t>(tensor(a).dim(), 1);
+      p.op = rng_.chance(0.5) ? "aten::softmax.int" : "aten::log_softmax.int";
+      p.args = {a};
+      p.attrs = {{"dim", rng_.range(-rank, rank - 1)}, {"dtype", ir::NoneAttr{}}};
+      return true;
+    }
+    case LayerNorm: {
+      const at::Tensor& t = tensor(a);
+      if (t.dim() == 0) return false;
+      const int64_t k = std::min<int64_t>(t.dim(), rng_.range(1, 2));
+      std::vector<int64_t> normalized(t.sizes().end() - k, t.sizes().end());
+      p.op = "aten::layer_norm";
+      p.args = {a};
+      p.attrs = {{"normalized_shape", normalized}};
+      for (const char* name : {"weight", "bias"}) {
+        if (rng_.chance(0.7)) {
+          Fresh f = fresh(normalized, rng_.chance(0.85) ? t.scalar_type() : at::kFloat, false);
+          f.constant = rng_.chance(0.5);
+          p.args.push_back({-1, f});
+        } else {
+          p.attrs.emplace_back(name, ir::NoneAttr{});
+        }
+      }
+      p.attrs.emplace_back("eps", rng_.pick<double>({1e-5, 1e-6, 1e-3, 0.1}));
+      p.attrs.emplace_back("cudnn_enable", true);
+      return true;
+    }
+  }
+  return false;
+}
+
+int Generator::commit(Fresh& f) {
+  const ir::TensorType type = *tensor_type_of(f.tensor);
+  Val v = leaf_val(f.tensor);
+  if (f.constant) {
+    const int64_t index = static_cast<int64_t>(case_.constants.size());
+    case_.constants.push_back(f.tensor);
+    v.value = case_.graph->append("prim::Constant", {}, {type}, {{"index", index}})->output();
+    v.value->set_name("w" + std::to_string(index));
+    constant_notes_.push_back("%" + v.value->name() + " = constant " + f.note);
+  } else {
+    v.value = case_.graph->add_input(type, "x" + std::to_string(case_.inputs.size()));
+    case_.inputs.push_back(f.tensor);
+    case_.input_notes.push_back("%" + v.value->name() + " : " + f.note);
+  }
+  pool_.push_back(std::move(v));
+  return static_cast<int>(pool_.size()) - 1;
+}
+
+bool Generator::apply(Proposal& p) {
+  std::vector<Val> fresh_vals;
+  fresh_vals.reserve(p.args.size());
+  std::vector<const Val*> ins;
+  std::vector<at::Tensor> tensors;
+  bool all_exact = true;
+  for (const Operand& o : p.args) {
+    if (o.val >= 0) {
+      ins.push_back(&pool_[o.val]);
+    } else {
+      fresh_vals.push_back(leaf_val(o.fresh.tensor));
+      ins.push_back(&fresh_vals.back());
+    }
+    tensors.push_back(ins.back()->eager);
+    all_exact &= ins.back()->exact;
+  }
+  at::Tensor out;
+  try {
+    out = call_op(p.op, tensors, p.attrs);
+  } catch (const c10::Error&) {
+    return false;  // ATen rejects this combination: pick again
+  }
+  auto type = tensor_type_of(out);
+  const auto& dtypes = fuzz_dtypes();
+  if (!type || out.numel() > kMaxNumel ||
+      std::find(dtypes.begin(), dtypes.end(), out.scalar_type()) == dtypes.end())
+    return false;
+  // Integers and bools are compared exactly: they must not depend on inexact floats.
+  if (!all_exact && !is_float(out.scalar_type())) return false;
+  Val v;
+  v.eager = out;
+  v.v64 = as64(out);
+  v.exact = all_exact && exact_op(p.op, out.scalar_type(), p.attrs);
+  try {
+    v.bound = v.exact ? at::zeros(out.sizes(), at::kDouble)
+                      : error_bound(p.op, p.attrs, ins, v.v64, out.scalar_type());
+  } catch (const c10::Error&) {
+    return false;  // the float64 evaluation of the bound is not possible for these operands
+  }
+  std::vector<ir::Value*> values;
+  for (Operand& o : p.args) {
+    if (o.val < 0) o.val = commit(o.fresh);
+    ++pool_[o.val].uses;
+    values.push_back(pool_[o.val].value);
+  }
+  v.value = case_.graph->append(p.op, values, {*type}, p.attrs)->output();
+  pool_.push_back(std::move(v));
+  ++case_.num_ops;
+  return true;
+}
+
+FuzzCase Generator::run() {
+  zero_sizes_ = rng_.chance(0.06);
+  shape_ = random_shape(static_cast<int>(rng_.weighted({7, 18, 35, 25, 15})));
+  dtype_ = std::vector<at::ScalarType>{at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt,
+                                       at::kLong}[rng_.weighted({60, 10, 10, 10, 5, 5})];
+  const int target = static_cast<int>(rng_.range(2, 12));
+  for (int attempt = 0; case_.num_ops < target && attempt < 400; ++attempt) {
+    Proposal p;
+    if (propose(p)) apply(p);
+  }
+  // Outputs: every unused result, and some results that are also used.
+  std::vector<ir::Value*> outputs;
+  for (const Val& v : pool_) {
+    if (!v.leaf && (v.uses == 0 || rng_.chance(0.2))) {
+      outputs.push_back(v.value);
+      case_.expected.push_back(v.eager);
+      case_.bounds.push_back(v.bound);
+    }
+  }
+  case_.graph->set_outputs(outputs);
+  case_.ir_text = ir::print_graph(*case_.graph);
+  for (const auto& note : constant_notes_)
+    case_.input_notes.push_back(note);
+  return std::move(case_);
+}
+
+// --- Running and comparing ---------------------------------------------------------------------
+
+std::string index_string(int64_t flat, at::IntArrayRef sizes) {
+  std::vector<int64_t> index(sizes.size());
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    index[d] = flat % sizes[d];
+    flat /= sizes[d];
+  }
+  return shape_string(index);
+}
+
+std::string element_string(const at::Tensor& t, int64_t flat) {
+  const at::Tensor e = t.reshape({-1})[flat];
+  if (t.scalar_type() == at::kBool) return e.item<bool>() ? "true" : "false";
+  if (!is_float(t.scalar_type())) return std::to_string(e.item<int64_t>());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", e.item<double>());
+  return buf;
+}
+
+/// "" when `actual` matches `expected` within `bound`; else the first difference.
+std::string compare(const at::Tensor& actual, const at::Tensor& expected, const at::Tensor& bound,
+                    int64_t& checked, int64_t& unchecked) {
+  if (!actual.defined()) return "kiln returned an undefined tensor";
+  if (actual.scalar_type() != expected.scalar_type()) {
+    return "dtype: kiln " + dtype_name(actual.scalar_type()) + ", eager " +
+           dtype_name(expected.scalar_type());
+  }
+  if (actual.sizes() != expected.sizes()) {
+    return "shape: kiln " + shape_string(actual.sizes()) + ", eager " +
+           shape_string(expected.sizes());
+  }
+  if (expected.numel() == 0) return "";
+  at::Tensor bad;
+  at::Tensor allowed;
+  const at::ScalarType t = expected.scalar_type();
+  if (!is_float(t)) {
+    bad = actual.ne(expected);
+    checked += expected.numel();
+  } else {
+    const auto k = as64(actual), e = as64(expected);
+    const auto skip = at::isinf(bound);
+    allowed = at::where(bound == 0, 0.0, at::maximum(bound, rtol_floor(t) * e.abs()));
+    const auto same = (k == e) | (at::isnan(k) & at::isnan(e));
+    bad = ~(skip | same | ((k - e).abs() <= allowed));
+    const int64_t skipped = skip.sum().item<int64_t>();
+    unchecked += skipped;
+    checked += expected.numel() - skipped;
+  }
+  const auto flat_bad = bad.reshape({-1});
+  if (!flat_bad.any().item<bool>()) return "";
+  const int64_t first = at::nonzero(flat_bad)[0][0].item<int64_t>();
+  const int64_t count = flat_bad.sum().item<int64_t>();
+  std::string s = std::to_string(count) + " of " + std::to_string(expected.numel()) +
+                  " elements differ; first at " + index_string(first, expected.sizes()) +
+                  ": kiln " + element_string(actual, first) + ", eager " +
+                  element_string(expected, first);
+  if (allowed.defined()) {
+    s += ", allowed difference " + element_string(allowed.reshape(expected.sizes()), first) +
+         (element_string(bound, first) == "0" ? " (exact)" : "");
+  }
+  return s;
+}
+
+bool same_values(const at::Tensor& a, const at::Tensor& b) {
+  if (is_float(a.scalar_type())) {
+    return ((a == b) | (at::isnan(a) & at::isnan(b))).all().item<bool>();
+  }
+  return at::equal(a, b);
+}
+
+std::string placement(const CompiledRegion& region) {
+  std::string s;
+  for (const auto& e : region.entries)
+    s += "  " + e.op + ": " + e.where + " (" + e.why + ")\n";
+  return s;
+}
+
+}  // namespace
+
+FuzzCase make_case(uint64_t seed) { return Generator(seed).run(); }
+
+std::string reproducer(const FuzzCase& c, const std::string& what) {
+  std::ostringstream s;
+  s << "=== kiln fuzz seed " << c.seed << ": " << what << "\n";
+  s << "graph (as generated, before compilation):\n" << c.ir_text;
+  s << "inputs:\n";
+  for (const auto& note : c.input_notes)
+    s << "  " << note << "\n";
+  s << "rerun: kiln_fuzz --seeds " << c.seed << ":" << c.seed + 1 << " --verbose\n";
+  return s.str();
+}
+
+CaseResult run_case(FuzzCase& c) {
+  CaseResult result;
+  result.seed = c.seed;
+  result.ops = c.num_ops;
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const std::string& what) {
+    result.report = reproducer(c, what);
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  };
+  std::vector<std::string> output_names;
+  for (const ir::Value* v : c.graph->outputs())
+    output_names.push_back("%" + (v->name().empty() ? std::to_string(v->id()) : v->name()));
+  try {
+    if (ir::print_graph(*ir::parse_graph(c.ir_text)) != c.ir_text)
+      return fail("the printed graph does not parse back to the same text");
+  } catch (const std::exception& e) {
+    return fail(std::string("the printed graph does not parse: ") + e.what());
+  }
+  std::vector<at::Tensor> before;
+  for (const auto& t : c.inputs)
+    before.push_back(t.clone());
+  CompileOptions options;
+  options.fusion = true;
+  options.strict = true;  // a group that fails code generation is a failure, not a fallback
+  std::shared_ptr<CompiledRegion> region;
+  try {
+    region = compile_graph(std::move(c.graph), c.constants, c10::Device(c10::kCPU), options,
+                           "fuzz" + std::to_string(c.seed), /*plan_memory=*/true);
+  } catch (const std::exception& e) {
+    return fail(std::string("compile_graph threw: ") + e.what());
+  }
+  result.kernels = region->kernels;
+  for (const auto& e : region->entries)
+    result.fused_ops += e.where == "fused kernel";
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = run_plan(region->plan, c.inputs);
+  } catch (const std::exception& e) {
+    return fail(std::string("run_plan threw: ") + e.what() + "\nplacement:\n" + placement(*region));
+  }
+  if (outputs.size() != c.expected.size()) {
+    return fail("kiln returned " + std::to_string(outputs.size()) + " outputs, eager " +
+                std::to_string(c.expected.size()));
+  }
+  std::string differences;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string d = compare(outputs[i], c.expected[i], c.bounds[i], result.checked, result.unchecked);
+    if (!d.empty()) {
+      differences += "output " + std::to_string(i) + " (" + output_names[i] + " : " +
+                     dtype_name(c.expected[i].scalar_type()) +
+                     shape_string(c.expected[i].sizes()) + "): " + d + "\n";
+    }
+  }
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!same_values(c.inputs[i], before[i]))
+      differences += "input " + std::to_string(i) + " was modified by the run\n";
+  }
+  if (!differences.empty())
+    return fail("kiln differs from eager\n" + differences + "placement:\n" + placement(*region));
+  result.passed = true;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+CaseResult run_seed(uint64_t seed) {
+  FuzzCase c;
+  try {
+    c = make_case(seed);
+  } catch (const std::exception& e) {
+    CaseResult result;
+    result.seed = seed;
+    result.report = "=== kiln fuzz seed " + std::to_string(seed) +
+                    ": the generator threw (a fuzzer bug): " + e.what() + "\n";
+    return result;
+  }
+  return run_case(c);
+}
+
+}  // namespace kiln::fuzz

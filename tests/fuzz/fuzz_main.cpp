@@ -1,0 +1,104 @@
+// kiln_fuzz: runs the differential fuzzer on a range of seeds and prints a summary (cases, fused
+// kernels, failures with their reproducers). Exit code 1 when a case fails.
+//
+//   kiln_fuzz --seeds A:B [--verbose] [--show]
+//     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
+//     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
+//     --show        print each case's graph and inputs before running it
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_case.h"
+
+namespace {
+
+int usage(const char* why) {
+  std::fprintf(stderr, "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--verbose] [--show]\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t first = 0, last = 100;
+  bool verbose = false, show = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--verbose") {
+      verbose = true;
+    } else if (arg == "--show") {
+      show = true;
+    } else if (arg == "--seeds" && i + 1 < argc) {
+      const std::string range = argv[++i];
+      const size_t colon = range.find(':');
+      try {
+        if (colon == std::string::npos) {
+          first = std::stoull(range);
+          last = first + 1;
+        } else {
+          first = std::stoull(range.substr(0, colon));
+          last = std::stoull(range.substr(colon + 1));
+        }
+      } catch (const std::exception&) {
+        return usage(("bad seed range '" + range + "'").c_str());
+      }
+      if (last <= first) return usage("empty seed range");
+    } else {
+      return usage(("unknown argument '" + arg + "'").c_str());
+    }
+  }
+  if (!verbose) setenv("KILN_LOG", "error", /*overwrite=*/0);
+
+  const auto start = std::chrono::steady_clock::now();
+  int cases = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0;
+  int64_t checked = 0, unchecked = 0;
+  std::vector<uint64_t> failed;
+  for (uint64_t seed = first; seed < last; ++seed) {
+    kiln::fuzz::CaseResult r;
+    if (show) {
+      kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed);
+      std::printf("%s", kiln::fuzz::reproducer(c, "case").c_str());
+      r = kiln::fuzz::run_case(c);
+    } else {
+      r = kiln::fuzz::run_seed(seed);
+    }
+    ++cases;
+    cases_with_kernels += r.kernels > 0;
+    kernels += r.kernels;
+    ops += r.ops;
+    fused_ops += r.fused_ops;
+    checked += r.checked;
+    unchecked += r.unchecked;
+    if (verbose) {
+      std::printf("seed %llu: %s, %d ops, %d kernels, %d ops fused, %lld elements checked, %lld "
+                  "not, %.3f s\n",
+                  static_cast<unsigned long long>(seed), r.passed ? "ok" : "FAILED", r.ops,
+                  r.kernels, r.fused_ops, static_cast<long long>(r.checked),
+                  static_cast<long long>(r.unchecked), r.seconds);
+    }
+    if (!r.passed) {
+      failed.push_back(seed);
+      std::printf("%s\n", r.report.c_str());
+    }
+    std::fflush(stdout);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("kiln_fuzz: %d cases (seeds %llu:%llu) in %.1f s; %zu failed\n", cases,
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
+              seconds, failed.size());
+  std::printf("  %d fused kernels; %d of %d ops ran in them; %d cases with kernels\n", kernels,
+              fused_ops, ops, cases_with_kernels);
+  std::printf("  %lld output elements checked, %lld not checked (ill-conditioned)\n",
+              static_cast<long long>(checked), static_cast<long long>(unchecked));
+  if (!failed.empty()) {
+    std::printf("  failed seeds:");
+    for (uint64_t s : failed)
+      std::printf(" %llu", static_cast<unsigned long long>(s));
+    std::printf("\n");
+  }
+  return failed.empty() ? 0 : 1;
+}
