@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
     }
     const kiln::Explanation explanation = compiled.explain(inputs);
     const double bytes = 2.0 * static_cast<double>(inputs[0].toTensor().nbytes());
-    std::cout << std::setprecision(6) << "{\"case\": \"" << name << "\", \"shape\": \"" << shape_text
-              << "\", \"eager_ms\": " << median(eager_ms) << ", \"kiln_ms\": " << median(kiln_ms)
+    std::cout << std::setprecision(6) << "{\"case\": \"" << name << "\", \"shape\": \""
+              << shape_text << "\", \"eager_ms\": " << median(eager_ms)
+              << ", \"kiln_ms\": " << median(kiln_ms)
               << ", \"speedup\": " << median(eager_ms) / median(kiln_ms)
               << ", \"kiln_gb_per_s\": " << bytes / median(kiln_ms) / 1e6
               << ", \"eager_gb_per_s\": " << bytes / median(eager_ms) / 1e6

@@ -1,7 +1,9 @@
-"""`make bench` at the foundation stage: kiln against LibTorch's TorchScript interpreter on the
-test models, via `kiln run` (interleaved iterations, medians from the same run).
+"""`make bench`: kiln against eager LibTorch (the TorchScript interpreter running the same module
+op by op) on the test models, via `kiln run`, and on the codegen issue's kernel cases (elementwise
+chain against a plain copy, softmax, layer_norm, MLP) via `kiln_kernel_bench`. Every number is a
+median of interleaved runs in one process.
 
-Prints a table and writes bench/results/latest.json. The bench-suite issue grows this into the
+Prints two tables and writes bench/results/latest.json. The bench-suite issue grows this into the
 model zoo with eager, Inductor and the other peers.
 """
 import argparse
@@ -53,15 +55,48 @@ def main():
     print(f"\nspeedup = LibTorch median / kiln median, same run, {args.iters} interleaved iterations; "
           f"{threads} threads; tolerance {TOLERANCE}")
 
+    kernels = run_kernel_bench(build)
+
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     payload = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-               "threads": threads, "results": rows}
+               "threads": threads, "results": rows, "kernels": kernels}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     for name in ("latest.json", f"{stamp}.json"):
         with open(out / name, "w") as f:
             json.dump(payload, f, indent=2)
-    return 0 if all(r.get("ok") for r in rows) else 1
+    ok = all(r.get("ok") for r in rows) and all(k["max_abs_diff"] <= KERNEL_TOLERANCE for k in kernels)
+    return 0 if ok else 1
+
+
+KERNEL_TOLERANCE = 1e-4
+
+
+def run_kernel_bench(build):
+    """The kernel cases, one process, interleaved eager/kiln rounds; chain_16m is also compared
+    with copy_16m (a clone of the same size: both read 64 MB and write a fresh 64 MB tensor)."""
+    models = build / "bench_models"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_kernel_models.py"), str(models)], check=True)
+    with open(models / "index.json") as f:
+        index = json.load(f)
+    with open(models / "index.txt", "w") as f:
+        for name, shape in index.items():
+            f.write(f"{name} {','.join(map(str, shape))}\n")
+    print("kernel cases ...", file=sys.stderr, flush=True)
+    result = subprocess.run([str(build / "kiln_kernel_bench"), str(models)], capture_output=True, text=True,
+                            env={**os.environ, "KILN_LOG": "error"}, check=True)
+    cases = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    print(f"\n{'case':<22}{'eager ms':>10}{'kiln ms':>10}{'speedup':>9}{'kiln GB/s':>11}{'max abs diff':>14}")
+    for c in cases:
+        print(f"{c['case']:<22}{c['eager_ms']:>10.3f}{c['kiln_ms']:>10.3f}{c['speedup']:>8.2f}x"
+              f"{c['kiln_gb_per_s']:>11.2f}{c['max_abs_diff']:>14.2e}")
+    by_name = {c["case"]: c for c in cases}
+    if "chain_16m" in by_name and "copy_16m" in by_name:
+        fraction = by_name["copy_16m"]["eager_ms"] / by_name["chain_16m"]["kiln_ms"]
+        by_name["chain_16m"]["fraction_of_copy_bandwidth"] = fraction
+        print(f"\nchain_16m under kiln runs at {fraction:.0%} of the bandwidth of a plain copy "
+              f"(copy_16m under eager: {by_name['copy_16m']['eager_ms']:.3f} ms)")
+    return cases
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ void grow_elementwise(ClusterGrower& grower, const std::vector<int64_t>& shape) 
     for (ir::Node* node : grower.neighbors()) {
       if (!is_fusible_elementwise(*node)) continue;
       const auto& sizes = node->output()->type().sizes;
-      const bool fits = sizes == shape || (broadcasts_to(sizes, shape) &&
-                                           grower.used_only_inside(node->output()));
+      const bool fits = sizes == shape ||
+                        (broadcasts_to(sizes, shape) && grower.used_only_inside(node->output()));
       if (fits && grower.try_add(node)) grew = true;
     }
   }

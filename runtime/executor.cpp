@@ -49,8 +49,9 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
   for (size_t i = 0; i < step.expected_sizes.size(); ++i) {
     const at::Tensor& out = slots[step.outputs[i]];
     if (!out.defined() || out.sizes() != c10::IntArrayRef(step.expected_sizes[i])) {
-      throw Error(ErrorKind::Unsupported, step.name + " returned a shape other than the one its "
-                                                      "sample run gave at compile time");
+      throw Error(ErrorKind::Unsupported, step.name +
+                                              " returned a shape other than the one its "
+                                              "sample run gave at compile time");
     }
   }
   for (int v : step.release)

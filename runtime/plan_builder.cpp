@@ -123,7 +123,9 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBindi
   }
   const KernelBinding& kernel = kernels[*index];
   KernelStep step{"kernel " + std::to_string(*index), kernel.function, kernel.range, kernel.grain};
-  auto offset = [&](const ir::Value* v) { return memory.is_planned(v) ? *memory.offsets[v->id()] : -1; };
+  auto offset = [&](const ir::Value* v) {
+    return memory.is_planned(v) ? *memory.offsets[v->id()] : -1;
+  };
   for (const ir::Value* v : node.inputs()) {
     step.inputs.push_back(v->id());
     step.input_offsets.push_back(offset(v));

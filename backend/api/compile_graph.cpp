@@ -3,12 +3,12 @@
 #include <chrono>
 
 #include "backend/api/environment.h"
-#include "kiln/error.h"
 #include "backend/codegen/llvm/compile_kernels.h"
+#include "kiln/error.h"
 #include "passes/ir/op_table.h"
-#include "passes/kernel/lower_ops.h"
 #include "passes/ir/parser.h"
 #include "passes/ir/printer.h"
+#include "passes/kernel/lower_ops.h"
 #include "passes/pipeline.h"
 #include "runtime/plan_builder.h"
 
@@ -105,6 +105,5 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;
 }
-
 
 }  // namespace kiln

@@ -97,7 +97,8 @@ std::vector<at::Tensor> RegionRunner::run(const std::vector<at::Tensor>& inputs)
     if (e.kind() != ErrorKind::Unsupported || options_.strict) throw;
     auto failed = std::make_shared<Specialization>();
     failed->failure = e.what();
-    log(LogLevel::Warn, name_ + " runs in the TorchScript interpreter from now on: " + failed->failure);
+    log(LogLevel::Warn,
+        name_ + " runs in the TorchScript interpreter from now on: " + failed->failure);
     {
       std::unique_lock lock(mutex_);
       cache_[signature_of(inputs)] = failed;

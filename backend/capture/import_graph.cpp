@@ -130,9 +130,9 @@ class Importer {
       try {
         node->getOperation()(stack);
       } catch (const c10::Error& again) {
-        throw Error(ErrorKind::Unsupported,
-                    "cannot infer the output shapes of " + qualified_op_name(schema) + ": " +
-                        first_line(again.what_without_backtrace()));
+        throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " +
+                                                qualified_op_name(schema) + ": " +
+                                                first_line(again.what_without_backtrace()));
       }
       for (auto& out : stack)
         out = meta_like(out.toTensor());

@@ -63,9 +63,9 @@ std::optional<std::string> argument_problem(const c10::Argument& arg, const Valu
 // ATen ops whose output shape depends on input values; no static type exists for them.
 bool has_data_dependent_shape(const std::string& name) {
   static const std::unordered_set<std::string> ops = {
-      "aten::nonzero",      "aten::nonzero_static", "aten::masked_select", "aten::unique",
-      "aten::_unique",      "aten::_unique2",       "aten::unique_consecutive",
-      "aten::unique_dim",   "aten::argwhere",       "aten::repeat_interleave",
+      "aten::nonzero",  "aten::nonzero_static",    "aten::masked_select",      "aten::unique",
+      "aten::_unique",  "aten::_unique2",          "aten::unique_consecutive", "aten::unique_dim",
+      "aten::argwhere", "aten::repeat_interleave",
   };
   return ops.contains(name);
 }

@@ -74,17 +74,38 @@ Scalar read(const void* base, DType t, int64_t index) {
     return sample;
   };
   switch (t) {
-    case DType::Float32: s.f = get(float{}); break;
-    case DType::Float64: s.f = get(double{}); break;
-    case DType::Float16: s.f = float_from_half(get(uint16_t{})); break;
-    case DType::BFloat16: s.f = float_from_bfloat16(get(uint16_t{})); break;
-    case DType::Bool: s.i = get(uint8_t{}) != 0; break;
-    case DType::UInt8: s.i = get(uint8_t{}); break;
-    case DType::Int8: s.i = get(int8_t{}); break;
-    case DType::Int16: s.i = get(int16_t{}); break;
-    case DType::Int32: s.i = get(int32_t{}); break;
-    case DType::Int64: s.i = get(int64_t{}); break;
-    default: throw std::invalid_argument("interpreter: unsupported dtype");
+    case DType::Float32:
+      s.f = get(float{});
+      break;
+    case DType::Float64:
+      s.f = get(double{});
+      break;
+    case DType::Float16:
+      s.f = float_from_half(get(uint16_t{}));
+      break;
+    case DType::BFloat16:
+      s.f = float_from_bfloat16(get(uint16_t{}));
+      break;
+    case DType::Bool:
+      s.i = get(uint8_t{}) != 0;
+      break;
+    case DType::UInt8:
+      s.i = get(uint8_t{});
+      break;
+    case DType::Int8:
+      s.i = get(int8_t{});
+      break;
+    case DType::Int16:
+      s.i = get(int16_t{});
+      break;
+    case DType::Int32:
+      s.i = get(int32_t{});
+      break;
+    case DType::Int64:
+      s.i = get(int64_t{});
+      break;
+    default:
+      throw std::invalid_argument("interpreter: unsupported dtype");
   }
   return s;
 }
@@ -93,17 +114,38 @@ void write(void* base, DType t, int64_t index, const Scalar& s) {
   auto bytes = static_cast<char*>(base) + index * ir::dtype_size(t);
   auto put = [&](auto sample) { std::memcpy(bytes, &sample, sizeof sample); };
   switch (t) {
-    case DType::Float32: put(static_cast<float>(s.f)); break;
-    case DType::Float64: put(s.f); break;
-    case DType::Float16: put(half_from_float(static_cast<float>(s.f))); break;
-    case DType::BFloat16: put(bfloat16_from_float(static_cast<float>(s.f))); break;
-    case DType::Bool: put(static_cast<uint8_t>(s.i != 0)); break;
-    case DType::UInt8: put(static_cast<uint8_t>(s.i)); break;
-    case DType::Int8: put(static_cast<int8_t>(s.i)); break;
-    case DType::Int16: put(static_cast<int16_t>(s.i)); break;
-    case DType::Int32: put(static_cast<int32_t>(s.i)); break;
-    case DType::Int64: put(s.i); break;
-    default: throw std::invalid_argument("interpreter: unsupported dtype");
+    case DType::Float32:
+      put(static_cast<float>(s.f));
+      break;
+    case DType::Float64:
+      put(s.f);
+      break;
+    case DType::Float16:
+      put(half_from_float(static_cast<float>(s.f)));
+      break;
+    case DType::BFloat16:
+      put(bfloat16_from_float(static_cast<float>(s.f)));
+      break;
+    case DType::Bool:
+      put(static_cast<uint8_t>(s.i != 0));
+      break;
+    case DType::UInt8:
+      put(static_cast<uint8_t>(s.i));
+      break;
+    case DType::Int8:
+      put(static_cast<int8_t>(s.i));
+      break;
+    case DType::Int16:
+      put(static_cast<int16_t>(s.i));
+      break;
+    case DType::Int32:
+      put(static_cast<int32_t>(s.i));
+      break;
+    case DType::Int64:
+      put(s.i);
+      break;
+    default:
+      throw std::invalid_argument("interpreter: unsupported dtype");
   }
 }
 
@@ -116,54 +158,88 @@ double nan_min(double a, double b) {
 
 Scalar unary_float(Op op, double x, DType t) {
   switch (op) {
-    case Op::Neg: return make(-x, t);
-    case Op::Abs: return make(std::fabs(x), t);
-    case Op::Exp: return make(std::exp(x), t);
-    case Op::Log: return make(std::log(x), t);
-    case Op::Sqrt: return make(std::sqrt(x), t);
-    case Op::Rsqrt: return make(1.0 / std::sqrt(x), t);
-    case Op::Reciprocal: return make(1.0 / x, t);
-    case Op::Erf: return make(std::erf(x), t);
-    case Op::Tanh: return make(std::tanh(x), t);
-    case Op::Sigmoid: return make(1.0 / (1.0 + std::exp(-x)), t);
-    case Op::Floor: return make(std::floor(x), t);
-    case Op::Trunc: return make(std::trunc(x), t);
-    default: throw std::invalid_argument(std::string("interpreter: bad float op ") + op_name(op));
+    case Op::Neg:
+      return make(-x, t);
+    case Op::Abs:
+      return make(std::fabs(x), t);
+    case Op::Exp:
+      return make(std::exp(x), t);
+    case Op::Log:
+      return make(std::log(x), t);
+    case Op::Sqrt:
+      return make(std::sqrt(x), t);
+    case Op::Rsqrt:
+      return make(1.0 / std::sqrt(x), t);
+    case Op::Reciprocal:
+      return make(1.0 / x, t);
+    case Op::Erf:
+      return make(std::erf(x), t);
+    case Op::Tanh:
+      return make(std::tanh(x), t);
+    case Op::Sigmoid:
+      return make(1.0 / (1.0 + std::exp(-x)), t);
+    case Op::Floor:
+      return make(std::floor(x), t);
+    case Op::Trunc:
+      return make(std::trunc(x), t);
+    default:
+      throw std::invalid_argument(std::string("interpreter: bad float op ") + op_name(op));
   }
 }
 
 Scalar unary_int(Op op, int64_t x, DType t) {
   Scalar s;
   switch (op) {
-    case Op::Neg: s.i = wrap(-x, t); break;
-    case Op::Abs: s.i = wrap(x < 0 ? -x : x, t); break;
-    case Op::Not: s.i = x == 0; break;
+    case Op::Neg:
+      s.i = wrap(-x, t);
+      break;
+    case Op::Abs:
+      s.i = wrap(x < 0 ? -x : x, t);
+      break;
+    case Op::Not:
+      s.i = x == 0;
+      break;
     case Op::Floor:
-    case Op::Trunc: s.i = x; break;
-    default: throw std::invalid_argument(std::string("interpreter: bad int op ") + op_name(op));
+    case Op::Trunc:
+      s.i = x;
+      break;
+    default:
+      throw std::invalid_argument(std::string("interpreter: bad int op ") + op_name(op));
   }
   return s;
 }
 
 bool compare(Op op, double a, double b) {
   switch (op) {
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    default: return a >= b;
+    case Op::Eq:
+      return a == b;
+    case Op::Ne:
+      return a != b;
+    case Op::Lt:
+      return a < b;
+    case Op::Le:
+      return a <= b;
+    case Op::Gt:
+      return a > b;
+    default:
+      return a >= b;
   }
 }
 
 bool compare_int(Op op, int64_t a, int64_t b) {
   switch (op) {
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    default: return a >= b;
+    case Op::Eq:
+      return a == b;
+    case Op::Ne:
+      return a != b;
+    case Op::Lt:
+      return a < b;
+    case Op::Le:
+      return a <= b;
+    case Op::Gt:
+      return a > b;
+    default:
+      return a >= b;
   }
 }
 
@@ -175,28 +251,53 @@ Scalar binary(Op op, const Scalar& a, const Scalar& b, DType arg_type, DType t) 
   }
   if (is_float(t)) {
     switch (op) {
-      case Op::Add: return make(a.f + b.f, t);
-      case Op::Sub: return make(a.f - b.f, t);
-      case Op::Mul: return make(a.f * b.f, t);
-      case Op::Div: return make(a.f / b.f, t);
-      case Op::Max: return make(nan_max(a.f, b.f), t);
-      case Op::Min: return make(nan_min(a.f, b.f), t);
-      case Op::Pow: return make(std::pow(a.f, b.f), t);
-      default: break;
+      case Op::Add:
+        return make(a.f + b.f, t);
+      case Op::Sub:
+        return make(a.f - b.f, t);
+      case Op::Mul:
+        return make(a.f * b.f, t);
+      case Op::Div:
+        return make(a.f / b.f, t);
+      case Op::Max:
+        return make(nan_max(a.f, b.f), t);
+      case Op::Min:
+        return make(nan_min(a.f, b.f), t);
+      case Op::Pow:
+        return make(std::pow(a.f, b.f), t);
+      default:
+        break;
     }
   } else {
     // Wrapping arithmetic through unsigned, as two's-complement hardware does.
     const auto ua = static_cast<uint64_t>(a.i), ub = static_cast<uint64_t>(b.i);
     switch (op) {
-      case Op::Add: s.i = wrap(static_cast<int64_t>(ua + ub), t); return s;
-      case Op::Sub: s.i = wrap(static_cast<int64_t>(ua - ub), t); return s;
-      case Op::Mul: s.i = wrap(static_cast<int64_t>(ua * ub), t); return s;
-      case Op::Div: s.i = b.i == 0 ? 0 : wrap(a.i / b.i, t); return s;
-      case Op::Max: s.i = std::max(a.i, b.i); return s;
-      case Op::Min: s.i = std::min(a.i, b.i); return s;
-      case Op::And: s.i = a.i && b.i; return s;
-      case Op::Or: s.i = a.i || b.i; return s;
-      default: break;
+      case Op::Add:
+        s.i = wrap(static_cast<int64_t>(ua + ub), t);
+        return s;
+      case Op::Sub:
+        s.i = wrap(static_cast<int64_t>(ua - ub), t);
+        return s;
+      case Op::Mul:
+        s.i = wrap(static_cast<int64_t>(ua * ub), t);
+        return s;
+      case Op::Div:
+        s.i = b.i == 0 ? 0 : wrap(a.i / b.i, t);
+        return s;
+      case Op::Max:
+        s.i = std::max(a.i, b.i);
+        return s;
+      case Op::Min:
+        s.i = std::min(a.i, b.i);
+        return s;
+      case Op::And:
+        s.i = a.i && b.i;
+        return s;
+      case Op::Or:
+        s.i = a.i || b.i;
+        return s;
+      default:
+        break;
     }
   }
   throw std::invalid_argument(std::string("interpreter: bad binary op ") + op_name(op));
@@ -327,7 +428,8 @@ class RowEvaluator {
         const DType t = kernel_.buffers[e.map.buffer].dtype;
         return read(buffers_[e.map.buffer], t, offset_of(e.map));
       }
-      case Op::Constant: return make(e.constant, e.dtype);
+      case Op::Constant:
+        return make(e.constant, e.dtype);
       case Op::Cast: {
         if (!is_float(arg_type(0)) && !is_float(e.dtype)) {
           Scalar s;
@@ -336,9 +438,12 @@ class RowEvaluator {
         }
         return make(as_double(arg(0), arg_type(0)), e.dtype);
       }
-      case Op::Where: return arg(0).i ? arg(1) : arg(2);
-      case Op::Reduce: return values_[id];
-      default: break;
+      case Op::Where:
+        return arg(0).i ? arg(1) : arg(2);
+      case Op::Reduce:
+        return values_[id];
+      default:
+        break;
     }
     if (op_arity(e.op) == 1) {
       return is_float(e.dtype) ? unary_float(e.op, arg(0).f, e.dtype)

@@ -12,17 +12,23 @@ struct OpInfo {
 };
 
 constexpr OpInfo kOps[] = {
-    {Op::Load, "load", 0},       {Op::Constant, "const", 0},  {Op::Cast, "cast", 1},
-    {Op::Neg, "neg", 1},         {Op::Abs, "abs", 1},         {Op::Exp, "exp", 1},
-    {Op::Log, "log", 1},         {Op::Sqrt, "sqrt", 1},       {Op::Rsqrt, "rsqrt", 1},
-    {Op::Reciprocal, "recip", 1}, {Op::Erf, "erf", 1},        {Op::Tanh, "tanh", 1},
-    {Op::Sigmoid, "sigmoid", 1}, {Op::Floor, "floor", 1},     {Op::Trunc, "trunc", 1},
-    {Op::Not, "not", 1},         {Op::Add, "add", 2},         {Op::Sub, "sub", 2},
-    {Op::Mul, "mul", 2},         {Op::Div, "div", 2},         {Op::Max, "max", 2},
-    {Op::Min, "min", 2},         {Op::Pow, "pow", 2},         {Op::Eq, "eq", 2},
-    {Op::Ne, "ne", 2},           {Op::Lt, "lt", 2},           {Op::Le, "le", 2},
-    {Op::Gt, "gt", 2},           {Op::Ge, "ge", 2},           {Op::And, "and", 2},
-    {Op::Or, "or", 2},           {Op::Where, "where", 3},     {Op::Reduce, "reduce", 1},
+    {Op::Load, "load", 0},       {Op::Constant, "const", 0},
+    {Op::Cast, "cast", 1},       {Op::Neg, "neg", 1},
+    {Op::Abs, "abs", 1},         {Op::Exp, "exp", 1},
+    {Op::Log, "log", 1},         {Op::Sqrt, "sqrt", 1},
+    {Op::Rsqrt, "rsqrt", 1},     {Op::Reciprocal, "recip", 1},
+    {Op::Erf, "erf", 1},         {Op::Tanh, "tanh", 1},
+    {Op::Sigmoid, "sigmoid", 1}, {Op::Floor, "floor", 1},
+    {Op::Trunc, "trunc", 1},     {Op::Not, "not", 1},
+    {Op::Add, "add", 2},         {Op::Sub, "sub", 2},
+    {Op::Mul, "mul", 2},         {Op::Div, "div", 2},
+    {Op::Max, "max", 2},         {Op::Min, "min", 2},
+    {Op::Pow, "pow", 2},         {Op::Eq, "eq", 2},
+    {Op::Ne, "ne", 2},           {Op::Lt, "lt", 2},
+    {Op::Le, "le", 2},           {Op::Gt, "gt", 2},
+    {Op::Ge, "ge", 2},           {Op::And, "and", 2},
+    {Op::Or, "or", 2},           {Op::Where, "where", 3},
+    {Op::Reduce, "reduce", 1},
 };
 
 const OpInfo& info(Op op) {

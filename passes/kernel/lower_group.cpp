@@ -31,7 +31,8 @@ class GroupLowering {
       for (size_t i = 0; i < node->inputs().size(); ++i)
         args.push_back(operand(node->input(i), operand_dims(*node, i, space)));
       exprs_[node->output()] = lower_node(builder_, *node, args);
-      spaces_[node->output()] = reduced_dims(*node) && !keeps_reduced_dims(*node) ? Space::Row : space;
+      spaces_[node->output()] =
+          reduced_dims(*node) && !keeps_reduced_dims(*node) ? Space::Row : space;
     }
     for (size_t i = 0; i < body_.outputs().size(); ++i) {
       const ir::Value* v = body_.outputs()[i];

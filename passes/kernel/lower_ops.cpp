@@ -33,7 +33,8 @@ std::optional<ScalarAttr> scalar_attr(const Node& node, const char* name) {
   const Attr* attr = node.find_attr(name);
   if (!attr) return std::nullopt;
   if (auto* d = std::get_if<double>(attr)) return ScalarAttr{*d, DType::Float64};
-  if (auto* i = std::get_if<int64_t>(attr)) return ScalarAttr{static_cast<double>(*i), DType::Int64};
+  if (auto* i = std::get_if<int64_t>(attr))
+    return ScalarAttr{static_cast<double>(*i), DType::Int64};
   if (auto* b = std::get_if<bool>(attr)) return ScalarAttr{*b ? 1.0 : 0.0, DType::Bool};
   return std::nullopt;
 }
@@ -80,7 +81,8 @@ DType promote_types(DType a, DType b) {
   if (a == b) return a;
   if (category(a) != category(b)) return category(a) > category(b) ? a : b;
   if (category(a) == 2) {
-    if ((a == DType::Float16 && b == DType::BFloat16) || (b == DType::Float16 && a == DType::BFloat16))
+    if ((a == DType::Float16 && b == DType::BFloat16) ||
+        (b == DType::Float16 && a == DType::BFloat16))
       return DType::Float32;
     return ir::dtype_size(a) >= ir::dtype_size(b) ? a : b;
   }
@@ -147,7 +149,8 @@ struct Lowering {
     if (approximate == "tanh") {
       const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
       const int cube = bin(Op::Mul, bin(Op::Mul, x, x), x);
-      const int inner = bin(Op::Mul, constant(k), bin(Op::Add, x, bin(Op::Mul, constant(0.044715), cube)));
+      const int inner =
+          bin(Op::Mul, constant(k), bin(Op::Add, x, bin(Op::Mul, constant(0.044715), cube)));
       return bin(Op::Mul, half_x, bin(Op::Add, constant(1), un(Op::Tanh, inner)));
     }
     const int scaled = bin(Op::Mul, x, constant(1 / std::numbers::sqrt2));
@@ -170,8 +173,8 @@ struct Lowering {
     if (auto s = scalar_attr(node, "other")) rt.add_scalar(s->kind);
     const DType common = compute_dtype(rt.result());
     const int x = b.cast(args.at(0), common);
-    const int y = args.size() > 1 ? b.cast(args[1], common)
-                                  : b.constant(scalar_or(node, "other", 0), common);
+    const int y =
+        args.size() > 1 ? b.cast(args[1], common) : b.constant(scalar_or(node, "other", 0), common);
     return b.binary(op, x, y, DType::Bool);
   }
   /// A cast: rounds to the output dtype (float16 too), then holds it in the compute dtype.
@@ -215,11 +218,14 @@ using LowerFn = std::function<int(Lowering&)>;
 const std::unordered_map<std::string, LowerFn>& lowerings() {
   static const std::unordered_map<std::string, LowerFn> table = {
       {"aten::add.Tensor", [](Lowering& l) { return l.add_scaled(Op::Add, l.arg(0), l.arg(1)); }},
-      {"aten::add.Scalar", [](Lowering& l) { return l.add_scaled(Op::Add, l.arg(0), l.scalar("other")); }},
+      {"aten::add.Scalar",
+       [](Lowering& l) { return l.add_scaled(Op::Add, l.arg(0), l.scalar("other")); }},
       {"aten::sub.Tensor", [](Lowering& l) { return l.add_scaled(Op::Sub, l.arg(0), l.arg(1)); }},
-      {"aten::sub.Scalar", [](Lowering& l) { return l.add_scaled(Op::Sub, l.arg(0), l.scalar("other")); }},
+      {"aten::sub.Scalar",
+       [](Lowering& l) { return l.add_scaled(Op::Sub, l.arg(0), l.scalar("other")); }},
       {"aten::rsub.Tensor", [](Lowering& l) { return l.add_scaled(Op::Sub, l.arg(1), l.arg(0)); }},
-      {"aten::rsub.Scalar", [](Lowering& l) { return l.add_scaled(Op::Sub, l.scalar("other"), l.arg(0)); }},
+      {"aten::rsub.Scalar",
+       [](Lowering& l) { return l.add_scaled(Op::Sub, l.scalar("other"), l.arg(0)); }},
       {"aten::mul.Tensor", [](Lowering& l) { return l.bin(Op::Mul, l.arg(0), l.arg(1)); }},
       {"aten::mul.Scalar", [](Lowering& l) { return l.bin(Op::Mul, l.arg(0), l.scalar("other")); }},
       {"aten::div.Tensor", [](Lowering& l) { return l.bin(Op::Div, l.arg(0), l.arg(1)); }},
@@ -251,10 +257,14 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
          if (!is_none(l.node, "max")) hi = l.scalar("max");
          return l.clamp(l.arg(0), lo, hi);
        }},
-      {"aten::clamp_min", [](Lowering& l) { return l.clamp(l.arg(0), l.scalar("min"), std::nullopt); }},
-      {"aten::clamp_max", [](Lowering& l) { return l.clamp(l.arg(0), std::nullopt, l.scalar("max")); }},
+      {"aten::clamp_min",
+       [](Lowering& l) { return l.clamp(l.arg(0), l.scalar("min"), std::nullopt); }},
+      {"aten::clamp_max",
+       [](Lowering& l) { return l.clamp(l.arg(0), std::nullopt, l.scalar("max")); }},
       {"aten::hardtanh",
-       [](Lowering& l) { return l.clamp(l.arg(0), l.scalar("min_val", -1), l.scalar("max_val", 1)); }},
+       [](Lowering& l) {
+         return l.clamp(l.arg(0), l.scalar("min_val", -1), l.scalar("max_val", 1));
+       }},
       {"aten::where.self",
        [](Lowering& l) {
          const int c = l.b.cast(l.args.at(0), DType::Bool);
@@ -301,7 +311,8 @@ bool attributes_supported(const Node& node) {
   const DType out = node.output()->type().dtype;
   const bool float_out = ir::is_floating(out);
   if (op == "aten::div.Tensor_mode") {
-    return float_out && (is_none(node, "rounding_mode") || string_attr(node, "rounding_mode") == "trunc");
+    return float_out &&
+           (is_none(node, "rounding_mode") || string_attr(node, "rounding_mode") == "trunc");
   }
   if (op == "aten::pow.Tensor_Scalar") {
     const double e = scalar_or(node, "exponent", 0);
@@ -325,14 +336,14 @@ bool attributes_supported(const Node& node) {
   if (op == "aten::amax" || op == "aten::amin") return out != DType::Bool;
   // Arithmetic on bool tensors means logic in ATen; leave it to ATen.
   const ir::OpInfo* info = ir::find_op(op);
-  const bool comparison_like = op.find("::eq") != std::string::npos ||
-                               op.find("::ne") != std::string::npos ||
-                               op.find("::lt") != std::string::npos ||
-                               op.find("::le") != std::string::npos ||
-                               op.find("::gt") != std::string::npos ||
-                               op.find("::ge") != std::string::npos || op.starts_with("aten::where") ||
-                               op == "aten::_to_copy" || op == "aten::to.dtype" || op == "aten::type_as";
-  if (info && info->kind == ir::OpKind::Elementwise && !comparison_like && out == DType::Bool) return false;
+  const bool comparison_like =
+      op.find("::eq") != std::string::npos || op.find("::ne") != std::string::npos ||
+      op.find("::lt") != std::string::npos || op.find("::le") != std::string::npos ||
+      op.find("::gt") != std::string::npos || op.find("::ge") != std::string::npos ||
+      op.starts_with("aten::where") || op == "aten::_to_copy" || op == "aten::to.dtype" ||
+      op == "aten::type_as";
+  if (info && info->kind == ir::OpKind::Elementwise && !comparison_like && out == DType::Bool)
+    return false;
   return true;
 }
 
@@ -356,8 +367,8 @@ bool can_lower(const ir::Node& node) {
 
 std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
   const ir::OpInfo* info = ir::find_op(node.op());
-  const bool reduces = info && (info->kind == ir::OpKind::Reduction ||
-                                info->kind == ir::OpKind::Normalization);
+  const bool reduces =
+      info && (info->kind == ir::OpKind::Reduction || info->kind == ir::OpKind::Normalization);
   if (!reduces && !is_contraction(node)) return std::nullopt;
   const int rank = static_cast<int>(node.input(0)->type().rank());
   std::vector<int> dims;
@@ -376,8 +387,9 @@ std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
     const auto shape = ints_attr(node, "normalized_shape").value_or(std::vector<int64_t>{});
     for (int d = rank - static_cast<int>(shape.size()); d < rank; ++d)
       add(d);
-  } else if (auto dim = int_attr(node, "dim"); dim && node.find_attr("dim") &&
-                                                std::holds_alternative<int64_t>(*node.find_attr("dim"))) {
+  } else if (auto dim = int_attr(node, "dim");
+             dim && node.find_attr("dim") &&
+             std::holds_alternative<int64_t>(*node.find_attr("dim"))) {
     add(*dim);
   } else {
     // A dim list; an empty or absent list reduces every dimension, as ATen does.
@@ -402,7 +414,8 @@ bool is_contraction(const ir::Node& node) {
   const DType t = node.output()->type().dtype;
   if (x.rank() < 1 || w.rank() != 2 || (t != DType::Float32 && t != DType::Float64)) return false;
   if (x.dtype != t || w.dtype != t) return false;
-  if (node.inputs().size() > 2 && (node.input(2)->type().dtype != t || node.input(2)->type().rank() != 1))
+  if (node.inputs().size() > 2 &&
+      (node.input(2)->type().dtype != t || node.input(2)->type().rank() != 1))
     return false;
   return x.numel() / std::max<int64_t>(x.sizes.back(), 1) <= kMaxRows && x.sizes.back() > 0;
 }

@@ -23,9 +23,10 @@ struct BuiltModule {
   std::vector<KernelLaunch> launches;
 };
 
-BuiltModule build_module(const std::vector<kernel::Kernel>& kernels, const CodegenOptions& options) {
-  const int bits = options.vector_bits > 0 ? options.vector_bits
-                                           : vector_bits_for(jit::host_target().features);
+BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
+                         const CodegenOptions& options) {
+  const int bits =
+      options.vector_bits > 0 ? options.vector_bits : vector_bits_for(jit::host_target().features);
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);

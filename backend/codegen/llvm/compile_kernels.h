@@ -40,6 +40,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
                                 const CodegenOptions& options);
 
 /// The optimized module's assembly for these kernels (what the JIT runs), for tests.
-std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels, const CodegenOptions& options);
+std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels,
+                             const CodegenOptions& options);
 
 }  // namespace kiln::codegen

@@ -116,7 +116,8 @@ class KernelEmitter {
       next = loop(next, end, static_cast<int64_t>(width_) * unroll, [&](llvm::Value* i) {
         for (int k = 0; k < unroll; ++k) {
           values_->forget_elements();
-          body(Position{width_, b_.CreateAdd(i, i64(static_cast<int64_t>(k) * width_)), &offsets}, k);
+          body(Position{width_, b_.CreateAdd(i, i64(static_cast<int64_t>(k) * width_)), &offsets},
+               k);
         }
       });
     }
@@ -172,8 +173,8 @@ class KernelEmitter {
     b_.SetInsertPoint(inside);
     llvm::Value* row = b_.CreateUDiv(pos, i64(inner));
     llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(row, i64(inner)));
-    llvm::Value* count = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first),
-                                                  b_.CreateSub(end, pos));
+    llvm::Value* count = b_.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first), b_.CreateSub(end, pos));
     std::vector<llvm::Value*> offsets = row_offsets(row, rank - 1);
     inner_loop(
         first, b_.CreateAdd(first, count), offsets,
@@ -190,15 +191,19 @@ class KernelEmitter {
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
+    plan_row_caches();
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
       std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
       const Position at_row{1, i64(0), &offsets};
       compute_row_values(at_row);
+      int pass = 0;
       for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
         if (kernel_.exprs[id].op != Op::Reduce) continue;
+        use_row_caches(pass++);
         values_->set_row_value(static_cast<int>(id), reduce(static_cast<int>(id), offsets));
         compute_row_values(at_row);
       }
+      use_row_caches(pass);
       bool element_stores = false;
       for (size_t s = 0; s < kernel_.stores.size(); ++s) {
         if (element_[kernel_.stores[s].value]) {
@@ -219,6 +224,61 @@ class KernelEmitter {
     });
   }
 
+  // Which element values to keep in a per-row scratch array: those that contain a
+  // transcendental function and that more than one pass over the row needs (pass k computes
+  // the k-th Reduce; the last pass the element stores).
+  void plan_row_caches() {
+    constexpr int64_t kMaxCachedRow = 8192;  // elements: at most 64 KB of stack per cached value
+    if (kernel_.reduce_rank != 1 || kernel_.row_size() > kMaxCachedRow) return;
+    std::vector<std::vector<int>> roots;  // per pass
+    for (const auto& e : kernel_.exprs)
+      if (e.op == Op::Reduce) roots.push_back({e.args[0]});
+    roots.emplace_back();
+    for (const auto& s : kernel_.stores)
+      if (element_[s.value]) roots.back().push_back(s.value);
+    const size_t n = kernel_.exprs.size();
+    std::vector<int> first_pass(n, -1), last_pass(n, -1);
+    for (int p = 0; p < static_cast<int>(roots.size()); ++p) {
+      std::vector<int> stack = roots[p];
+      std::vector<bool> seen(n, false);
+      while (!stack.empty()) {
+        const int id = stack.back();
+        stack.pop_back();
+        if (seen[id] || !element_[id]) continue;
+        seen[id] = true;
+        if (first_pass[id] < 0) first_pass[id] = p;
+        last_pass[id] = p;
+        for (int a : kernel_.exprs[id].args)
+          stack.push_back(a);
+      }
+    }
+    std::vector<bool> expensive(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const Op op = kernel_.exprs[i].op;
+      expensive[i] =
+          op == Op::Exp || op == Op::Log || op == Op::Tanh || op == Op::Erf || op == Op::Sigmoid;
+      for (int a : kernel_.exprs[i].args)
+        expensive[i] = expensive[i] || (element_[a] && expensive[a]);
+    }
+    llvm::IRBuilder<> entry(entry_, entry_->begin());
+    for (size_t i = 0; i < n; ++i) {
+      if (!expensive[i] || first_pass[i] < 0 || first_pass[i] == last_pass[i]) continue;
+      if (!ir::is_floating(kernel_.exprs[i].dtype)) continue;
+      llvm::Type* type = values_->register_type(kernel_.exprs[i].dtype, 1);
+      llvm::Value* scratch = entry.CreateAlloca(type, i64(kernel_.row_size()));
+      row_caches_.push_back({static_cast<int>(i), first_pass[i], scratch});
+    }
+  }
+
+  void use_row_caches(int pass) {
+    for (const auto& c : row_caches_) {
+      const auto mode = pass == c.first_pass  ? ValueEmitter::RowCache::Store
+                        : pass > c.first_pass ? ValueEmitter::RowCache::Load
+                                              : ValueEmitter::RowCache::None;
+      values_->set_row_cache(c.expr, c.scratch, mode);
+    }
+  }
+
   /// Computes, in order, every row-level expr whose operands are ready.
   void compute_row_values(const Position& at_row) {
     for (size_t i = 0; i < kernel_.exprs.size(); ++i) {
@@ -234,14 +294,16 @@ class KernelEmitter {
 
   llvm::Value* identity(ReduceKind kind, DType t, int width) {
     llvm::Type* type = values_->register_type(t, width);
-    if (kind == ReduceKind::Sum || kind == ReduceKind::Mean) return llvm::Constant::getNullValue(type);
+    if (kind == ReduceKind::Sum || kind == ReduceKind::Mean)
+      return llvm::Constant::getNullValue(type);
     const bool max = kind == ReduceKind::Max;
     if (ir::is_floating(t)) return llvm::ConstantFP::getInfinity(type, max);
     const unsigned bits = type->getScalarSizeInBits();
     const bool is_unsigned = t == DType::UInt8 || t == DType::Bool;
-    llvm::APInt v = is_unsigned ? (max ? llvm::APInt::getMinValue(bits) : llvm::APInt::getMaxValue(bits))
-                                : (max ? llvm::APInt::getSignedMinValue(bits)
-                                       : llvm::APInt::getSignedMaxValue(bits));
+    llvm::APInt v =
+        is_unsigned
+            ? (max ? llvm::APInt::getMinValue(bits) : llvm::APInt::getMaxValue(bits))
+            : (max ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
     return llvm::ConstantInt::get(type, v);
   }
 
@@ -250,7 +312,8 @@ class KernelEmitter {
     const bool u = t == DType::UInt8 || t == DType::Bool;
     switch (kind) {
       case ReduceKind::Sum:
-      case ReduceKind::Mean: return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
+      case ReduceKind::Mean:
+        return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
       case ReduceKind::Max:
         // Floats: a plain compare-and-select (one vmaxps); NaN is tracked apart, off the chain.
         if (f) return b_.CreateSelect(b_.CreateFCmpOGT(v, acc), v, acc);
@@ -271,13 +334,15 @@ class KernelEmitter {
         if (!f) return b_.CreateAddReduce(vec);
         {
           // Lanes hold independent partial sums; their order does not matter.
-          llvm::CallInst* sum =
-              b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(vec->getType()->getScalarType()), vec);
+          llvm::CallInst* sum = b_.CreateFAddReduce(
+              llvm::ConstantFP::getNegativeZero(vec->getType()->getScalarType()), vec);
           sum->setHasAllowReassoc(true);
           return sum;
         }
-      case ReduceKind::Max: return f ? b_.CreateFPMaxReduce(vec) : b_.CreateIntMaxReduce(vec, !u);
-      case ReduceKind::Min: return f ? b_.CreateFPMinReduce(vec) : b_.CreateIntMinReduce(vec, !u);
+      case ReduceKind::Max:
+        return f ? b_.CreateFPMaxReduce(vec) : b_.CreateIntMaxReduce(vec, !u);
+      case ReduceKind::Min:
+        return f ? b_.CreateFPMinReduce(vec) : b_.CreateIntMinReduce(vec, !u);
     }
     return vec;
   }
@@ -289,8 +354,8 @@ class KernelEmitter {
     const kernel::Expr& e = kernel_.exprs[id];
     const DType t = e.dtype;
     const int arg = e.args[0];
-    const bool track_nan = ir::is_floating(t) &&
-                           (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
+    const bool track_nan =
+        ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
     llvm::IRBuilder<> entry(entry_, entry_->begin());
     std::vector<llvm::AllocaInst*> accs;
     for (int k = 0; k < kUnroll; ++k) {
@@ -309,15 +374,14 @@ class KernelEmitter {
                        nan_lanes.back());
       }
     }
-    auto update = [&](llvm::AllocaInst* slot, llvm::Value* v) {
-      b_.CreateStore(v, slot);
-    };
+    auto update = [&](llvm::AllocaInst* slot, llvm::Value* v) { b_.CreateStore(v, slot); };
     row_loops(
         offsets, kernel_.row_rank(),
         [&](const Position& at, int k) {
           llvm::AllocaInst* target = k < 0 ? scalar : accs[k];
           llvm::Value* v = values_->value(arg, at);
-          update(target, combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v));
+          update(target,
+                 combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v));
           if (!track_nan) return;
           llvm::AllocaInst* flag = k < 0 ? saw_nan : nan_lanes[k];
           llvm::Value* old = b_.CreateLoad(flag->getAllocatedType(), flag);
@@ -327,8 +391,8 @@ class KernelEmitter {
     llvm::Value* vec = b_.CreateLoad(accs[0]->getAllocatedType(), accs[0]);
     for (int k = 1; k < kUnroll; ++k)
       vec = combine(e.reduce, t, vec, b_.CreateLoad(accs[k]->getAllocatedType(), accs[k]));
-    llvm::Value* result =
-        combine(e.reduce, t, b_.CreateLoad(scalar->getAllocatedType(), scalar), horizontal(e.reduce, t, vec));
+    llvm::Value* result = combine(e.reduce, t, b_.CreateLoad(scalar->getAllocatedType(), scalar),
+                                  horizontal(e.reduce, t, vec));
     if (track_nan) {
       llvm::Value* any = b_.CreateLoad(saw_nan->getAllocatedType(), saw_nan);
       for (llvm::AllocaInst* lanes : nan_lanes)
@@ -340,8 +404,9 @@ class KernelEmitter {
       if (!ir::is_floating(t))
         throw Error(ErrorKind::Unsupported,
                     std::string("LLVM codegen: mean of ") + ir::dtype_name(t));
-      result = b_.CreateFDiv(result, llvm::ConstantFP::get(result->getType(),
-                                                          static_cast<double>(kernel_.row_size())));
+      result = b_.CreateFDiv(
+          result,
+          llvm::ConstantFP::get(result->getType(), static_cast<double>(kernel_.row_size())));
     }
     // A float16/bfloat16 sum is accumulated in float: round it to its format, as every value of
     // that dtype must be.
@@ -361,6 +426,12 @@ class KernelEmitter {
   std::unique_ptr<ValueEmitter> values_;
   std::vector<bool> element_;
   size_t num_maps_ = 0;
+  struct RowCacheSlot {
+    int expr;
+    int first_pass;
+    llvm::Value* scratch;
+  };
+  std::vector<RowCacheSlot> row_caches_;
 };
 
 }  // namespace

@@ -44,17 +44,32 @@ llvm::Type* ValueEmitter::register_type(DType dtype, int width) const {
   llvm::LLVMContext& c = b_.getContext();
   llvm::Type* t = nullptr;
   switch (dtype) {
-    case DType::Bool: t = llvm::Type::getInt1Ty(c); break;
+    case DType::Bool:
+      t = llvm::Type::getInt1Ty(c);
+      break;
     case DType::UInt8:
-    case DType::Int8: t = llvm::Type::getInt8Ty(c); break;
-    case DType::Int16: t = llvm::Type::getInt16Ty(c); break;
-    case DType::Int32: t = llvm::Type::getInt32Ty(c); break;
-    case DType::Int64: t = llvm::Type::getInt64Ty(c); break;
+    case DType::Int8:
+      t = llvm::Type::getInt8Ty(c);
+      break;
+    case DType::Int16:
+      t = llvm::Type::getInt16Ty(c);
+      break;
+    case DType::Int32:
+      t = llvm::Type::getInt32Ty(c);
+      break;
+    case DType::Int64:
+      t = llvm::Type::getInt64Ty(c);
+      break;
     case DType::Float16:
     case DType::BFloat16:
-    case DType::Float32: t = llvm::Type::getFloatTy(c); break;
-    case DType::Float64: t = llvm::Type::getDoubleTy(c); break;
-    default: unsupported(std::string("dtype ") + ir::dtype_name(dtype));
+    case DType::Float32:
+      t = llvm::Type::getFloatTy(c);
+      break;
+    case DType::Float64:
+      t = llvm::Type::getDoubleTy(c);
+      break;
+    default:
+      unsupported(std::string("dtype ") + ir::dtype_name(dtype));
   }
   return width == 1 ? t : llvm::FixedVectorType::get(t, width);
 }
@@ -94,9 +109,10 @@ llvm::Value* ValueEmitter::round_to_bfloat16(llvm::Value* v) {
 
 llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
   if (from == to) return v;
-  const int width = v->getType()->isVectorTy()
-                        ? static_cast<int>(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements())
-                        : 1;
+  const int width =
+      v->getType()->isVectorTy()
+          ? static_cast<int>(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements())
+          : 1;
   llvm::Type* target = register_type(to, width);
   if (to == DType::Bool) {
     if (is_float(from)) return b_.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
@@ -104,7 +120,8 @@ llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
   }
   if (is_float(from) && is_float(to)) {
     if (to == DType::Float64) return b_.CreateFPExt(v, target);  // from any float held as float
-    llvm::Value* f = from == DType::Float64 ? b_.CreateFPTrunc(v, register_type(DType::Float32, width)) : v;
+    llvm::Value* f =
+        from == DType::Float64 ? b_.CreateFPTrunc(v, register_type(DType::Float32, width)) : v;
     if (to == DType::Float16) {
       llvm::Type* half = b_.getHalfTy();
       if (width > 1) half = llvm::FixedVectorType::get(half, width);
@@ -116,7 +133,10 @@ llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
     return f;  // float16/bfloat16 -> float32: already exact
   }
   if (is_float(from)) {
-    return is_unsigned(to) ? b_.CreateFPToUI(v, target) : b_.CreateFPToSI(v, target);
+    // uint8 wraps like torch's (a negative float is poison for fptoui): through a signed int.
+    if (is_unsigned(to))
+      return b_.CreateTrunc(b_.CreateFPToSI(v, register_type(DType::Int32, width)), target);
+    return b_.CreateFPToSI(v, target);
   }
   if (is_float(to)) {
     llvm::Value* f = is_unsigned(from) ? b_.CreateUIToFP(v, target) : b_.CreateSIToFP(v, target);
@@ -145,10 +165,18 @@ llvm::Value* ValueEmitter::load(const kernel::IndexMap& m, int map_id, const Pos
   const int64_t inner_stride = m.strides.back();
   llvm::Type* memory = nullptr;
   switch (t) {
-    case DType::Float32: memory = b_.getFloatTy(); break;
-    case DType::Float64: memory = b_.getDoubleTy(); break;
-    case DType::Float16: memory = b_.getHalfTy(); break;
-    default: memory = b_.getIntNTy(static_cast<unsigned>(ir::dtype_size(t) * 8)); break;
+    case DType::Float32:
+      memory = b_.getFloatTy();
+      break;
+    case DType::Float64:
+      memory = b_.getDoubleTy();
+      break;
+    case DType::Float16:
+      memory = b_.getHalfTy();
+      break;
+    default:
+      memory = b_.getIntNTy(static_cast<unsigned>(ir::dtype_size(t) * 8));
+      break;
   }
   const llvm::Align align(ir::dtype_size(t));
   llvm::Value* raw;
@@ -169,13 +197,16 @@ llvm::Value* ValueEmitter::load(const kernel::IndexMap& m, int map_id, const Pos
   // Memory format -> register format.
   llvm::Type* reg = register_type(t, width);
   switch (t) {
-    case DType::Bool: return b_.CreateICmpNE(raw, llvm::Constant::getNullValue(raw->getType()));
-    case DType::Float16: return b_.CreateFPExt(raw, reg);
+    case DType::Bool:
+      return b_.CreateICmpNE(raw, llvm::Constant::getNullValue(raw->getType()));
+    case DType::Float16:
+      return b_.CreateFPExt(raw, reg);
     case DType::BFloat16: {
       llvm::Type* i32 = register_type(DType::Int32, width);
       return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, i32), 16), reg);
     }
-    default: return raw;
+    default:
+      return raw;
   }
 }
 
@@ -187,17 +218,22 @@ void ValueEmitter::store(int store_index, const Position& at) {
   llvm::Value* v = convert(value(s.value, at), from, t);
   // Register format -> memory format.
   switch (t) {
-    case DType::Bool: v = b_.CreateZExt(v, register_type(DType::UInt8, at.width)); break;
+    case DType::Bool:
+      v = b_.CreateZExt(v, register_type(DType::UInt8, at.width));
+      break;
     case DType::Float16: {
-      llvm::Type* half = at.width == 1 ? b_.getHalfTy() : llvm::FixedVectorType::get(b_.getHalfTy(), at.width);
+      llvm::Type* half =
+          at.width == 1 ? b_.getHalfTy() : llvm::FixedVectorType::get(b_.getHalfTy(), at.width);
       v = b_.CreateFPTrunc(v, half);
       break;
     }
     case DType::BFloat16:
-      v = b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(v, register_type(DType::Int32, at.width)), 16),
-                         register_type(DType::Int16, at.width));
+      v = b_.CreateTrunc(
+          b_.CreateLShr(b_.CreateBitCast(v, register_type(DType::Int32, at.width)), 16),
+          register_type(DType::Int16, at.width));
       break;
-    default: break;
+    default:
+      break;
   }
   const llvm::Align align(ir::dtype_size(t));
   const int64_t inner_stride = s.map.strides.back();
@@ -226,6 +262,18 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
                   "LLVM codegen: row value %" + std::to_string(id) + " not ready");
   }
   if (auto found = element_cache_.find(id); found != element_cache_.end()) return found->second;
+  auto cached = row_cache_.find(id);
+  const RowCache mode = cached == row_cache_.end() ? RowCache::None : cached->second.mode;
+  llvm::Value* slot = nullptr;
+  if (mode != RowCache::None) {
+    llvm::Type* scalar = register_type(e.dtype, 1);
+    slot = b_.CreateGEP(scalar, cached->second.scratch, at.index);
+    if (mode == RowCache::Load) {
+      llvm::Value* loaded = b_.CreateAlignedLoad(register_type(e.dtype, at.width), slot,
+                                                 llvm::Align(scalar->getScalarSizeInBits() / 8));
+      return element_cache_[id] = loaded;
+    }
+  }
   llvm::Value* result;
   if (e.op == Op::Load) {
     result = load(e.map, load_map_id(id), at);
@@ -234,6 +282,9 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
     for (int a : e.args)
       args.push_back(value(a, at));
     result = compute(e, args, at.width, at);
+  }
+  if (mode == RowCache::Store) {
+    b_.CreateAlignedStore(result, slot, llvm::Align(result->getType()->getScalarSizeInBits() / 8));
   }
   element_cache_[id] = result;
   return result;
@@ -252,12 +303,17 @@ llvm::Value* ValueEmitter::row_expr(int id, const Position& row) {
 llvm::Value* ValueEmitter::compute(const kernel::Expr& e, const std::vector<llvm::Value*>& args,
                                    int width, const Position& at) {
   switch (e.op) {
-    case Op::Constant: return constant(e.constant, e.dtype, width);
-    case Op::Cast: return convert(args[0], kernel_.exprs[e.args[0]].dtype, e.dtype);
-    case Op::Where: return b_.CreateSelect(args[0], args[1], args[2]);
+    case Op::Constant:
+      return constant(e.constant, e.dtype, width);
+    case Op::Cast:
+      return convert(args[0], kernel_.exprs[e.args[0]].dtype, e.dtype);
+    case Op::Where:
+      return b_.CreateSelect(args[0], args[1], args[2]);
     case Op::Load:
-    case Op::Reduce: throw Error(ErrorKind::Internal, "LLVM codegen: unexpected load or reduce");
-    default: break;
+    case Op::Reduce:
+      throw Error(ErrorKind::Internal, "LLVM codegen: unexpected load or reduce");
+    default:
+      break;
   }
   if (kernel::op_arity(e.op) == 1) return unary(e, args[0]);
   return binary(e, args[0], args[1], kernel_.exprs[e.args[0]].dtype);
@@ -268,7 +324,8 @@ llvm::Value* ValueEmitter::libm_per_lane(const char* name, llvm::Value* x) {
   llvm::Type* d = b_.getDoubleTy();
   llvm::FunctionCallee fn = module->getOrInsertFunction(name, d, d);
   if (!x->getType()->isVectorTy()) return b_.CreateCall(fn, {x});
-  const int width = static_cast<int>(llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements());
+  const int width =
+      static_cast<int>(llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements());
   llvm::Value* out = llvm::PoisonValue::get(x->getType());
   for (int lane = 0; lane < width; ++lane)
     out = b_.CreateInsertElement(out, b_.CreateCall(fn, {b_.CreateExtractElement(x, lane)}), lane);
@@ -285,31 +342,48 @@ llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
   const bool f64 = t == DType::Float64;
   if (is_float(t)) {
     switch (e.op) {
-      case Op::Neg: return b_.CreateFNeg(x);
-      case Op::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-      case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
-      case Op::Trunc: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
-      case Op::Sqrt: return round(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
-      case Op::Rsqrt: return round(b_.CreateFDiv(one(), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x)));
-      case Op::Reciprocal: return round(b_.CreateFDiv(one(), x));
-      case Op::Exp: return round(f64 ? libm_per_lane("exp", x) : emit_exp(b_, x));
-      case Op::Log: return round(f64 ? libm_per_lane("log", x) : emit_log(b_, x));
-      case Op::Tanh: return round(f64 ? libm_per_lane("tanh", x) : emit_tanh(b_, x));
-      case Op::Erf: return round(f64 ? libm_per_lane("erf", x) : emit_erf(b_, x));
+      case Op::Neg:
+        return b_.CreateFNeg(x);
+      case Op::Abs:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      case Op::Floor:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+      case Op::Trunc:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
+      case Op::Sqrt:
+        return round(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      case Op::Rsqrt:
+        return round(b_.CreateFDiv(one(), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x)));
+      case Op::Reciprocal:
+        return round(b_.CreateFDiv(one(), x));
+      case Op::Exp:
+        return round(f64 ? libm_per_lane("exp", x) : emit_exp(b_, x));
+      case Op::Log:
+        return round(f64 ? libm_per_lane("log", x) : emit_log(b_, x));
+      case Op::Tanh:
+        return round(f64 ? libm_per_lane("tanh", x) : emit_tanh(b_, x));
+      case Op::Erf:
+        return round(f64 ? libm_per_lane("erf", x) : emit_erf(b_, x));
       case Op::Sigmoid:
         if (!f64) return round(emit_sigmoid(b_, x));
         return b_.CreateFDiv(one(), b_.CreateFAdd(one(), libm_per_lane("exp", b_.CreateFNeg(x))));
-      default: break;
+      default:
+        break;
     }
   } else {
     switch (e.op) {
-      case Op::Neg: return b_.CreateNeg(x);
+      case Op::Neg:
+        return b_.CreateNeg(x);
       case Op::Abs:
-        return is_unsigned(t) ? x : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
-      case Op::Not: return b_.CreateNot(x);
+        return is_unsigned(t) ? x
+                              : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+      case Op::Not:
+        return b_.CreateNot(x);
       case Op::Floor:
-      case Op::Trunc: return x;
-      default: break;
+      case Op::Trunc:
+        return x;
+      default:
+        break;
     }
   }
   unsupported(std::string(kernel::op_name(e.op)) + " on " + ir::dtype_name(t));
@@ -323,7 +397,8 @@ llvm::Value* ValueEmitter::nan_propagating(llvm::Value* a, llvm::Value* b, bool 
   return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), chosen);
 }
 
-llvm::Value* ValueEmitter::binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b, DType arg) {
+llvm::Value* ValueEmitter::binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b,
+                                  DType arg) {
   const DType t = e.dtype;
   auto round = [&](llvm::Value* v) {
     return t == DType::Float16 || t == DType::BFloat16 ? convert(v, DType::Float32, t) : v;
@@ -331,47 +406,72 @@ llvm::Value* ValueEmitter::binary(const kernel::Expr& e, llvm::Value* a, llvm::V
   if (kernel::is_comparison(e.op)) {
     if (is_float(arg)) {
       switch (e.op) {
-        case Op::Eq: return b_.CreateFCmpOEQ(a, b);
-        case Op::Ne: return b_.CreateFCmpUNE(a, b);
-        case Op::Lt: return b_.CreateFCmpOLT(a, b);
-        case Op::Le: return b_.CreateFCmpOLE(a, b);
-        case Op::Gt: return b_.CreateFCmpOGT(a, b);
-        default: return b_.CreateFCmpOGE(a, b);
+        case Op::Eq:
+          return b_.CreateFCmpOEQ(a, b);
+        case Op::Ne:
+          return b_.CreateFCmpUNE(a, b);
+        case Op::Lt:
+          return b_.CreateFCmpOLT(a, b);
+        case Op::Le:
+          return b_.CreateFCmpOLE(a, b);
+        case Op::Gt:
+          return b_.CreateFCmpOGT(a, b);
+        default:
+          return b_.CreateFCmpOGE(a, b);
       }
     }
     const bool u = is_unsigned(arg);
     switch (e.op) {
-      case Op::Eq: return b_.CreateICmpEQ(a, b);
-      case Op::Ne: return b_.CreateICmpNE(a, b);
-      case Op::Lt: return u ? b_.CreateICmpULT(a, b) : b_.CreateICmpSLT(a, b);
-      case Op::Le: return u ? b_.CreateICmpULE(a, b) : b_.CreateICmpSLE(a, b);
-      case Op::Gt: return u ? b_.CreateICmpUGT(a, b) : b_.CreateICmpSGT(a, b);
-      default: return u ? b_.CreateICmpUGE(a, b) : b_.CreateICmpSGE(a, b);
+      case Op::Eq:
+        return b_.CreateICmpEQ(a, b);
+      case Op::Ne:
+        return b_.CreateICmpNE(a, b);
+      case Op::Lt:
+        return u ? b_.CreateICmpULT(a, b) : b_.CreateICmpSLT(a, b);
+      case Op::Le:
+        return u ? b_.CreateICmpULE(a, b) : b_.CreateICmpSLE(a, b);
+      case Op::Gt:
+        return u ? b_.CreateICmpUGT(a, b) : b_.CreateICmpSGT(a, b);
+      default:
+        return u ? b_.CreateICmpUGE(a, b) : b_.CreateICmpSGE(a, b);
     }
   }
   if (is_float(t)) {
     switch (e.op) {
-      case Op::Add: return round(b_.CreateFAdd(a, b));
-      case Op::Sub: return round(b_.CreateFSub(a, b));
-      case Op::Mul: return round(b_.CreateFMul(a, b));
-      case Op::Div: return round(b_.CreateFDiv(a, b));
-      case Op::Max: return nan_propagating(a, b, true);
-      case Op::Min: return nan_propagating(a, b, false);
-      default: break;
+      case Op::Add:
+        return round(b_.CreateFAdd(a, b));
+      case Op::Sub:
+        return round(b_.CreateFSub(a, b));
+      case Op::Mul:
+        return round(b_.CreateFMul(a, b));
+      case Op::Div:
+        return round(b_.CreateFDiv(a, b));
+      case Op::Max:
+        return nan_propagating(a, b, true);
+      case Op::Min:
+        return nan_propagating(a, b, false);
+      default:
+        break;
     }
   } else {
     const bool u = is_unsigned(t);
     switch (e.op) {
-      case Op::Add: return b_.CreateAdd(a, b);
-      case Op::Sub: return b_.CreateSub(a, b);
-      case Op::Mul: return b_.CreateMul(a, b);
+      case Op::Add:
+        return b_.CreateAdd(a, b);
+      case Op::Sub:
+        return b_.CreateSub(a, b);
+      case Op::Mul:
+        return b_.CreateMul(a, b);
       case Op::Max:
         return b_.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a, b);
       case Op::Min:
         return b_.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, a, b);
-      case Op::And: return b_.CreateAnd(a, b);
-      case Op::Or: return b_.CreateOr(a, b);
-      default: break;  // integer division is never lowered (ATen divides in float)
+      case Op::And:
+        return b_.CreateAnd(a, b);
+      case Op::Or:
+        return b_.CreateOr(a, b);
+      default:
+        break;  // integer division is never lowered (ATen divides in float)
     }
   }
   unsupported(std::string(kernel::op_name(e.op)) + " on " + ir::dtype_name(t));

@@ -39,6 +39,14 @@ class ValueEmitter {
   void store(int store_index, const Position& at);
   void forget_elements() { element_cache_.clear(); }
 
+  /// A per-row scratch array for an element value that several passes over a row need (a
+  /// softmax's exp): the first pass stores it there, the later ones load it instead of computing
+  /// it again. Indexed by the innermost index, so only for kernels with one reduced dim.
+  enum class RowCache { None, Store, Load };
+  void set_row_cache(int id, llvm::Value* scratch, RowCache mode) {
+    row_cache_[id] = {scratch, mode};
+  }
+
   void set_row_value(int id, llvm::Value* scalar) { row_values_[id] = scalar; }
   bool has_row_value(int id) const { return row_values_.contains(id); }
   /// Computes a row-level expr (not a Reduce) from row values already set.
@@ -68,6 +76,11 @@ class ValueEmitter {
   std::vector<bool> element_;
   std::unordered_map<int, llvm::Value*> element_cache_;
   std::unordered_map<int, llvm::Value*> row_values_;
+  struct CachedRow {
+    llvm::Value* scratch;
+    RowCache mode;
+  };
+  std::unordered_map<int, CachedRow> row_cache_;
 };
 
 }  // namespace kiln::codegen
