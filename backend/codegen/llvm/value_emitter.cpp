@@ -1,6 +1,7 @@
 #include "backend/codegen/llvm/value_emitter.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <stdexcept>
@@ -33,7 +34,28 @@ ValueEmitter::ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& ker
     : b_(builder),
       kernel_(kernel),
       buffers_(std::move(buffer_pointers)),
-      element_(kernel::element_levels(kernel)) {}
+      element_(kernel::element_levels(kernel)) {
+  // Buffers never overlap an output (the memory plan and fresh outputs see to it), so each
+  // buffer is its own alias scope: LLVM may keep inputs in registers across stores.
+  llvm::MDBuilder md(b_.getContext());
+  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("kiln.buffers");
+  std::vector<llvm::Metadata*> scopes;
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    scopes.push_back(md.createAnonymousAliasScope(domain));
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    std::vector<llvm::Metadata*> others;
+    for (size_t j = 0; j < buffers_.size(); ++j)
+      if (j != i) others.push_back(scopes[j]);
+    scope_.push_back(llvm::MDNode::get(b_.getContext(), {scopes[i]}));
+    noalias_.push_back(llvm::MDNode::get(b_.getContext(), others));
+  }
+}
+
+llvm::Instruction* ValueEmitter::tag(llvm::Instruction* access, int buffer) {
+  access->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_[buffer]);
+  access->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[buffer]);
+  return access;
+}
 
 const kernel::IndexMap& ValueEmitter::map(int id) const {
   const int num_exprs = static_cast<int>(kernel_.exprs.size());
@@ -181,17 +203,18 @@ llvm::Value* ValueEmitter::load(const kernel::IndexMap& m, int map_id, const Pos
   const llvm::Align align(ir::dtype_size(t));
   llvm::Value* raw;
   if (width == 1 || inner_stride == 0) {
-    raw = b_.CreateAlignedLoad(memory, address(map_id, at, nullptr), align);
+    raw = tag(b_.CreateAlignedLoad(memory, address(map_id, at, nullptr), align), m.buffer);
     if (width > 1) raw = b_.CreateVectorSplat(width, raw);
   } else if (inner_stride == 1) {
-    raw = b_.CreateAlignedLoad(llvm::FixedVectorType::get(memory, width),
-                               address(map_id, at, nullptr), align);
+    raw = tag(b_.CreateAlignedLoad(llvm::FixedVectorType::get(memory, width),
+                                   address(map_id, at, nullptr), align),
+              m.buffer);
   } else {
     raw = llvm::PoisonValue::get(llvm::FixedVectorType::get(memory, width));
     for (int lane = 0; lane < width; ++lane) {
       llvm::Value* i = b_.CreateAdd(at.index, b_.getInt64(lane));
-      raw = b_.CreateInsertElement(raw, b_.CreateAlignedLoad(memory, address(map_id, at, i), align),
-                                   lane);
+      raw = b_.CreateInsertElement(
+          raw, tag(b_.CreateAlignedLoad(memory, address(map_id, at, i), align), m.buffer), lane);
     }
   }
   // Memory format -> register format.
@@ -237,14 +260,13 @@ void ValueEmitter::store(int store_index, const Position& at) {
   }
   const llvm::Align align(ir::dtype_size(t));
   const int64_t inner_stride = s.map.strides.back();
-  if (at.width == 1) {
-    b_.CreateAlignedStore(v, address(map_id, at, nullptr), align);
-  } else if (inner_stride == 1) {
-    b_.CreateAlignedStore(v, address(map_id, at, nullptr), align);
+  if (at.width == 1 || inner_stride == 1) {
+    tag(b_.CreateAlignedStore(v, address(map_id, at, nullptr), align), s.map.buffer);
   } else {
     for (int lane = 0; lane < at.width; ++lane) {
       llvm::Value* i = b_.CreateAdd(at.index, b_.getInt64(lane));
-      b_.CreateAlignedStore(b_.CreateExtractElement(v, lane), address(map_id, at, i), align);
+      tag(b_.CreateAlignedStore(b_.CreateExtractElement(v, lane), address(map_id, at, i), align),
+          s.map.buffer);
     }
   }
 }

@@ -69,6 +69,8 @@ class ValueEmitter {
   llvm::Value* libm_per_lane(const char* name, llvm::Value* x);
   llvm::Value* round_to_bfloat16(llvm::Value* v);
   llvm::Value* constant(double value, kernel::DType dtype, int width);
+  /// Marks a load or store of `buffer` with its alias scope.
+  llvm::Instruction* tag(llvm::Instruction* access, int buffer);
 
   llvm::IRBuilder<>& b_;
   const kernel::Kernel& kernel_;
@@ -81,6 +83,8 @@ class ValueEmitter {
     RowCache mode;
   };
   std::unordered_map<int, CachedRow> row_cache_;
+  std::vector<llvm::MDNode*> scope_;    // per buffer: its own scope
+  std::vector<llvm::MDNode*> noalias_;  // per buffer: every other buffer's scope
 };
 
 }  // namespace kiln::codegen
