@@ -209,24 +209,9 @@ Scalar unary_int(Op op, int64_t x, DType t) {
   return s;
 }
 
-bool compare(Op op, double a, double b) {
-  switch (op) {
-    case Op::Eq:
-      return a == b;
-    case Op::Ne:
-      return a != b;
-    case Op::Lt:
-      return a < b;
-    case Op::Le:
-      return a <= b;
-    case Op::Gt:
-      return a > b;
-    default:
-      return a >= b;
-  }
-}
-
-bool compare_int(Op op, int64_t a, int64_t b) {
+// One comparison for doubles and for int64 (comparing integers as doubles would round).
+template <typename T>
+bool compare(Op op, T a, T b) {
   switch (op) {
     case Op::Eq:
       return a == b;
@@ -246,7 +231,7 @@ bool compare_int(Op op, int64_t a, int64_t b) {
 Scalar binary(Op op, const Scalar& a, const Scalar& b, DType arg_type, DType t) {
   Scalar s;
   if (is_comparison(op)) {
-    s.i = is_float(arg_type) ? compare(op, a.f, b.f) : compare_int(op, a.i, b.i);
+    s.i = is_float(arg_type) ? compare(op, a.f, b.f) : compare(op, a.i, b.i);
     return s;
   }
   if (is_float(t)) {

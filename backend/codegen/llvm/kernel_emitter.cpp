@@ -110,9 +110,9 @@ class KernelEmitter {
   /// accumulators, so a reduction is not one long dependency chain), then single vectors, then
   /// scalar steps.
   void inner_loop(llvm::Value* start, llvm::Value* end, const std::vector<llvm::Value*>& offsets,
-                  const Body& body, int unroll) {
+                  const Body& body, int unroll, bool vectors = true) {
     llvm::Value* next = start;
-    if (width_ > 1 && unroll > 1) {
+    if (vectors && width_ > 1 && unroll > 1) {
       next = loop(next, end, static_cast<int64_t>(width_) * unroll, [&](llvm::Value* i) {
         for (int k = 0; k < unroll; ++k) {
           values_->forget_elements();
@@ -121,7 +121,7 @@ class KernelEmitter {
         }
       });
     }
-    if (width_ > 1) {
+    if (vectors && width_ > 1) {
       next = loop(next, end, width_, [&](llvm::Value* i) {
         values_->forget_elements();
         body(Position{width_, i, &offsets}, 0);
@@ -176,16 +176,54 @@ class KernelEmitter {
     llvm::Value* count = b_.CreateBinaryIntrinsic(
         llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first), b_.CreateSub(end, pos));
     std::vector<llvm::Value*> offsets = row_offsets(row, rank - 1);
-    inner_loop(
-        first, b_.CreateAdd(first, count), offsets,
-        [&](const Position& at, int) {
-          for (size_t s = 0; s < kernel_.stores.size(); ++s)
-            values_->store(static_cast<int>(s), at);
-        },
-        1);
+    auto store_all = [&](const Position& at, int) {
+      for (size_t s = 0; s < kernel_.stores.size(); ++s)
+        values_->store(static_cast<int>(s), at);
+    };
+    llvm::Value* stop = b_.CreateAdd(first, count);
+    if (streams_output()) {
+      // Scalar steps up to the first 64-byte aligned output element, then aligned streaming
+      // vector stores (no read-for-ownership of output lines nobody will read soon).
+      llvm::Value* aligned = first_aligned_index(first, stop, offsets);
+      inner_loop(first, aligned, offsets, store_all, 1, /*vectors=*/false);
+      values_->set_streaming_stores(true);
+      inner_loop(aligned, stop, offsets, store_all, 1);
+      values_->set_streaming_stores(false);
+    } else {
+      inner_loop(first, stop, offsets, store_all, 1);
+    }
     pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+  }
+
+  /// Streaming stores pay off for one large contiguous output of 4- or 8-byte elements, whose
+  /// vectors are at least 32 bytes (so every vector store after the first aligned one is too).
+  bool streams_output() const {
+    constexpr int64_t kStreamBytes = 8 << 20;  // well past this machine's caches per core
+    if (kernel_.stores.size() != 1 || width_ < 8) return false;
+    const kernel::Store& store = kernel_.stores[0];
+    const int64_t size = ir::dtype_size(kernel_.buffers[store.map.buffer].dtype);
+    if (store.map.strides.back() != 1 || (size != 4 && size != 8)) return false;
+    int64_t numel = 1;
+    for (int64_t d : kernel_.sizes)
+      numel *= d;
+    return numel * size >= kStreamBytes;
+  }
+
+  /// The first index in [first, stop] whose output element starts a 64-byte line.
+  llvm::Value* first_aligned_index(llvm::Value* first, llvm::Value* stop,
+                                   const std::vector<llvm::Value*>& offsets) {
+    const kernel::Store& store = kernel_.stores[0];
+    const int64_t size = ir::dtype_size(kernel_.buffers[store.map.buffer].dtype);
+    const int map = static_cast<int>(kernel_.exprs.size());
+    llvm::Value* element = b_.CreateAdd(offsets[map], first);
+    llvm::Value* address = b_.CreateAdd(b_.CreatePtrToInt(values_->buffer(store.map.buffer), b_.getInt64Ty()),
+                                        b_.CreateMul(element, i64(size)));
+    llvm::Value* misaligned = b_.CreateAnd(address, i64(63));
+    llvm::Value* bytes_to_line = b_.CreateAnd(b_.CreateSub(i64(64), misaligned), i64(63));
+    llvm::Value* aligned = b_.CreateAdd(first, b_.CreateUDiv(bytes_to_line, i64(size)));
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, aligned, stop);
   }
 
   // Reducing: [begin, end) is a range of rows.

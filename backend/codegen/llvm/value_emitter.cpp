@@ -260,7 +260,13 @@ void ValueEmitter::store(int store_index, const Position& at) {
   }
   const llvm::Align align(ir::dtype_size(t));
   const int64_t inner_stride = s.map.strides.back();
-  if (at.width == 1 || inner_stride == 1) {
+  if (streaming_ && at.width > 1 && inner_stride == 1) {
+    const uint64_t bytes = std::min<uint64_t>(64, at.width * ir::dtype_size(t));
+    llvm::StoreInst* store = b_.CreateAlignedStore(v, address(map_id, at, nullptr), llvm::Align(bytes));
+    store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                       llvm::MDNode::get(b_.getContext(), llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+    tag(store, s.map.buffer);
+  } else if (at.width == 1 || inner_stride == 1) {
     tag(b_.CreateAlignedStore(v, address(map_id, at, nullptr), align), s.map.buffer);
   } else {
     for (int lane = 0; lane < at.width; ++lane) {

@@ -48,6 +48,10 @@ class ValueEmitter {
   }
 
   void set_row_value(int id, llvm::Value* scalar) { row_values_[id] = scalar; }
+  /// Vector stores from now on are non-temporal and aligned to their size (the caller peeled
+  /// the loop to an aligned start).
+  void set_streaming_stores(bool on) { streaming_ = on; }
+  llvm::Value* buffer(int index) const { return buffers_.at(index); }
   bool has_row_value(int id) const { return row_values_.contains(id); }
   /// Computes a row-level expr (not a Reduce) from row values already set.
   llvm::Value* row_expr(int id, const Position& row);
@@ -83,6 +87,7 @@ class ValueEmitter {
     RowCache mode;
   };
   std::unordered_map<int, CachedRow> row_cache_;
+  bool streaming_ = false;
   std::vector<llvm::MDNode*> scope_;    // per buffer: its own scope
   std::vector<llvm::MDNode*> noalias_;  // per buffer: every other buffer's scope
 };
