@@ -257,7 +257,7 @@ ir::Node* contract_cluster(ir::Graph& graph, const std::vector<ir::Node*>& membe
   return fused;
 }
 
-void inline_fused_node(ir::Graph& graph, ir::Node* fused) {
+void inline_fused_node(ir::Graph& graph, ir::Node* fused, const std::string& reason) {
   const ir::Graph& body = *fused->subgraph();
   std::unordered_map<const ir::Node*, int64_t> priority;
   int64_t position = 0, fused_position = 0;
@@ -277,6 +277,7 @@ void inline_fused_node(ir::Graph& graph, ir::Node* fused) {
     for (const ir::Value* v : n->outputs())
       types.push_back(v->type());
     ir::Node* copy = graph.append(n->op(), args, types, n->attrs());
+    if (!reason.empty()) copy->set_attr(kUnfusedAttr, reason);
     for (size_t i = 0; i < n->outputs().size(); ++i) {
       copy->output(i)->set_name(n->output(i)->name());
       mapped[n->output(i)] = copy->output(i);

@@ -56,7 +56,11 @@ ir::Node* contract_cluster(ir::Graph& graph, const std::vector<ir::Node*>& membe
                            ir::AttrList attrs);
 
 /// Undoes contract_cluster: puts copies of the body's nodes where `fused` was and removes it.
-void inline_fused_node(ir::Graph& graph, ir::Node* fused);
+/// A non-empty `reason` goes into each copy's attribute kUnfusedAttr (explain reports it).
+void inline_fused_node(ir::Graph& graph, ir::Node* fused, const std::string& reason = {});
+
+/// The attribute that says why a node left its fusion group.
+inline constexpr const char* kUnfusedAttr = "kiln_unfused";
 
 /// True for a node the elementwise fusers may take: a lowerable elementwise op on the CPU.
 bool is_fusible_elementwise(const ir::Node& node);

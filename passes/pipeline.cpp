@@ -53,7 +53,7 @@ class PassRunner {
 // Lowers each fusion group to a kernel; a group the lowering rejects goes back to single ops
 // (a fuser bug must cost speed, never correctness).
 void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result) {
-  std::vector<ir::Node*> failed;
+  std::vector<std::pair<ir::Node*, std::string>> failed;
   for (ir::Node* node : graph.nodes()) {
     if (node->op() != kFusedOp) continue;
     const std::string name = options.dump_name + "_k" + std::to_string(result.kernels.size());
@@ -62,11 +62,11 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
       node->set_attr("kernel", static_cast<int64_t>(result.kernels.size() - 1));
     } catch (const std::exception& e) {
       result.unfused.push_back(e.what());
-      failed.push_back(node);
+      failed.emplace_back(node, e.what());
     }
   }
-  for (ir::Node* node : failed)
-    inline_fused_node(graph, node);
+  for (const auto& [node, why] : failed)
+    inline_fused_node(graph, node, why);
 }
 
 }  // namespace

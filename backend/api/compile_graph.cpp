@@ -5,6 +5,7 @@
 #include "backend/api/environment.h"
 #include "backend/codegen/llvm/compile_kernels.h"
 #include "kiln/error.h"
+#include "passes/fusion_clusters.h"
 #include "passes/ir/op_table.h"
 #include "passes/ir/parser.h"
 #include "passes/ir/printer.h"
@@ -33,6 +34,8 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
     if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
+    } else if (const auto* why = std::get_if<std::string>(node.find_attr(kUnfusedAttr))) {
+      entry.why = "its fusion group could not be lowered to a kernel: " + *why;
     } else if (kernel::can_lower(node)) {
       entry.why = "fusible, but fusion is off for this compile";
     } else {

@@ -1,5 +1,6 @@
 #include "passes/kernel/kernel.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace kiln::kernel {
@@ -179,6 +180,22 @@ int KernelBuilder::cast(int arg, DType dtype) {
 }
 
 int KernelBuilder::reduce(ReduceKind kind, int arg) {
+  // A value that is the same across the row (it broadcasts over every reduced dim) needs no
+  // pass over the row: n copies of v sum to n * v; their mean, max and min are v.
+  if (!element_levels(kernel_).at(arg)) {
+    const DType t = kernel_.exprs.at(arg).dtype;
+    const int64_t n = kernel_.row_size();
+    switch (kind) {
+      case ReduceKind::Sum:
+        return binary(Op::Mul, arg, constant(static_cast<double>(n), t), t);
+      case ReduceKind::Mean:
+        return n == 0 ? constant(NAN, t) : arg;
+      case ReduceKind::Max:
+      case ReduceKind::Min:
+        if (n > 0) return arg;
+        break;  // an empty row: fall through to a real (empty) reduction, which gives the identity
+    }
+  }
   Expr e{Op::Reduce, kernel_.exprs.at(arg).dtype, {arg}};
   e.reduce = kind;
   return add(std::move(e));

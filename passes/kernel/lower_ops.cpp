@@ -171,10 +171,14 @@ struct Lowering {
     for (const ir::Value* v : node.inputs())
       rt.add_tensor(v->type());
     if (auto s = scalar_attr(node, "other")) rt.add_scalar(s->kind);
-    const DType common = compute_dtype(rt.result());
-    const int x = b.cast(args.at(0), common);
-    const int y =
-        args.size() > 1 ? b.cast(args[1], common) : b.constant(scalar_or(node, "other", 0), common);
+    // ATen converts both operands to the common dtype first: a float16 comparison rounds a
+    // float scalar (or a 0-dim float32 tensor) to float16 before comparing.
+    const DType common = rt.result();
+    const DType compute = compute_dtype(common);
+    auto operand = [&](int expr) { return b.cast(b.cast(expr, common), compute); };
+    const int x = operand(args.at(0));
+    const int y = args.size() > 1 ? operand(args[1])
+                                  : operand(b.constant(scalar_or(node, "other", 0), common));
     return b.binary(op, x, y, DType::Bool);
   }
   /// A cast: rounds to the output dtype (float16 too), then holds it in the compute dtype.

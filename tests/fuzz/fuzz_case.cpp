@@ -59,36 +59,42 @@ class Rng {
 
 // --- Dtypes ------------------------------------------------------------------------------------
 
-bool is_float(at::ScalarType t) { return at::isFloatingType(t); }
+bool is_float(at::ScalarType t) {
+  return at::isFloatingType(t);
+}
+
+// Per float dtype: unit roundoff, largest finite value, smallest normal value, and the relative
+// tolerance floor of the comparison. Other dtypes are exact: 0, inf, 0, 0.
+struct FloatInfo {
+  at::ScalarType type;
+  double u, max, min_normal, rtol;
+};
+
+const FloatInfo& float_info(at::ScalarType t) {
+  static const FloatInfo kInfo[] = {
+      {at::kDouble, 0x1p-53, std::numeric_limits<double>::max(), 0x1p-1022, 1e-12},
+      {at::kFloat, 0x1p-24, std::numeric_limits<float>::max(), 0x1p-126, 1e-5},
+      {at::kHalf, 0x1p-11, 65504.0, 0x1p-14, 1e-2},
+      {at::kBFloat16, 0x1p-8, 3.3895313892515355e38, 0x1p-126, 2e-2},
+  };
+  static const FloatInfo kExact = {at::kLong, 0, kInf, 0, 0};
+  for (const FloatInfo& info : kInfo) {
+    if (info.type == t) return info;
+  }
+  return kExact;
+}
 
 double unit_roundoff(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return 0x1p-53;
-    case at::kFloat: return 0x1p-24;
-    case at::kHalf: return 0x1p-11;
-    case at::kBFloat16: return 0x1p-8;
-    default: return 0;
-  }
+  return float_info(t).u;
 }
-
 double max_finite(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return std::numeric_limits<double>::max();
-    case at::kFloat: return std::numeric_limits<float>::max();
-    case at::kHalf: return 65504.0;
-    case at::kBFloat16: return 3.3895313892515355e38;
-    default: return kInf;
-  }
+  return float_info(t).max;
 }
-
 double min_normal(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return std::numeric_limits<double>::min();
-    case at::kFloat:
-    case at::kBFloat16: return std::numeric_limits<float>::min();
-    case at::kHalf: return 0x1p-14;
-    default: return 0;
-  }
+  return float_info(t).min_normal;
+}
+double rtol_floor(at::ScalarType t) {
+  return float_info(t).rtol;
 }
 
 // What kiln computes a dtype in (and what eager accumulates reductions in).
@@ -96,22 +102,15 @@ at::ScalarType compute_type(at::ScalarType t) {
   return t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t;
 }
 
-double rtol_floor(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return 1e-12;
-    case at::kHalf: return 1e-2;
-    case at::kBFloat16: return 2e-2;
-    default: return 1e-5;
-  }
-}
-
 const std::vector<at::ScalarType>& fuzz_dtypes() {
-  static const std::vector<at::ScalarType> types = {at::kFloat, at::kDouble, at::kHalf,
-                                                    at::kBFloat16, at::kInt, at::kLong, at::kBool};
+  static const std::vector<at::ScalarType> types = {
+      at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt, at::kLong, at::kBool};
   return types;
 }
 
-std::string dtype_name(at::ScalarType t) { return ir::dtype_name(*to_ir_dtype(t)); }
+std::string dtype_name(at::ScalarType t) {
+  return ir::dtype_name(*to_ir_dtype(t));
+}
 
 std::string shape_string(at::IntArrayRef sizes) {
   std::string s = "[";
@@ -133,6 +132,12 @@ const ir::Attr* find_attr(const ir::AttrList& attrs, const std::string& name) {
     if (key == name) return &value;
   }
   return nullptr;
+}
+
+/// A Scalar attribute (an int or a double) as a double.
+double scalar_value(const ir::Attr& attr) {
+  if (const auto* i = std::get_if<int64_t>(&attr)) return static_cast<double>(*i);
+  return std::get<double>(attr);
 }
 
 /// Runs `qualified` ("aten::add.Tensor") through the dispatcher the way the IR describes a call:
@@ -175,11 +180,16 @@ struct Val {
   at::Tensor v64;    // eager in float64
   at::Tensor bound;  // float64 error bound of each element
   bool exact = true;
+  /// A float rounded from a multiply that kiln may instead feed unrounded into a following add
+  /// or subtract (it lets LLVM contract the two into one FMA): adding to it is not exact.
+  bool product = false;
   bool leaf = false;  // a graph input or a constant
   int uses = 0;
 };
 
-at::Tensor as64(const at::Tensor& t) { return t.to(at::kDouble).contiguous(); }
+at::Tensor as64(const at::Tensor& t) {
+  return t.to(at::kDouble).contiguous();
+}
 
 Val leaf_val(const at::Tensor& t) {
   Val v;
@@ -205,8 +215,8 @@ at::Tensor finalize(const at::Tensor& r, at::Tensor e, at::Tensor strict, at::Sc
 
 /// Units of roundoff an elementwise op may lose, eager and kiln together.
 double op_ulps(const std::string& op) {
-  static const std::set<std::string> transcendental = {
-      "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid", "aten::erf"};
+  static const std::set<std::string> transcendental = {"aten::exp", "aten::log", "aten::tanh",
+                                                       "aten::sigmoid", "aten::erf"};
   static const std::set<std::string> roots = {"aten::sqrt", "aten::rsqrt", "aten::reciprocal"};
   if (transcendental.contains(op)) return 8;
   if (roots.contains(op)) return 4;
@@ -222,8 +232,12 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
   const double u = unit_roundoff(out);
   std::vector<at::Tensor> center, widen;
   auto z = at::zeros_like(r);
-  auto nonfinite_in = at::zeros(r.sizes(), at::kBool);
+  const bool adds =
+      op.starts_with("aten::add.") || op.starts_with("aten::sub.") || op.starts_with("aten::rsub.");
   for (const Val* v : ins) {
+    // A product kiln may fuse into this add keeps its unrounded, unoverflowed value: where eager's
+    // product is not finite, nothing is certain.
+    if (adds && v->product) z = z + at::where(at::isfinite(v->v64), 0.0, kInf);
     if (v->eager.scalar_type() == at::kBool) {
       center.push_back(v->eager);
       widen.emplace_back();
@@ -233,9 +247,8 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
     center.push_back(v->v64);
     widen.push_back(at::where(finite, v->bound + u * v->v64.abs(), v->bound));
     z = z + v->bound;
-    nonfinite_in = nonfinite_in | ~finite;
   }
-  at::Tensor lo, hi;
+  at::Tensor lo, hi, all_nan;  // lo and hi are NaN where any corner is
   const int n = static_cast<int>(ins.size());
   for (int corner = 0; corner < (1 << n); ++corner) {
     std::vector<at::Tensor> args;
@@ -253,16 +266,33 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
     const at::Tensor f = as64(call_op(op, args, attrs));
     lo = lo.defined() ? at::minimum(lo, f) : f;
     hi = hi.defined() ? at::maximum(hi, f) : f;
+    all_nan = all_nan.defined() ? all_nan & at::isnan(f) : at::isnan(f);
   }
   const double c = op_ulps(op);
   auto dev = at::maximum((hi - r).abs(), (lo - r).abs());
   auto e = 2 * dev + c * u * r.abs() + c * min_normal(out);
-  // A non-finite result is certain when an input was (and all are exact), or when every corner
-  // gives it in the type kiln computes in (kiln does not round half intermediates).
+  // At a pole (a divisor, or the argument of 1/x, 1/sqrt(x), x^-k, whose interval holds 0) the
+  // corners do not bound the result.
+  size_t pole = n;
+  if (op.starts_with("aten::div.Tensor")) pole = 1;
+  if (op == "aten::reciprocal" || op == "aten::rsqrt") pole = 0;
+  if (op == "aten::pow.Tensor_Scalar" && scalar_value(*find_attr(attrs, "exponent")) < 0) pole = 0;
+  if (pole < static_cast<size_t>(n) && widen[pole].defined()) {
+    const auto& x = center[pole];
+    const auto& w = widen[pole];
+    e = at::where(at::broadcast_to((w > 0) & (x - w <= 0) & (x + w >= 0), r.sizes()), kInf, e);
+  }
+  // gelu is x/2 (1 + erf(x/sqrt2)) (or tanh) in eager and kiln alike: for x < -3 the sum cancels,
+  // and both lose precision relative to |x|, not to the result.
+  if (op == "aten::gelu") e = e + c * u * center[0].abs();
+  // A non-finite result is checked where every corner gives it too (the inputs' bounds being
+  // finite), evaluated in float64 and rounded to the type kiln computes in (kiln does not round
+  // half intermediates). Where the float64 op gives something else, eager's special value is an
+  // artifact of its float32 or half kernel (gelu(+inf) is NaN in float32, +inf in float64), not
+  // a semantics to copy.
   const at::ScalarType ct = compute_type(out);
-  auto agree = (at::isnan(lo) & at::isnan(hi) & at::isnan(r)) |
-               ((as64(lo.to(ct)) == r) & (as64(hi.to(ct)) == r));
-  return finalize(r, e, (z == 0) & (nonfinite_in | agree), out);
+  auto agree = (all_nan & at::isnan(r)) | ((as64(lo.to(ct)) == r) & (as64(hi.to(ct)) == r));
+  return finalize(r, e, at::isfinite(z) & agree, out);
 }
 
 std::vector<int64_t> reduced_dims(const ir::AttrList& attrs, int64_t rank) {
@@ -289,7 +319,7 @@ at::Tensor reduction_bound(const std::string& op, const ir::AttrList& attrs, con
   const auto& a = in.v64;
   if (op == "aten::amax" || op == "aten::amin") {
     auto e = at::amax(in.bound, dims, keepdim);
-    return finalize(r, e, e == 0, out);
+    return finalize(r, e, at::isfinite(e), out);
   }
   int64_t n = 1;
   for (int64_t d : dims)
@@ -305,7 +335,8 @@ at::Tensor reduction_bound(const std::string& op, const ir::AttrList& attrs, con
   const auto overflow = sum_abs > max_finite(compute_type(out));
   e = at::where(overflow, kInf, e);
   const auto nonfinite_in = at::sum((~finite).to(at::kLong), dims, keepdim) > 0;
-  auto strict = (sum_bound == 0) & nonfinite_in & ~overflow;
+  // A non-finite input decides a non-finite sum when the other elements are bounded.
+  auto strict = at::isfinite(sum_bound) & nonfinite_in & ~overflow;
   if (n == 0) strict = at::ones_like(strict);  // mean of nothing is NaN, sum 0: both certain
   return finalize(r, e, strict, out);
 }
@@ -329,14 +360,15 @@ at::Tensor softmax_bound(bool log, const ir::AttrList& attrs, const Val& in, con
   at::Tensor e;
   if (log) {
     auto lse = at::logsumexp(a1, {d}, true);
-    e = 2 * delta + 8 * acc * (spread + (lse - max).abs() + n + r1.abs());
+    // Eager's half kernels round the sum, and max + log(sum), to the half type.
+    e = 2 * delta + 8 * acc * (spread + (lse - max).abs() + n + r1.abs()) + 8 * u * (lse.abs() + 1);
   } else {
     auto rel = at::expm1(2 * delta) + 8 * acc * (spread + n + 2);
     e = at::where(r1 == 0, 0.0, r1.abs() * rel);
   }
   e = e + 8 * u * r1.abs() + 8 * min_normal(out);
   const auto nonfinite_in = at::sum((~at::isfinite(a1)).to(at::kLong), {d}, true) > 0;
-  return finalize(r1, e, (delta == 0) & nonfinite_in, out).reshape(r.sizes());
+  return finalize(r1, e, at::isfinite(delta) & nonfinite_in, out).reshape(r.sizes());
 }
 
 /// layer_norm: x^ = (x - mean) / sqrt(var + eps) moves by at most d (2 + |x^|) / sigma for input
@@ -361,7 +393,8 @@ at::Tensor layer_norm_bound(const ir::AttrList& attrs, const std::vector<const V
   auto xhat = (a - mean) / sigma;
   auto delta = at::amax(in.bound, dims, true);
   auto max_abs = at::amax(at::where(finite, a.abs(), 0.0), dims, true);
-  auto e_xhat = delta * (2 + xhat.abs()) / sigma + 8 * acc * n * (max_abs / sigma) * (1 + xhat.abs());
+  auto e_xhat =
+      delta * (2 + xhat.abs()) / sigma + 8 * acc * n * (max_abs / sigma) * (1 + xhat.abs());
   at::Tensor w = at::ones({}, at::kDouble), ew = at::zeros({}, at::kDouble);
   at::Tensor b = at::zeros({}, at::kDouble), eb = at::zeros({}, at::kDouble);
   size_t next = 1;
@@ -372,31 +405,53 @@ at::Tensor layer_norm_bound(const ir::AttrList& attrs, const std::vector<const V
   // The variance may overflow in the accumulation type where it does not in float64.
   const auto overflow = max_abs * max_abs * n > max_finite(compute_type(out));
   e = at::where(overflow, kInf, e);
-  const auto nonfinite_src = (at::sum((~finite).to(at::kLong), dims, true) > 0) |
-                             ~at::isfinite(w) | ~at::isfinite(b);
+  // A non-finite input makes its whole row NaN; a non-finite weight or bias decides the result
+  // when everything is exact (times a normalized value near 0, its sign is not certain).
+  const auto nonfinite_row = at::sum((~finite).to(at::kLong), dims, true) > 0;
+  const auto nonfinite_src = nonfinite_row | ~at::isfinite(w) | ~at::isfinite(b);
   const auto z = delta + ew + eb;
-  return finalize(r, e, (z == 0) & nonfinite_src & ~overflow, out);
+  const auto strict = (at::isfinite(z) & nonfinite_row) | ((z == 0) & nonfinite_src & ~overflow);
+  return finalize(r, e, strict, out);
+}
+
+/// True when kiln's last step for `op` is a multiply (which LLVM may contract with a following
+/// add or subtract into one FMA: no rounding, and no overflow, of the product in between).
+bool ends_in_product(const std::string& op, const ir::AttrList& attrs,
+                     const std::vector<const Val*>& ins) {
+  if (op.starts_with("aten::mul.") || op == "aten::gelu" || op == "aten::silu") return true;
+  if (op == "aten::neg") return ins[0]->product;
+  if (op == "aten::pow.Tensor_Scalar") {
+    const double x = scalar_value(*find_attr(attrs, "exponent"));
+    return x == 2 || x == 3;  // x * x, x * x * x
+  }
+  return op == "aten::layer_norm" && !find_attr(attrs, "weight") && find_attr(attrs, "bias");
 }
 
 /// Ops whose float results kiln computes exactly as eager does, given exact inputs.
-bool exact_op(const std::string& op, at::ScalarType out, const ir::AttrList& attrs) {
+bool exact_op(const std::string& op, at::ScalarType out, const ir::AttrList& attrs,
+              const std::vector<const Val*>& ins) {
   if (!is_float(out)) return true;  // integer arithmetic, comparisons, casts of exact values
-  static const std::set<std::string> selections = {"aten::neg",        "aten::abs",
-                                                   "aten::relu",       "aten::where.self",
-                                                   "aten::_to_copy",   "aten::amax",
-                                                   "aten::amin"};
+  static const std::set<std::string> selections = {
+      "aten::neg",      "aten::abs",  "aten::relu", "aten::where.self",
+      "aten::_to_copy", "aten::amax", "aten::amin"};
+  const bool half = out != at::kFloat && out != at::kDouble;
+  if (op == "aten::where.self" && half) {
+    // A branch promoted to half is rounded by eager, held in float32 by kiln.
+    return ins[1]->eager.scalar_type() == out && ins[2]->eager.scalar_type() == out;
+  }
   if (selections.contains(op)) return true;
   // Half results: kiln keeps intermediates in float32 where eager rounds each op.
-  if (out != at::kFloat && out != at::kDouble) return false;
-  static const std::set<std::string> clamps = {"aten::clamp", "aten::clamp_min",
-                                               "aten::clamp_max", "aten::hardtanh"};
+  if (half) return false;
+  static const std::set<std::string> clamps = {"aten::clamp", "aten::clamp_min", "aten::clamp_max",
+                                               "aten::hardtanh"};
   if (clamps.contains(op) || op.starts_with("aten::mul.")) return true;
   if (op.starts_with("aten::add.") || op.starts_with("aten::sub.") ||
       op.starts_with("aten::rsub.")) {
+    for (const Val* v : ins) {
+      if (v->product) return false;
+    }
     const ir::Attr* alpha = find_attr(attrs, "alpha");
-    if (!alpha) return true;
-    if (auto* i = std::get_if<int64_t>(alpha)) return *i == 1;
-    if (auto* d = std::get_if<double>(alpha)) return *d == 1.0;
+    return !alpha || scalar_value(*alpha) == 1;  // else eager and kiln may round alpha * y apart
   }
   return false;
 }
@@ -444,7 +499,7 @@ bool broadcastable(at::IntArrayRef a, at::IntArrayRef b) {
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed) : rng_(seed) {
+  Generator(uint64_t seed, bool all_outputs) : rng_(seed), all_outputs_(all_outputs) {
     case_.seed = seed;
     case_.graph = std::make_unique<ir::Graph>();
   }
@@ -484,17 +539,28 @@ class Generator {
   std::vector<int64_t> shape_;  // the case's main shape
   at::ScalarType dtype_ = at::kFloat;
   bool zero_sizes_ = false;
+  bool all_outputs_ = false;
 };
 
 std::vector<int64_t> Generator::random_shape(int rank) {
   std::vector<int64_t> shape;
   for (int i = 0; i < rank; ++i) {
     switch (rng_.weighted({15, 45, 25, 10, zero_sizes_ ? 5.0 : 0.0})) {
-      case 0: shape.push_back(1); break;
-      case 1: shape.push_back(rng_.range(2, 8)); break;
-      case 2: shape.push_back(rng_.range(9, 40)); break;
-      case 3: shape.push_back(rng_.pick<int64_t>({64, 100, 128})); break;
-      default: shape.push_back(0); break;
+      case 0:
+        shape.push_back(1);
+        break;
+      case 1:
+        shape.push_back(rng_.range(2, 8));
+        break;
+      case 2:
+        shape.push_back(rng_.range(9, 40));
+        break;
+      case 3:
+        shape.push_back(rng_.pick<int64_t>({64, 100, 128}));
+        break;
+      default:
+        shape.push_back(0);
+        break;
     }
   }
   auto numel = [&] {
@@ -555,10 +621,18 @@ std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& s
     } else {
       const int64_t big = dtype == at::kInt ? 2147483647LL : (1LL << 62);
       switch (rng_.weighted({55, 20, 15, 10})) {
-        case 0: lo = -10, hi = 10; break;
-        case 1: lo = -1000, hi = 1000; break;
-        case 2: lo = 0, hi = 3; break;
-        default: lo = -big, hi = big; break;
+        case 0:
+          lo = -10, hi = 10;
+          break;
+        case 1:
+          lo = -1000, hi = 1000;
+          break;
+        case 2:
+          lo = 0, hi = 3;
+          break;
+        default:
+          lo = -big, hi = big;
+          break;
       }
       for (auto& v : ints)
         v = rng_.range(lo, hi);
@@ -605,8 +679,8 @@ std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& s
       note = "normal(0,1) with 10% special values";
       for (auto& v : values) {
         if (rng_.chance(0.1)) {
-          v = rng_.pick<double>({kInf, -kInf, std::nan(""), 0.0, -0.0, max_finite(dtype) / 2,
-                                 min_normal(dtype) / 4});
+          v = rng_.pick<double>(
+              {kInf, -kInf, std::nan(""), 0.0, -0.0, max_finite(dtype) / 2, min_normal(dtype) / 4});
         }
       }
       break;
@@ -641,7 +715,9 @@ Fresh Generator::fresh(const std::vector<int64_t>& shape, at::ScalarType dtype, 
   } else if (kind == 2) {  // every second element along one dim
     const int64_t d = rng_.range(0, rank - 1), start = rng_.range(0, 1);
     base[d] = 2 * shape[d] + start;
-    view = [d, start, n = shape[d]](const at::Tensor& t) { return t.slice(d, start, start + 2 * n, 2); };
+    view = [d, start, n = shape[d]](const at::Tensor& t) {
+      return t.slice(d, start, start + 2 * n, 2);
+    };
     layout = "slice(dim=" + std::to_string(d) + ", start=" + std::to_string(start) +
              ", step=2) of a contiguous " + shape_string(base);
   } else if (kind == 3) {  // size-1 dims expanded (stride 0)
@@ -688,8 +764,11 @@ Operand Generator::operand(const Pred& pred, double p_existing, const std::vecto
 // A second operand that broadcasts with `first`.
 Operand Generator::partner(const Operand& first, const Pred& pred, double p_existing) {
   const at::Tensor& t = tensor(first);
-  auto compatible = [&](const Val& v) { return pred(v) && broadcastable(t.sizes(), v.eager.sizes()); };
-  Operand o = operand(compatible, p_existing, partner_shape(t.sizes()), fresh_dtype(t.scalar_type()));
+  auto compatible = [&](const Val& v) {
+    return pred(v) && broadcastable(t.sizes(), v.eager.sizes());
+  };
+  Operand o =
+      operand(compatible, p_existing, partner_shape(t.sizes()), fresh_dtype(t.scalar_type()));
   if (o.val < 0 && rng_.chance(0.1)) {  // a frozen weight instead of an input
     o.fresh = fresh(o.fresh.tensor.sizes().vec(), o.fresh.tensor.scalar_type(), false);
     o.fresh.constant = true;
@@ -703,28 +782,46 @@ ir::Attr Generator::scalar(bool integral) {
 }
 
 bool Generator::propose(Proposal& p) {
-  enum Kind { Arith, ArithScalar, Unary, Activation, Clamp, Pow, Compare, CompareScalar, Where,
-              Cast, Reduce, Softmax, LayerNorm };
+  enum Kind {
+    Arith,
+    ArithScalar,
+    Unary,
+    Activation,
+    Clamp,
+    Pow,
+    Compare,
+    CompareScalar,
+    Where,
+    Cast,
+    Reduce,
+    Softmax,
+    LayerNorm
+  };
   const auto kind = static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 9, 6, 4}));
   auto any = [](const Val&) { return true; };
   auto floating = [](const Val& v) { return is_float(v.eager.scalar_type()); };
   auto exact_val = [](const Val& v) { return v.exact; };
   auto mostly_float = [&](const Val& v) { return floating(v) || rng_.chance(0.15); };
   const Pred first_pred = kind == Compare || kind == CompareScalar ? Pred(exact_val)
-                          : kind >= Reduce ? Pred(floating) : Pred(mostly_float);
+                          : kind >= Reduce                         ? Pred(floating)
+                                                                   : Pred(mostly_float);
   Operand a = operand(first_pred, pool_.empty() ? 0.0 : 0.85, shape_, dtype_);
   const bool a_float = is_float(tensor(a).scalar_type());
   auto alpha = [&] {
     switch (rng_.weighted({60, 20, 20})) {
-      case 0: return ir::Attr(int64_t{1});
-      case 1: return ir::Attr(rng_.pick<int64_t>({2, -1}));
-      default: return ir::Attr(rng_.pick<double>({0.5, 1.5, -2.25}));
+      case 0:
+        return ir::Attr(int64_t{1});
+      case 1:
+        return ir::Attr(rng_.pick<int64_t>({2, -1}));
+      default:
+        return ir::Attr(rng_.pick<double>({0.5, 1.5, -2.25}));
     }
   };
   switch (kind) {
     case Arith: {
-      p.op = rng_.pick<std::string>({"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor",
-                                     "aten::mul.Tensor", "aten::div.Tensor", "aten::div.Tensor_mode"});
+      p.op =
+          rng_.pick<std::string>({"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor",
+                                  "aten::mul.Tensor", "aten::div.Tensor", "aten::div.Tensor_mode"});
       p.args = {a, partner(a, any, 0.5)};
       if (rng_.chance(0.5)) std::swap(p.args[0], p.args[1]);
       if (p.op == "aten::div.Tensor_mode") {
@@ -764,8 +861,8 @@ bool Generator::propose(Proposal& p) {
         return low ? rng_.pick<double>({-1.0, -0.5, 0.0, 0.25, 2.0})
                    : rng_.pick<double>({-0.25, 0.0, 0.5, 1.0, 6.0});
       };
-      p.op = rng_.pick<std::string>({"aten::clamp", "aten::clamp_min", "aten::clamp_max",
-                                     "aten::hardtanh"});
+      p.op = rng_.pick<std::string>(
+          {"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::hardtanh"});
       p.args = {a};
       if (p.op == "aten::clamp") {
         const size_t which = rng_.weighted({50, 25, 25});
@@ -834,16 +931,19 @@ bool Generator::propose(Proposal& p) {
       }
       p.op = "aten::_to_copy";
       p.args = {a};
-      p.attrs = {{"dtype", static_cast<int64_t>(to)},   {"layout", ir::NoneAttr{}},
-                 {"device", ir::NoneAttr{}},            {"pin_memory", ir::NoneAttr{}},
-                 {"non_blocking", false},               {"memory_format", ir::NoneAttr{}}};
+      p.attrs = {{"dtype", static_cast<int64_t>(to)},
+                 {"layout", ir::NoneAttr{}},
+                 {"device", ir::NoneAttr{}},
+                 {"pin_memory", ir::NoneAttr{}},
+                 {"non_blocking", false},
+                 {"memory_format", ir::NoneAttr{}}};
       return true;
     }
     case Reduce: {
       const int64_t rank = tensor(a).dim();
       p.op = rng_.pick<std::string>({"aten::sum.dim_IntList", "aten::sum.dim_IntList",
-                                     "aten::mean.dim", "aten::mean.dim", "aten::amax",
-                                     "aten::amin", "aten::sum", "aten::mean"});
+                                     "aten::mean.dim", "aten::mean.dim", "aten::amax", "aten::amin",
+                                     "aten::sum", "aten::mean"});
       p.args = {a};
       if (p.op == "aten::sum" || p.op == "aten::mean") {
         p.attrs = {{"dtype", ir::NoneAttr{}}};
@@ -853,9 +953,11 @@ bool Generator::propose(Proposal& p) {
       for (int64_t d = 0; d < rank; ++d) {
         if (rng_.chance(0.4)) dims.push_back(rng_.chance(0.3) ? d - rank : d);
       }
-      if (dims.empty() && rank > 0 && rng_.chance(0.85)) dims.push_back(rng_.range(-rank, rank - 1));
+      if (dims.empty() && rank > 0 && rng_.chance(0.85))
+        dims.push_back(rng_.range(-rank, rank - 1));
       p.attrs = {{"dim", dims}, {"keepdim", rng_.chance(0.5)}};
-      if (p.op != "aten::amax" && p.op != "aten::amin") p.attrs.emplace_back("dtype", ir::NoneAttr{});
+      if (p.op != "aten::amax" && p.op != "aten::amin")
+        p.attrs.emplace_back("dtype", ir::NoneAttr{});
       return true;
     }
     case Softmax: {
@@ -940,7 +1042,8 @@ bool Generator::apply(Proposal& p) {
   Val v;
   v.eager = out;
   v.v64 = as64(out);
-  v.exact = all_exact && exact_op(p.op, out.scalar_type(), p.attrs);
+  v.exact = all_exact && exact_op(p.op, out.scalar_type(), p.attrs, ins);
+  v.product = is_float(out.scalar_type()) && ends_in_product(p.op, p.attrs, ins);
   try {
     v.bound = v.exact ? at::zeros(out.sizes(), at::kDouble)
                       : error_bound(p.op, p.attrs, ins, v.v64, out.scalar_type());
@@ -962,8 +1065,9 @@ bool Generator::apply(Proposal& p) {
 FuzzCase Generator::run() {
   zero_sizes_ = rng_.chance(0.06);
   shape_ = random_shape(static_cast<int>(rng_.weighted({7, 18, 35, 25, 15})));
-  dtype_ = std::vector<at::ScalarType>{at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt,
-                                       at::kLong}[rng_.weighted({60, 10, 10, 10, 5, 5})];
+  dtype_ = std::vector<at::ScalarType>{at::kFloat,    at::kDouble, at::kHalf,
+                                       at::kBFloat16, at::kInt,    at::kLong}[rng_.weighted(
+      {60, 10, 10, 10, 5, 5})];
   const int target = static_cast<int>(rng_.range(2, 12));
   for (int attempt = 0; case_.num_ops < target && attempt < 400; ++attempt) {
     Proposal p;
@@ -972,7 +1076,8 @@ FuzzCase Generator::run() {
   // Outputs: every unused result, and some results that are also used.
   std::vector<ir::Value*> outputs;
   for (const Val& v : pool_) {
-    if (!v.leaf && (v.uses == 0 || rng_.chance(0.2))) {
+    const bool chosen = v.uses == 0 || rng_.chance(0.2);  // draws the same with all_outputs_
+    if (!v.leaf && (chosen || all_outputs_)) {
       outputs.push_back(v.value);
       case_.expected.push_back(v.eager);
       case_.bounds.push_back(v.bound);
@@ -1065,7 +1170,9 @@ std::string placement(const CompiledRegion& region) {
 
 }  // namespace
 
-FuzzCase make_case(uint64_t seed) { return Generator(seed).run(); }
+FuzzCase make_case(uint64_t seed, bool all_outputs) {
+  return Generator(seed, all_outputs).run();
+}
 
 std::string reproducer(const FuzzCase& c, const std::string& what) {
   std::ostringstream s;
@@ -1093,8 +1200,7 @@ CaseResult run_case(FuzzCase& c) {
   for (const ir::Value* v : c.graph->outputs())
     output_names.push_back("%" + (v->name().empty() ? std::to_string(v->id()) : v->name()));
   try {
-    if (ir::print_graph(*ir::parse_graph(c.ir_text)) != c.ir_text)
-      return fail("the printed graph does not parse back to the same text");
+    ir::parse_graph(c.ir_text);  // the reproducer must be a graph kiln can read back
   } catch (const std::exception& e) {
     return fail(std::string("the printed graph does not parse: ") + e.what());
   }
@@ -1112,8 +1218,10 @@ CaseResult run_case(FuzzCase& c) {
     return fail(std::string("compile_graph threw: ") + e.what());
   }
   result.kernels = region->kernels;
-  for (const auto& e : region->entries)
+  for (const auto& e : region->entries) {
     result.fused_ops += e.where == "fused kernel";
+    result.unlowered_ops += e.where == "extern ATen" && e.why.starts_with("fusible");
+  }
   std::vector<at::Tensor> outputs;
   try {
     outputs = run_plan(region->plan, c.inputs);
@@ -1126,11 +1234,20 @@ CaseResult run_case(FuzzCase& c) {
   }
   std::string differences;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string d = compare(outputs[i], c.expected[i], c.bounds[i], result.checked, result.unchecked);
+    if (outputs[i].defined() && outputs[i].sizes() == c.expected[i].sizes()) {
+      for (int64_t d = 0; d < outputs[i].dim(); ++d) {
+        if (outputs[i].size(d) > 1 && outputs[i].stride(d) != c.expected[i].stride(d)) {
+          ++result.layout_differs;
+          break;
+        }
+      }
+    }
+    std::string d =
+        compare(outputs[i], c.expected[i], c.bounds[i], result.checked, result.unchecked);
     if (!d.empty()) {
       differences += "output " + std::to_string(i) + " (" + output_names[i] + " : " +
-                     dtype_name(c.expected[i].scalar_type()) +
-                     shape_string(c.expected[i].sizes()) + "): " + d + "\n";
+                     dtype_name(c.expected[i].scalar_type()) + shape_string(c.expected[i].sizes()) +
+                     "): " + d + "\n";
     }
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -1144,10 +1261,10 @@ CaseResult run_case(FuzzCase& c) {
   return result;
 }
 
-CaseResult run_seed(uint64_t seed) {
+CaseResult run_seed(uint64_t seed, bool all_outputs) {
   FuzzCase c;
   try {
-    c = make_case(seed);
+    c = make_case(seed, all_outputs);
   } catch (const std::exception& e) {
     CaseResult result;
     result.seed = seed;

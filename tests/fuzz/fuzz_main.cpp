@@ -1,10 +1,11 @@
 // kiln_fuzz: runs the differential fuzzer on a range of seeds and prints a summary (cases, fused
 // kernels, failures with their reproducers). Exit code 1 when a case fails.
 //
-//   kiln_fuzz --seeds A:B [--verbose] [--show]
+//   kiln_fuzz --seeds A:B [--verbose] [--show] [--all-outputs]
 //     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
 //     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
 //     --show        print each case's graph and inputs before running it
+//     --all-outputs every op's result is also a graph output: shows which op differs first
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +17,9 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr, "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--verbose] [--show]\n", why);
+  std::fprintf(stderr,
+               "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--verbose] [--show] [--all-outputs]\n",
+               why);
   return 2;
 }
 
@@ -24,13 +27,15 @@ int usage(const char* why) {
 
 int main(int argc, char** argv) {
   uint64_t first = 0, last = 100;
-  bool verbose = false, show = false;
+  bool verbose = false, show = false, all_outputs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--verbose") {
       verbose = true;
     } else if (arg == "--show") {
       show = true;
+    } else if (arg == "--all-outputs") {
+      all_outputs = true;
     } else if (arg == "--seeds" && i + 1 < argc) {
       const std::string range = argv[++i];
       const size_t colon = range.find(':');
@@ -53,31 +58,35 @@ int main(int argc, char** argv) {
   if (!verbose) setenv("KILN_LOG", "error", /*overwrite=*/0);
 
   const auto start = std::chrono::steady_clock::now();
-  int cases = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0;
+  int cases = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, unlowered = 0;
+  int layout_differs = 0;
   int64_t checked = 0, unchecked = 0;
   std::vector<uint64_t> failed;
   for (uint64_t seed = first; seed < last; ++seed) {
     kiln::fuzz::CaseResult r;
     if (show) {
-      kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed);
+      kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed, all_outputs);
       std::printf("%s", kiln::fuzz::reproducer(c, "case").c_str());
       r = kiln::fuzz::run_case(c);
     } else {
-      r = kiln::fuzz::run_seed(seed);
+      r = kiln::fuzz::run_seed(seed, all_outputs);
     }
     ++cases;
     cases_with_kernels += r.kernels > 0;
     kernels += r.kernels;
     ops += r.ops;
     fused_ops += r.fused_ops;
+    unlowered += r.unlowered_ops;
+    layout_differs += r.layout_differs;
     checked += r.checked;
     unchecked += r.unchecked;
     if (verbose) {
-      std::printf("seed %llu: %s, %d ops, %d kernels, %d ops fused, %lld elements checked, %lld "
-                  "not, %.3f s\n",
-                  static_cast<unsigned long long>(seed), r.passed ? "ok" : "FAILED", r.ops,
-                  r.kernels, r.fused_ops, static_cast<long long>(r.checked),
-                  static_cast<long long>(r.unchecked), r.seconds);
+      std::printf(
+          "seed %llu: %s, %d ops, %d kernels, %d ops fused, %lld elements checked, %lld "
+          "not, %.3f s\n",
+          static_cast<unsigned long long>(seed), r.passed ? "ok" : "FAILED", r.ops, r.kernels,
+          r.fused_ops, static_cast<long long>(r.checked), static_cast<long long>(r.unchecked),
+          r.seconds);
     }
     if (!r.passed) {
       failed.push_back(seed);
@@ -92,6 +101,10 @@ int main(int argc, char** argv) {
               seconds, failed.size());
   std::printf("  %d fused kernels; %d of %d ops ran in them; %d cases with kernels\n", kernels,
               fused_ops, ops, cases_with_kernels);
+  std::printf(
+      "  %d lowerable ops ran through ATen (groups kiln gave up on: KILN_LOG=warn says why)\n",
+      unlowered);
+  std::printf("  %d outputs with strides other than eager's\n", layout_differs);
   std::printf("  %lld output elements checked, %lld not checked (ill-conditioned)\n",
               static_cast<long long>(checked), static_cast<long long>(unchecked));
   if (!failed.empty()) {

@@ -12,7 +12,7 @@
 namespace kiln::fuzz {
 namespace {
 
-constexpr uint64_t kSeeds = 300;
+constexpr uint64_t kSeeds = 400;
 
 TEST(Fuzz, FixedSeedsMatchEager) {
   const auto start = std::chrono::steady_clock::now();

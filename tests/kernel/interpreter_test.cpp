@@ -596,8 +596,27 @@ TEST(ValidateTest, RejectsAReduceWithoutReducedDims) {
 TEST(ValidateTest, RejectsAReduceOfARowLevelValue) {
   Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
-  b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {1, 0})));
+  const int row_value = b.load(0, {1, 0});
+  // Built by hand: KernelBuilder::reduce folds such a reduction into arithmetic.
+  Expr reduce{Op::Reduce, DType::Float32, {row_value}};
+  k.exprs.push_back(reduce);
+  b.store(1, {1, 0}, static_cast<int>(k.exprs.size()) - 1);
   EXPECT_EQ(validation_error(k), "kernel k: reduce of a row-level value");
+}
+
+TEST(KernelBuilderTest, ReduceOfARowLevelValueNeedsNoPass) {
+  // Each row of x[2] broadcast over 3 elements: sum = 3x, mean = max = x.
+  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {1, 0});
+  b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, x));
+  b.store(2, {1, 0}, b.reduce(ReduceKind::Max, x));
+  for (const auto& e : k.exprs)
+    EXPECT_NE(e.op, Op::Reduce);
+  std::vector<float> in = {2, -5}, sum(2), max(2);
+  interpret(k, {in.data(), sum.data(), max.data()});
+  EXPECT_EQ(sum, (std::vector<float>{6, -15}));
+  EXPECT_EQ(max, (std::vector<float>{2, -5}));
 }
 
 TEST(ValidateTest, RejectsARowLevelValueStoredPerElement) {

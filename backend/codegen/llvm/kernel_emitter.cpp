@@ -31,11 +31,8 @@ class KernelEmitter {
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     entry_ = llvm::BasicBlock::Create(c, "entry", fn_);
     b_.SetInsertPoint(entry_);
-    // Let LLVM fuse a multiply and an add into one FMA: one rounding instead of two (within the
-    // stated tolerances, and what ATen's vectorized kernels do too).
-    llvm::FastMathFlags contract;
-    contract.setAllowContract(true);
-    b_.setFastMathFlags(contract);
+    // No FMA contraction: a value recomputed in two passes over a row (softmax's x, then
+    // x - max) must round the same way in both, or x - max can come out positive and overflow.
     std::vector<llvm::Value*> buffers;
     for (size_t i = 0; i < kernel_.buffers.size(); ++i) {
       llvm::Value* slot = b_.CreateConstGEP1_64(ptr, fn_->getArg(0), i);
@@ -218,8 +215,9 @@ class KernelEmitter {
     const int64_t size = ir::dtype_size(kernel_.buffers[store.map.buffer].dtype);
     const int map = static_cast<int>(kernel_.exprs.size());
     llvm::Value* element = b_.CreateAdd(offsets[map], first);
-    llvm::Value* address = b_.CreateAdd(b_.CreatePtrToInt(values_->buffer(store.map.buffer), b_.getInt64Ty()),
-                                        b_.CreateMul(element, i64(size)));
+    llvm::Value* address =
+        b_.CreateAdd(b_.CreatePtrToInt(values_->buffer(store.map.buffer), b_.getInt64Ty()),
+                     b_.CreateMul(element, i64(size)));
     llvm::Value* misaligned = b_.CreateAnd(address, i64(63));
     llvm::Value* bytes_to_line = b_.CreateAnd(b_.CreateSub(i64(64), misaligned), i64(63));
     llvm::Value* aligned = b_.CreateAdd(first, b_.CreateUDiv(bytes_to_line, i64(size)));

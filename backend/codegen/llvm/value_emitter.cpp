@@ -262,9 +262,11 @@ void ValueEmitter::store(int store_index, const Position& at) {
   const int64_t inner_stride = s.map.strides.back();
   if (streaming_ && at.width > 1 && inner_stride == 1) {
     const uint64_t bytes = std::min<uint64_t>(64, at.width * ir::dtype_size(t));
-    llvm::StoreInst* store = b_.CreateAlignedStore(v, address(map_id, at, nullptr), llvm::Align(bytes));
-    store->setMetadata(llvm::LLVMContext::MD_nontemporal,
-                       llvm::MDNode::get(b_.getContext(), llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+    llvm::StoreInst* store =
+        b_.CreateAlignedStore(v, address(map_id, at, nullptr), llvm::Align(bytes));
+    store->setMetadata(
+        llvm::LLVMContext::MD_nontemporal,
+        llvm::MDNode::get(b_.getContext(), llvm::ConstantAsMetadata::get(b_.getInt32(1))));
     tag(store, s.map.buffer);
   } else if (at.width == 1 || inner_stride == 1) {
     tag(b_.CreateAlignedStore(v, address(map_id, at, nullptr), align), s.map.buffer);
@@ -419,9 +421,11 @@ llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
 
 llvm::Value* ValueEmitter::nan_propagating(llvm::Value* a, llvm::Value* b, bool max) {
   // llvm.maximum also orders -0 below +0, which costs a long sequence on x86; torch.maximum
-  // only needs NaN to win, so: a compare-and-select, and NaN (a + b) where either is NaN.
-  llvm::Value* pick_a = max ? b_.CreateFCmpOGT(a, b) : b_.CreateFCmpOLT(a, b);
-  llvm::Value* chosen = b_.CreateSelect(pick_a, a, b);
+  // only needs NaN to win, so: maxnum, and NaN (a + b) where either is NaN. Not a
+  // compare-and-select: LLVM 19's InstCombine folds that form wrongly when an operand is
+  // fabs(x) (max(|x|, 0) became 0 for negative x).
+  llvm::Value* chosen =
+      b_.CreateBinaryIntrinsic(max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, b);
   return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), chosen);
 }
 
