@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -338,6 +340,23 @@ TEST(Dump, DumpDirReceivesTheGraphs) {
   }
   EXPECT_GE(kir, 3);  // after capture and after each pass
   EXPECT_EQ(torchscript, 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Dump, DumpDirReceivesKernelIrLlvmIrAndAssembly) {
+  auto dir = std::filesystem::temp_directory_path() / "kiln-dump-kernels-test";
+  std::filesystem::remove_all(dir);
+  auto compiled = compile(load_model("mlp"), CompileOptions::parse("dump_dir=" + dir.string()));
+  run(compiled, {torch::randn({8, 64})});
+  std::map<std::string, std::string> text;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    text[entry.path().extension().string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_NE(text[".kernel"].find("kernel "), std::string::npos);                 // kernel IR
+  EXPECT_NE(text[".ll"].find("define void @kiln_kernel_0"), std::string::npos);  // LLVM IR
+  EXPECT_NE(text[".s"].find("kiln_kernel_0:"), std::string::npos);               // assembly
   std::filesystem::remove_all(dir);
 }
 
