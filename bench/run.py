@@ -18,6 +18,12 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-4
 
+# glibc returns every freed block above 32 MB to the OS, so a 64 MB output costs ~16K page faults
+# on each call, and which side pays them depends on who allocates first; with these both sides
+# reuse their memory and the timings measure the computation. (Stated in the README.)
+BENCH_ENV = {"KILN_LOG": "error", "MALLOC_MMAP_THRESHOLD_": "1000000000",
+             "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
@@ -34,7 +40,7 @@ def main():
         cmd = [str(build / "kiln"), "run", str(build / "models" / f"{name}.pt"), "--iters", str(args.iters)]
         for spec in info["inputs"]:
             cmd += ["--input", spec]
-        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "KILN_LOG": "error"})
+        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **BENCH_ENV})
         if result.returncode != 0:
             rows.append({"model": name, "error": result.stderr.strip().splitlines()[-1]})
             continue
@@ -71,6 +77,12 @@ def main():
 
 KERNEL_TOLERANCE = 1e-4
 
+# glibc returns every freed block above 32 MB to the OS, so a 64 MB output costs ~16K page faults
+# on each call, and which side pays them depends on who allocates first; with these both sides
+# reuse their memory and the timings measure the computation. (Stated in the README.)
+BENCH_ENV = {"KILN_LOG": "error", "MALLOC_MMAP_THRESHOLD_": "1000000000",
+             "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+
 
 def run_kernel_bench(build):
     """The kernel cases, one process, interleaved eager/kiln rounds; chain_16m is also compared
@@ -84,7 +96,7 @@ def run_kernel_bench(build):
             f.write(f"{name} {','.join(map(str, shape))}\n")
     print("kernel cases ...", file=sys.stderr, flush=True)
     result = subprocess.run([str(build / "kiln_kernel_bench"), str(models)], capture_output=True, text=True,
-                            env={**os.environ, "KILN_LOG": "error"}, check=True)
+                            env={**os.environ, **BENCH_ENV}, check=True)
     cases = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     print(f"\n{'case':<22}{'eager ms':>10}{'kiln ms':>10}{'speedup':>9}{'kiln GB/s':>11}{'max abs diff':>14}")
     for c in cases:
