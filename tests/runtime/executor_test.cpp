@@ -2,6 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "kiln/error.h"
 #include "passes/ir/parser.h"
@@ -92,6 +97,50 @@ graph(%x : f32[2,3], %y : f32[3,4]):
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("aten::mm failed"), std::string::npos) << e.what();
   }
+}
+
+// A stand-in for a generated kernel: doubles its input and notes which threads ran it.
+std::mutex threads_mutex;
+std::set<std::thread::id> kernel_threads;
+
+void double_and_record_thread(void* const* buffers, int64_t begin, int64_t end) {
+  {
+    std::lock_guard lock(threads_mutex);
+    kernel_threads.insert(std::this_thread::get_id());
+  }
+  const float* in = static_cast<const float*>(buffers[0]);
+  float* out = static_cast<float*>(buffers[1]);
+  for (int64_t i = begin; i < end; ++i)
+    out[i] = in[i] * 2;
+}
+
+// at::parallel_for is a header template: unless the executor is compiled with OpenMP, its
+// pragma is ignored and every kernel silently runs on the calling thread.
+TEST(Executor, KernelStepsRunOnTorchsThreadPool) {
+  if (at::get_num_threads() < 2) GTEST_SKIP() << "needs at least 2 intra-op threads";
+  constexpr int64_t n = 1 << 20;
+  const ir::TensorType type = ir::make_contiguous(ir::DType::Float32, {n});
+  KernelStep step;
+  step.name = "double";
+  step.function = double_and_record_thread;
+  step.range = n;
+  step.grain = 1024;
+  step.inputs = {0};
+  step.input_offsets = {-1};
+  step.input_types = {type};
+  step.outputs = {1};
+  step.output_offsets = {-1};
+  step.output_types = {type};
+  Plan plan;
+  plan.num_values = 2;
+  plan.inputs = {0};
+  plan.outputs = {1};
+  plan.steps.push_back(step);
+  kernel_threads.clear();
+  const at::Tensor x = at::randn({n});
+  const std::vector<at::Tensor> out = run_plan(plan, {x});
+  EXPECT_TRUE(at::equal(out.at(0), x * 2));
+  EXPECT_GE(kernel_threads.size(), 2u);
 }
 
 }  // namespace
