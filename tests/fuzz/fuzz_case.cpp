@@ -174,14 +174,19 @@ at::Tensor call_op(const std::string& qualified, const std::vector<at::Tensor>& 
 
 // --- Values and error bounds -------------------------------------------------------------------
 
+// Whether kiln's code generator lets LLVM fuse a multiply and an add into one FMA. It does not
+// (a value recomputed in two passes over a row must round alike); the bounds below still know
+// how to allow for it.
+constexpr bool kKilnContractsFma = false;
+
 struct Val {
   ir::Value* value = nullptr;  // null for a tensor made for a proposal not yet kept
   at::Tensor eager;
   at::Tensor v64;    // eager in float64
   at::Tensor bound;  // float64 error bound of each element
   bool exact = true;
-  /// A float rounded from a multiply that kiln may instead feed unrounded into a following add
-  /// or subtract (it lets LLVM contract the two into one FMA): adding to it is not exact.
+  /// A float rounded from a multiply that kiln would feed unrounded into a following add or
+  /// subtract if it let LLVM contract the two into one FMA (it does not: kKilnContractsFma).
   bool product = false;
   bool leaf = false;  // a graph input or a constant
   int uses = 0;
@@ -1043,7 +1048,10 @@ bool Generator::apply(Proposal& p) {
   v.eager = out;
   v.v64 = as64(out);
   v.exact = all_exact && exact_op(p.op, out.scalar_type(), p.attrs, ins);
-  v.product = is_float(out.scalar_type()) && ends_in_product(p.op, p.attrs, ins);
+  // kiln's kernels do not contract multiply-add into FMA (kKilnContractsFma): products round
+  // as in eager, and adding to one is exact.
+  v.product =
+      kKilnContractsFma && is_float(out.scalar_type()) && ends_in_product(p.op, p.attrs, ins);
   try {
     v.bound = v.exact ? at::zeros(out.sizes(), at::kDouble)
                       : error_bound(p.op, p.attrs, ins, v.v64, out.scalar_type());

@@ -8,8 +8,8 @@
 // it (graph inputs are exact):
 //   - 0 means kiln must give the identical value: integers, bools, and floats from ops that round
 //     the same way in both (casts, selections, clamps, comparisons, add/sub/mul with alpha 1 in
-//     float32/float64, except an add or subtract of a product: kiln lets LLVM contract the two
-//     into one FMA; and except a where.self whose branch eager rounds to half). NaN must be NaN,
+//     float32/float64 (kiln never contracts a multiply and an add into one FMA), except a
+//     where.self whose branch eager rounds to half). NaN must be NaN,
 //     an infinity the same infinity. Comparisons, where conditions and float-to-integer casts
 //     only ever read such exact values.
 //   - inf means the element is not checked: the result is ill-conditioned (an interval that
