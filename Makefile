@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build test bench models format format-check clean
+.PHONY: all setup build python test bench models format format-check clean
 
 all: build
 
@@ -17,19 +17,25 @@ $(BUILD)/build.ninja: | setup
 	@torch_dir=$$($(VENV_PY) -c 'import os, torch; print(os.path.dirname(torch.__file__))') && \
 	abi=$$($(VENV_PY) -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))') && \
 	cmake -S . -B $(BUILD) -G Ninja -DKILN_TORCH_DIR=$$torch_dir -DKILN_TORCH_CXX11_ABI=$$abi \
-	      -DKILN_PYTHON=$(CURDIR)/$(VENV_PY)
+	      -DKILN_PYTHON=$(CURDIR)/$(VENV_PY) -DPython_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
 build: setup $(BUILD)/build.ninja
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The Python package, installed into .venv the way users install it (pip install .), from the
+# same build tree (nothing is compiled twice).
+python: build
+	@$(VENV_PY) -m pip install --no-build-isolation --no-deps -q . \
+	    -Cbuild-dir=$(BUILD) -Ccmake.define.KILN_BUILD_TESTS=ON
 
 # Test models are written by a script (torch.jit.script / trace), never committed as binaries.
 models: build
 	@$(VENV_PY) scripts/make_test_models.py $(BUILD)/models
 
-test: build models
+test: build python models
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-bench: build models
+bench: build python models
 	@$(VENV_PY) bench/run.py --build $(BUILD)
 
 format:

@@ -146,15 +146,7 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   } else {
     spec->explain_into(explanation);
   }
-  for (const auto& entry : explanation.entries) {
-    ++explanation.nodes;
-    if (entry.where == "extern ATen")
-      ++explanation.extern_calls;
-    else if (entry.where == "TorchScript interpreter")
-      ++explanation.interpreter;
-    else
-      ++explanation.kernels;
-  }
+  explanation.tally();
   return explanation;
 }
 

@@ -26,6 +26,19 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
+void Explanation::tally() {
+  nodes = kernels = extern_calls = interpreter = 0;
+  for (const auto& entry : entries) {
+    ++nodes;
+    if (entry.where == "extern ATen")
+      ++extern_calls;
+    else if (entry.where == "fused kernel" || entry.where == "native kernel")
+      ++kernels;
+    else
+      ++interpreter;
+  }
+}
+
 std::string Explanation::to_text() const {
   std::ostringstream out;
   size_t op_width = 4;

@@ -3,13 +3,15 @@
 #include <chrono>
 
 #include "backend/api/environment.h"
+#include "backend/api/stats_recorder.h"
 #include "backend/capture/import_graph.h"
+#include <torch/csrc/jit/runtime/interpreter.h>
 #include "runtime/executor.h"
 
 namespace kiln {
 namespace {
 
-bool needs_autograd(const std::vector<at::Tensor>& inputs) {
+bool needs_autograd(const Tensors& inputs) {
   if (!at::GradMode::is_enabled()) return false;
   return std::any_of(inputs.begin(), inputs.end(),
                      [](const at::Tensor& t) { return t.defined() && t.requires_grad(); });
@@ -17,25 +19,43 @@ bool needs_autograd(const std::vector<at::Tensor>& inputs) {
 
 }  // namespace
 
-std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& region,
-                                                     const std::vector<at::Tensor>& inputs,
-                                                     const CompileOptions& options,
-                                                     const std::string& name) {
+RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
+  RegionSource source;
+  source.import = [region](const Tensors& inputs) { return import_region(*region, inputs); };
+  auto code = std::make_shared<torch::jit::Code>(region, "region");
+  source.fallback = [code](const Tensors& inputs) {
+    torch::jit::Stack stack(inputs.begin(), inputs.end());
+    torch::jit::InterpreterState(*code).run(stack);
+    Tensors outputs;
+    for (auto& value : stack)
+      outputs.push_back(value.toTensor());
+    return outputs;
+  };
+  source.fallback_name = "TorchScript interpreter";
+  for (const torch::jit::Node* node : region->nodes()) {
+    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
+    source.op_names.push_back(node->kind().toQualString());
+  }
+  return source;
+}
+
+RegionRunner::RegionRunner(RegionSource source, CompileOptions options, std::string name)
+    : source_(std::move(source)), options_(std::move(options)), name_(std::move(name)) {}
+
+std::shared_ptr<const CompiledRegion> RegionRunner::compile(const Tensors& inputs) const {
   const auto start = std::chrono::steady_clock::now();
-  ImportedGraph imported = import_region(region, inputs);
+  ImportedGraph imported = source_.import(inputs);
   auto compiled = compile_graph(std::move(imported.graph), imported.constants, imported.device,
-                                options, name, !needs_autograd(inputs));
+                                options_, name_, !needs_autograd(inputs));
   compiled->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;
 }
 
-RegionRunner::RegionRunner(std::shared_ptr<torch::jit::Graph> region, CompileOptions options,
-                           std::string name)
-    : region_(std::move(region)),
-      options_(std::move(options)),
-      name_(std::move(name)),
-      fallback_(region_, name_) {}
+int RegionRunner::num_specializations() const {
+  std::shared_lock lock(mutex_);
+  return static_cast<int>(cache_.size());
+}
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     const std::vector<at::Tensor>& inputs) const {
@@ -49,9 +69,10 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
   if (static_cast<int>(cache_.size()) >= options_.max_specializations) {
     if (!warned_limit_) {
       warned_limit_ = true;
+      record_fallback();
       log(LogLevel::Warn, name_ + ": more than max_specializations=" +
                               std::to_string(options_.max_specializations) +
-                              " input signatures; new ones run in the TorchScript interpreter");
+                              " input signatures; new ones run in the " + source_.fallback_name);
     }
     auto spec = std::make_shared<Specialization>();
     spec->failure = "past max_specializations";
@@ -59,11 +80,13 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
   }
   auto spec = std::make_shared<Specialization>();
   try {
-    spec->compiled = compile_region(*region_, inputs, options_, name_);
+    spec->compiled = compile(inputs);
+    record_compiled(*spec->compiled);
   } catch (const Error& e) {
     if (options_.strict) throw;
     spec->failure = e.what();
-    log(LogLevel::Warn, name_ + " runs in the TorchScript interpreter: " + spec->failure);
+    record_fallback();
+    log(LogLevel::Warn, name_ + " runs in the " + source_.fallback_name + ": " + spec->failure);
   }
   cache_.emplace(std::move(key), spec);
   return remember(spec);
@@ -76,18 +99,9 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::remember(
   return spec;
 }
 
-std::vector<at::Tensor> RegionRunner::interpret(const std::vector<at::Tensor>& inputs) const {
-  torch::jit::Stack stack(inputs.begin(), inputs.end());
-  torch::jit::InterpreterState(fallback_).run(stack);
-  std::vector<at::Tensor> outputs;
-  for (auto& value : stack)
-    outputs.push_back(value.toTensor());
-  return outputs;
-}
-
-std::vector<at::Tensor> RegionRunner::run(const std::vector<at::Tensor>& inputs) const {
+Tensors RegionRunner::run(const Tensors& inputs) const {
   auto spec = specialize(inputs);
-  if (!spec->compiled) return interpret(inputs);
+  if (!spec->compiled) return source_.fallback(inputs);
   try {
     return run_plan(spec->compiled->plan, inputs);
   } catch (const Error& e) {
@@ -97,14 +111,15 @@ std::vector<at::Tensor> RegionRunner::run(const std::vector<at::Tensor>& inputs)
     if (e.kind() != ErrorKind::Unsupported || options_.strict) throw;
     auto failed = std::make_shared<Specialization>();
     failed->failure = e.what();
+    record_fallback();
     log(LogLevel::Warn,
-        name_ + " runs in the TorchScript interpreter from now on: " + failed->failure);
+        name_ + " runs in the " + source_.fallback_name + " from now on: " + failed->failure);
     {
       std::unique_lock lock(mutex_);
       cache_[signature_of(inputs)] = failed;
     }
     remember(failed);
-    return interpret(inputs);
+    return source_.fallback(inputs);
   }
 }
 
@@ -127,11 +142,9 @@ void RegionRunner::explain_into(Explanation& explanation) const {
     return;
   }
   ++explanation.fallback_regions;
-  for (const torch::jit::Node* node : region_->nodes()) {
-    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
-    explanation.entries.push_back({node->kind().toQualString(), "TorchScript interpreter",
-                                   "its region was not compiled: " + spec->failure});
-  }
+  for (const std::string& op : source_.op_names)
+    explanation.entries.push_back(
+        {op, source_.fallback_name, "its region was not compiled: " + spec->failure});
 }
 
 }  // namespace kiln

@@ -1,11 +1,12 @@
-// Compiled regions. A RegionRunner owns one region's subgraph and compiles it per input
-// signature (import -> pass pipeline -> plan), then runs the plan. A region that fails to compile
-// runs its subgraph in the TorchScript interpreter, with one warning (strict: an error).
+// Compiled regions. A RegionRunner owns one region and compiles it per input signature
+// (import -> pass pipeline -> plan), then runs the plan. A region that fails to compile runs
+// without kiln (the TorchScript interpreter, or eager PyTorch for an FX graph), with one warning
+// (strict: an error). The frontend supplies the import and the fallback as a RegionSource.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/runtime/interpreter.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -15,40 +16,52 @@
 
 #include "backend/api/compile_graph.h"
 #include "backend/api/signature.h"
+#include "backend/capture/import_ops.h"
 #include "kiln/kiln.h"
 #include "runtime/plan.h"
 
 namespace kiln {
 
-/// Imports `region` for these inputs, runs the pass pipeline and builds the plan.
-std::shared_ptr<const CompiledRegion> compile_region(const torch::jit::Graph& region,
-                                                     const std::vector<at::Tensor>& inputs,
-                                                     const CompileOptions& options,
-                                                     const std::string& name);
+using Tensors = std::vector<at::Tensor>;
+
+/// The frontend's half of a region.
+struct RegionSource {
+  /// The region as a graph IR for these inputs; throws kiln::Error (unsupported) if it cannot.
+  std::function<ImportedGraph(const Tensors&)> import;
+  /// Runs the region without kiln.
+  std::function<Tensors(const Tensors&)> fallback;
+  /// What runs the fallback, for messages and explain ("TorchScript interpreter", "eager").
+  std::string fallback_name;
+  /// The region's ops, for explain when it is not compiled.
+  std::vector<std::string> op_names;
+};
+
+/// A TorchScript subgraph of dispatcher ops (see partition.h) as a region source.
+RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region);
 
 class RegionRunner {
  public:
-  RegionRunner(std::shared_ptr<torch::jit::Graph> region, CompileOptions options, std::string name);
+  RegionRunner(RegionSource source, CompileOptions options, std::string name);
 
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  Tensors run(const Tensors& inputs) const;
   /// Adds the entries of the specialization that ran last (nothing if it never ran).
   void explain_into(Explanation& explanation) const;
-  const torch::jit::Graph& graph() const { return *region_; }
+  /// Number of input signatures seen (compiled or not).
+  int num_specializations() const;
 
  private:
   struct Specialization {
-    std::shared_ptr<const CompiledRegion> compiled;  // null: runs in the interpreter
+    std::shared_ptr<const CompiledRegion> compiled;  // null: runs in the fallback
     std::string failure;                             // why it was not compiled
   };
-  std::shared_ptr<const Specialization> specialize(const std::vector<at::Tensor>& inputs) const;
+  std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
+  std::shared_ptr<const CompiledRegion> compile(const Tensors& inputs) const;
   /// Records the specialization that ran last, for explain.
   std::shared_ptr<const Specialization> remember(std::shared_ptr<const Specialization> spec) const;
-  std::vector<at::Tensor> interpret(const std::vector<at::Tensor>& inputs) const;
 
-  std::shared_ptr<torch::jit::Graph> region_;
+  RegionSource source_;
   CompileOptions options_;
   std::string name_;
-  torch::jit::Code fallback_;
   mutable std::shared_mutex mutex_;
   mutable std::unordered_map<SignatureKey, std::shared_ptr<const Specialization>, SignatureHash>
       cache_;

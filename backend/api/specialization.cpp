@@ -59,7 +59,7 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
   collect_regions(graph_->block(), regions);
   for (size_t i = 0; i < regions.size(); ++i) {
     auto runner = std::make_shared<RegionRunner>(
-        regions[i]->g(c10::attr::Subgraph), options,
+        torchscript_region(regions[i]->g(c10::attr::Subgraph)), options,
         "spec" + std::to_string(index) + "-region" + std::to_string(i));
     const int64_t id = register_region_runner(runner);
     regions[i]->i_(region_id_attr(), id);

@@ -219,27 +219,35 @@ c10::Symbol region_symbol() {
   return symbol;
 }
 
+std::optional<std::string> schema_problem(const c10::FunctionSchema& schema) {
+  if (schema.is_mutable()) return "mutates one of its inputs";
+  for (const c10::Argument& r : schema.returns()) {
+    if (!is_tensor_type(r.type())) return "returns a " + r.type()->str() + ", not a tensor";
+  }
+  if (!c10::Dispatcher::singleton().findSchema({schema.name(), schema.overload_name()})) {
+    return "a TorchScript-only operator (not in ATen's dispatcher)";
+  }
+  if (has_data_dependent_shape(schema.name())) {
+    // Left out of regions, so the code after it compiles for each shape it produces.
+    return "its output shape depends on the values of its input";
+  }
+  const bool returns_alias = std::any_of(schema.returns().begin(), schema.returns().end(),
+                                         [](const c10::Argument& r) { return r.alias_info(); });
+  const ir::OpInfo* info = ir::find_op(qualified_op_name(schema));
+  if (returns_alias && (!info || info->kind != ir::OpKind::View)) {
+    return "returns a view of its input, and this view op is not in kiln's op table";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> interpreter_reason(const Node* node) {
   if (!node->blocks().empty()) return "control flow";
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (!schema) return std::string(node->kind().toQualString()) + " is a TorchScript-only construct";
-  if (schema->is_mutable()) return "mutates one of its inputs";
   for (const Value* out : node->outputs()) {
     if (!is_tensor_type(out->type())) return "returns a " + out->type()->str() + ", not a tensor";
   }
-  if (!c10::Dispatcher::singleton().findSchema({schema->name(), schema->overload_name()})) {
-    return "a TorchScript-only operator (not in ATen's dispatcher)";
-  }
-  if (has_data_dependent_shape(schema->name())) {
-    // Left out of regions, so the code after it compiles for each shape it produces.
-    return "its output shape depends on the values of its input";
-  }
-  const bool returns_alias = std::any_of(schema->returns().begin(), schema->returns().end(),
-                                         [](const c10::Argument& r) { return r.alias_info(); });
-  const ir::OpInfo* info = ir::find_op(qualified_op_name(*schema));
-  if (returns_alias && (!info || info->kind != ir::OpKind::View)) {
-    return "returns a view of its input, and this view op is not in kiln's op table";
-  }
+  if (auto problem = schema_problem(*schema)) return problem;
   const auto& args = schema->arguments();
   if (args.size() != node->inputs().size()) return "has a variable number of arguments";
   for (size_t i = 0; i < args.size(); ++i) {

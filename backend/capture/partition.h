@@ -22,6 +22,10 @@ namespace kiln {
 /// The node kind of a compiled region.
 c10::Symbol region_symbol();
 
+/// Why an operator can never join a region (it mutates, returns non-tensors or unknown views, has
+/// data-dependent shapes, is not a dispatcher op), or nullopt. Both frontends use it.
+std::optional<std::string> schema_problem(const c10::FunctionSchema& schema);
+
 /// Why this node stays in the interpreter, or nullopt when it can join a region.
 std::optional<std::string> interpreter_reason(const torch::jit::Node* node);
 

@@ -115,6 +115,8 @@ constexpr OpInfo kOps[] = {
     {"aten::select.int", K::View, 1, 1, 1, kOwn},
     {"aten::slice.Tensor", K::View, 1, 1, 1, kOwn},
     {"aten::narrow", K::View, 1, 1, 1, kOwn},
+    {"aten::alias", K::View, 1, 1, 1, kOwn},
+    {"aten::as_strided", K::View, 1, 1, 1, kOwn},
     {"aten::contiguous", K::View, 1, 1, 1, kOwn},  // returns its input when already contiguous
     {"aten::dropout", K::View, 1, 1, 1, kOwn},     // identity in eval mode
     {"aten::clone", K::Copy, 1, 1, 1, kOwn},

@@ -28,6 +28,9 @@ struct Explanation {
   int64_t planned_bytes = 0;   // arena bytes of the memory plans
   int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
 
+  /// Sets nodes, kernels, extern_calls and interpreter (everything that runs outside kiln: the
+  /// TorchScript interpreter, eager PyTorch) from the entries.
+  void tally();
   std::string to_text() const;
   std::string to_json() const;
 };

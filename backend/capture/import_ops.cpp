@@ -1,0 +1,167 @@
+#include "backend/capture/import_ops.h"
+
+#include <ATen/ATen.h>
+
+#include "kiln/error.h"
+#include "passes/ir/op_table.h"
+#include "runtime/plan.h"
+#include "runtime/tensor_bridge.h"
+
+namespace kiln {
+namespace {
+
+at::Tensor meta_like(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+}  // namespace
+
+OpImporter::OpImporter(const std::vector<at::Tensor>& inputs,
+                       const std::vector<std::string>& names) {
+  result_.graph = std::make_unique<ir::Graph>();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (i == 0) {
+      result_.device = t.device();
+    } else if (t.device() != result_.device) {
+      throw Error(ErrorKind::Unsupported, "region inputs are on several devices (" +
+                                              result_.device.str() + " and " + t.device().str() +
+                                              ")");
+    }
+    ir::Value* value = result_.graph->add_input(type_of(t, "input " + std::to_string(i)),
+                                                i < names.size() ? names[i] : "in" + std::to_string(i));
+    inputs_.push_back(value);
+    meta_[value] = meta_like(t);
+  }
+}
+
+ir::TensorType OpImporter::type_of(const at::Tensor& t, const std::string& what) const {
+  auto type = tensor_type_of(t);
+  if (!type) {
+    throw Error(ErrorKind::Unsupported, what + " has dtype " +
+                                            std::string(c10::toString(t.scalar_type())) +
+                                            " or a layout the graph IR cannot hold");
+  }
+  if (t.device().is_meta()) type->device = *to_ir_device(result_.device);
+  return *type;
+}
+
+ir::Value* OpImporter::add_constant(const at::Tensor& tensor) {
+  at::Tensor t = tensor.detach();
+  auto* node = result_.graph->append("prim::Constant", {}, {type_of(t, "a constant")},
+                                     {{"index", static_cast<int64_t>(result_.constants.size())}});
+  result_.constants.push_back(t);
+  meta_[node->output()] = meta_like(t);
+  return node->output();
+}
+
+c10::IValue OpImporter::meta_of(const ImportArg& arg) const {
+  if (const auto* value = std::get_if<ir::Value*>(&arg)) return meta_.at(*value);
+  if (const auto* values = std::get_if<std::vector<ir::Value*>>(&arg)) {
+    c10::List<at::Tensor> metas;
+    for (const ir::Value* v : *values)
+      metas.push_back(meta_.at(v));
+    return metas;
+  }
+  return std::get<c10::IValue>(arg);
+}
+
+// A zero-filled tensor with the sizes and strides of a meta tensor, on the graph's device.
+c10::IValue OpImporter::materialize(const c10::IValue& value) const {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(result_.device)).zero_();
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : value.toTensorList())
+      list.push_back(materialize(t).toTensor());
+    return list;
+  }
+  return value;
+}
+
+std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, const RunOp& run,
+                                           const std::vector<ImportArg>& args) {
+  const std::string op_name = qualified_op_name(schema);
+  torch::jit::Stack stack;
+  for (const ImportArg& arg : args)
+    stack.push_back(meta_of(arg));
+  bool sampled = false;
+  try {
+    run(stack);
+  } catch (const c10::Error& e) {
+    // Some ATen ops (relu, fused transformer ops) have no meta kernel: run them once on zeros.
+    // An op in the op table never has a data-dependent shape; for any other op the runtime
+    // checks each call that its outputs still have these shapes, and falls back if not.
+    if (result_.device.is_meta()) {
+      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name +
+                                              " on meta tensors: " +
+                                              first_line(e.what_without_backtrace()));
+    }
+    sampled = !ir::find_op(op_name);
+    stack.clear();
+    for (const ImportArg& arg : args)
+      stack.push_back(materialize(meta_of(arg)));
+    try {
+      run(stack);
+    } catch (const c10::Error& again) {
+      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name + ": " +
+                                              first_line(again.what_without_backtrace()));
+    }
+    for (auto& out : stack) {
+      if (out.isTensor()) out = meta_like(out.toTensor());
+    }
+  }
+  std::vector<ir::TensorType> output_types;
+  for (const c10::IValue& out : stack) {
+    if (!out.isTensor()) {
+      throw Error(ErrorKind::Unsupported,
+                  op_name + " returns a " + out.tagKind() + ", and graph IR ops return tensors");
+    }
+    output_types.push_back(type_of(out.toTensor(), op_name + "'s output"));
+  }
+
+  std::vector<ir::Value*> inputs;
+  ir::AttrList attrs;
+  const auto& formals = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const auto* value = std::get_if<ir::Value*>(&args[i])) {
+      inputs.push_back(*value);
+    } else if (const auto* values = std::get_if<std::vector<ir::Value*>>(&args[i])) {
+      inputs.insert(inputs.end(), values->begin(), values->end());
+      attrs.emplace_back(formals.at(i).name(), static_cast<int64_t>(values->size()));
+    } else {
+      auto attr = attr_from_ivalue(std::get<c10::IValue>(args[i]));
+      if (!attr) {
+        throw Error(ErrorKind::Unsupported, op_name + "'s argument '" + formals.at(i).name() +
+                                                "' has a value the graph IR cannot hold");
+      }
+      attrs.emplace_back(formals.at(i).name(), std::move(*attr));
+    }
+  }
+  // Read by the plan builder: this op's output shapes come from a sample run.
+  if (sampled) attrs.emplace_back(kSampledShapeAttr, true);
+  ir::Node* node = result_.graph->append(op_name, std::move(inputs), std::move(output_types),
+                                         std::move(attrs));
+  std::vector<ir::Value*> outputs;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    meta_[node->output(i)] = stack[i].toTensor();
+    outputs.push_back(node->output(i));
+  }
+  return outputs;
+}
+
+void OpImporter::add_output(ir::Value* value) {
+  result_.graph->add_output(value);
+}
+
+ImportedGraph OpImporter::finish() {
+  return std::move(result_);
+}
+
+}  // namespace kiln

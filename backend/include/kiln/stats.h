@@ -1,0 +1,21 @@
+// Process-wide counters of what kiln did, so users and tests can see that kiln (and not a
+// fallback) ran their model. Both frontends count here; Python's kiln.stats() adds its own.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln {
+
+struct Stats {
+  int64_t specializations = 0;  // region specializations compiled (one per input signature)
+  int64_t kernels = 0;          // generated kernels in them
+  int64_t extern_steps = 0;     // ops in them that run through ATen's dispatcher
+  int64_t fallbacks = 0;        // specializations that run without kiln (compile failed, limit)
+  double compile_seconds = 0;   // time spent compiling them
+};
+
+/// A snapshot of the counters.
+Stats stats();
+void reset_stats();
+
+}  // namespace kiln

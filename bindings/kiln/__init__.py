@@ -1,0 +1,27 @@
+"""kiln: a compiler backend for PyTorch.
+
+    model = torch.compile(model, backend="kiln", options={"strict": True})
+    model = kiln.compile(model, options={"fusion": False})     # the same, plus unwrap/recompile
+    module, kwargs = kiln.unwrap(model)                        # for trainers: wrap, then
+    model = kiln.recompile(ddp_wrapped, kwargs)                # compile again, same arguments
+"""
+
+from . import _C
+from ._backend import backend
+from ._errors import KilnError
+from ._options import keys as option_keys
+from ._stats import reset_stats, stats
+from ._wrapper import CompiledScriptModule, compile, recompile, unwrap
+
+__all__ = [
+    "CompiledScriptModule",
+    "KilnError",
+    "backend",
+    "compile",
+    "option_keys",
+    "recompile",
+    "reset_stats",
+    "stats",
+    "unwrap",
+]
+__version__ = "0.1.0"

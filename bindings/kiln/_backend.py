@@ -1,0 +1,60 @@
+"""The torch.compile backend: ``torch.compile(model, backend="kiln", options={...})``.
+
+Dynamo hands over a Torch-level FX graph; AOTAutograd decomposes it to core ATen and splits
+training graphs into a forward and a backward graph, and kiln compiles each (kiln/_fx.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import torch
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from . import _fx, _options, _stats
+from ._errors import KilnError
+
+_graph_ids = itertools.count()
+
+
+def _fx_compiler(options: dict[str, str], kind: str):
+    def compile_fx(gm: torch.fx.GraphModule, example_inputs):
+        name = f"graph{next(_graph_ids)}-{kind}"
+        _stats.add("graphs")
+        try:
+            compiled = _fx.compile_graph(gm, options, name)
+        except Exception as error:  # any failure: this graph runs eagerly, once warned
+            if options.get("strict") == "true":
+                raise
+            warnings.warn(f"kiln: {name} could not be compiled and runs eagerly: {error}",
+                          stacklevel=2)
+            _stats.add("graph_fallbacks")
+            compiled = gm
+        return make_boxed_func(compiled)
+
+    return compile_fx
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
+            options: dict | None = None):
+    """kiln as a torch.compile backend (registered under the name "kiln" by an entry point).
+
+    ``mode`` is torch.compile's mode string (default, reduce-overhead, max-autotune,
+    max-autotune-no-cudagraphs); ``options`` takes kiln's option keys (kiln.option_keys()).
+    Both are validated here: an unknown key or a bad value raises KilnError naming it. The
+    caller's dict is copied, never changed.
+    """
+    values = _options.normalize(options, mode)
+    if values.get("target") == "cuda" and not torch.cuda.is_available():
+        raise KilnError("target=cuda, but CUDA is not available in this process; "
+                        "allowed here: target=auto or target=cpu")
+    compiler = aot_autograd(
+        fw_compiler=_fx_compiler(values, "forward"),
+        bw_compiler=_fx_compiler(values, "backward"),
+        inference_compiler=_fx_compiler(values, "inference"),
+        decompositions=core_aten_decompositions(),
+    )
+    return compiler(gm, example_inputs)

@@ -1,0 +1,255 @@
+"""FX graphs (core ATen, from AOTAutograd) into kiln.
+
+The graph is split into regions of ops kiln can compile (CapabilityBasedPartitioner); each region
+becomes a kiln._C.Region, which imports the region into kiln's graph IR per input signature,
+fuses, generates code and runs the plan. Ops kiln cannot compile (in-place ops, ops on symbolic
+sizes, ops returning non-tensors) stay in the FX graph and run eagerly between regions.
+
+    %t = aten.permute(%w, [1, 0])            %r = kiln_region_0(%w, %b, %x)
+    %y = aten.addmm(%b, %x, %t)      ==>     %s = aten.sym_size(%r, 0)
+    %z = aten.relu(%y)                       ...
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any
+
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from . import _C, _stats
+from ._errors import KilnError
+
+# dtypes kiln's graph IR holds.
+_DTYPES = {
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64,
+}
+_REGION_PREFIX = "kiln_region_"
+
+
+def qualified_name(op: torch._ops.OpOverload) -> str:
+    """"aten::add.Tensor" for torch.ops.aten.add.Tensor (the name kiln's op table uses)."""
+    schema = op._schema
+    return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+
+
+def _is_plain_tensor(value: Any) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and value.layout == torch.strided
+        and value.dtype in _DTYPES
+        and not any(isinstance(s, torch.SymInt) for s in value.shape)
+    )
+
+
+def _contains_node(value: Any) -> bool:
+    if isinstance(value, torch.fx.Node):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_node(v) for v in value)
+    if isinstance(value, dict):
+        return any(_contains_node(v) for v in value.values())
+    return False
+
+
+def _arguments(node: torch.fx.Node) -> list[tuple[Any, Any]] | None:
+    """(formal, value) per schema argument; value is _MISSING where the default applies."""
+    schema = node.target._schema
+    formals = schema.arguments
+    if len(node.args) > len(formals):
+        return None
+    result = []
+    for i, formal in enumerate(formals):
+        if i < len(node.args):
+            result.append((formal, node.args[i]))
+        elif formal.name in node.kwargs:
+            result.append((formal, node.kwargs[formal.name]))
+        else:
+            result.append((formal, _MISSING))
+    if set(node.kwargs) - {f.name for f in formals}:
+        return None
+    return result
+
+
+_MISSING = object()
+
+
+def _tensor_kind(formal) -> str:
+    text = str(formal.type)
+    if text == "Tensor":
+        return "tensor"
+    if text == "Optional[Tensor]":
+        return "optional"
+    if text == "List[Tensor]":
+        return "list"
+    return "other"
+
+
+class KilnSupport(OperatorSupportBase):
+    """Which FX nodes kiln compiles: ATen ops that mutate nothing, return tensors (or views kiln
+    knows), have static shapes, and take graph values only as tensor arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self._op_problems: dict[str, str | None] = {}
+
+    def op_problem(self, op: torch._ops.OpOverload) -> str | None:
+        name = qualified_name(op)
+        if name not in self._op_problems:
+            self._op_problems[name] = _C.op_problem(name)
+        return self._op_problems[name]
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        return self.problem(node) is None
+
+    def problem(self, node: torch.fx.Node) -> str | None:
+        if node.op != "call_function":
+            return "not an op call"
+        if node.target is operator.getitem:
+            producer = node.args[0]
+            if isinstance(producer, torch.fx.Node) and self.problem(producer) is None:
+                return None
+            return "takes an output of an op kiln does not compile"
+        if not isinstance(node.target, torch._ops.OpOverload):
+            return f"{node.target} is not an ATen operator"
+        if (problem := self.op_problem(node.target)) is not None:
+            return problem
+        val = node.meta.get("val")
+        outputs = val if isinstance(val, (tuple, list)) else (val,)
+        if not all(_is_plain_tensor(v) for v in outputs):
+            return "has outputs that are not static-shaped tensors of a dtype kiln holds"
+        arguments = _arguments(node)
+        if arguments is None:
+            return "has arguments its schema does not name"
+        for formal, value in arguments:
+            kind = _tensor_kind(formal)
+            if isinstance(value, torch.fx.Node):
+                if kind not in ("tensor", "optional") or not _is_plain_tensor(value.meta.get("val")):
+                    return f"argument '{formal.name}' is a graph value that is not a tensor"
+            elif kind == "list" and isinstance(value, (list, tuple)):
+                if not all(isinstance(v, torch.fx.Node) and _is_plain_tensor(v.meta.get("val"))
+                           for v in value):
+                    return f"argument '{formal.name}' is a list that is not all tensors"
+            elif _contains_node(value):
+                return f"argument '{formal.name}' is built from graph values at run time"
+            elif kind in ("tensor", "list"):
+                if scalar_overload(node) is None:
+                    return f"argument '{formal.name}' is a constant, and {node.target} has no Scalar overload"
+        return None
+
+
+def _schema_types(schema) -> list[str]:
+    return [str(a.type) for a in schema.arguments]
+
+
+def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
+    """For ``aten.mul.Tensor(x, 2.0)`` (a number where the schema has a Tensor, as core ATen
+    graphs write it): the overload that takes a Scalar there (``aten.mul.Scalar``), or None."""
+    op = node.target
+    arguments = _arguments(node)
+    if arguments is None:
+        return None
+    wanted = []
+    for formal, value in arguments:
+        is_number = isinstance(value, (bool, int, float)) and _tensor_kind(formal) == "tensor"
+        wanted.append("number" if is_number else str(formal.type))
+    packet = op.overloadpacket
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        if _schema_types(candidate._schema) == wanted and not candidate._schema.is_mutable:
+            return candidate
+    return None
+
+
+def _encode(formal, value, refs: dict) -> tuple:
+    if value is _MISSING:
+        return ("default", None)
+    if isinstance(value, torch.fx.Node):
+        return ("ref", refs[value])
+    if _tensor_kind(formal) == "list":
+        return ("refs", [refs[v] for v in value])
+    return ("const", value)
+
+
+def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
+    """The region's ops as a kiln._C.FxProgram (its inputs are the region's placeholders)."""
+    placeholders = [n for n in region.graph.nodes if n.op == "placeholder"]
+    program = _C.FxProgram(len(placeholders))
+    refs: dict[torch.fx.Node, Any] = {n: i for i, n in enumerate(placeholders)}
+    for node in region.graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem:
+            refs[node] = refs[node.args[0]][node.args[1]]
+        elif node.op == "call_function":
+            op = node.target
+            if any(_tensor_kind(f) == "tensor" and isinstance(v, (bool, int, float))
+                   for f, v in _arguments(node)):
+                op = scalar_overload(node)
+            formals = op._schema.arguments
+            encoded = [_encode(f, v, refs) for f, (_, v) in zip(formals, _arguments(node))]
+            outputs = program.call(qualified_name(op), encoded)
+            refs[node] = outputs[0] if len(node.target._schema.returns) == 1 else outputs
+        elif node.op == "output":
+            result = node.args[0]
+            values = result if isinstance(result, (tuple, list)) else [result]
+            program.set_outputs([refs[v] for v in values])
+    return program
+
+
+class RegionModule(torch.nn.Module):
+    """Calls a kiln._C.Region in place of an FX region; returns what the region returned."""
+
+    def __init__(self, region: _C.Region, returns_tuple: bool):
+        super().__init__()
+        self.region = region
+        self.returns_tuple = returns_tuple
+
+    def forward(self, *inputs):
+        outputs = self.region.run(list(inputs))
+        return tuple(outputs) if self.returns_tuple else outputs[0]
+
+
+def _eager_runner(region: torch.fx.GraphModule, returns_tuple: bool):
+    def run(*inputs):
+        result = region(*inputs)
+        return list(result) if returns_tuple else [result]
+
+    return run
+
+
+def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str) -> torch.fx.GraphModule:
+    """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place)."""
+    support = KilnSupport()
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    in_regions = {n for p in partitions for n in p.nodes}
+    eager_ops = sum(1 for n in gm.graph.nodes if n.op == "call_function" and n not in in_regions
+                    and n.target is not operator.getitem)
+    _stats.add("eager_ops", eager_ops)
+    if not partitions:
+        return gm
+    gm = partitioner.fuse_partitions(partitions, prefix=_REGION_PREFIX)
+    strict = options.get("strict") == "true"
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or not node.target.startswith(_REGION_PREFIX):
+            continue
+        region = getattr(gm, node.target)
+        output = next(n for n in region.graph.nodes if n.op == "output")
+        returns_tuple = isinstance(output.args[0], (tuple, list))
+        try:
+            program = build_program(region)
+        except KilnError as error:
+            if strict:
+                raise
+            warnings.warn(f"kiln: {name}/{node.target} runs eagerly: {error}", stacklevel=2)
+            _stats.add("graph_fallbacks")
+            continue
+        runner = _C.Region(program, options, f"{name}-{node.target}",
+                           _eager_runner(region, returns_tuple))
+        setattr(gm, node.target, RegionModule(runner, returns_tuple))
+        _stats.add("regions")
+    gm.recompile()
+    return gm

@@ -1,0 +1,39 @@
+"""Counters of what kiln did in this process (kiln.stats())."""
+
+from __future__ import annotations
+
+import threading
+
+from . import _C
+
+_lock = threading.Lock()
+_python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0}
+
+
+def add(key: str, amount: int = 1) -> None:
+    with _lock:
+        _python[key] += amount
+
+
+def stats() -> dict:
+    """What kiln did so far in this process.
+
+    graphs: FX graphs kiln's backend received (forward and backward count separately);
+    regions: parts of them kiln compiles; eager_ops: ops left to eager PyTorch (kiln cannot
+    compile them); graph_fallbacks: graphs that failed to compile and run eagerly;
+    specializations: region compilations (one per input signature, both frontends);
+    kernels: generated kernels in them; extern_steps: ops in them that call ATen;
+    fallbacks: specializations that run without kiln; compile_seconds: time spent compiling.
+    """
+    with _lock:
+        result = dict(_python)
+    result.update(_C.stats())
+    return result
+
+
+def reset_stats() -> None:
+    """Sets every counter to zero."""
+    with _lock:
+        for key in _python:
+            _python[key] = 0
+    _C.reset_stats()

@@ -1,0 +1,188 @@
+#include "bindings/src/fx_program.h"
+
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <unordered_map>
+
+#include "backend/capture/partition.h"
+#include "kiln/error.h"
+#include "runtime/tensor_bridge.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+c10::OperatorHandle find_operator(const std::string& op) {
+  // "aten::add.Tensor" -> ("aten::add", "Tensor"); "aten::relu" -> ("aten::relu", "").
+  const size_t ns_end = op.find("::");
+  const size_t dot = op.find('.', ns_end == std::string::npos ? 0 : ns_end);
+  const std::string name = op.substr(0, dot);
+  const std::string overload = dot == std::string::npos ? "" : op.substr(dot + 1);
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle) {
+    throw Error(ErrorKind::Unsupported, op + " is not an operator in ATen's dispatcher");
+  }
+  return *handle;
+}
+
+bool is_tensor(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::TensorType;
+}
+
+bool is_optional_tensor(const c10::TypePtr& type) {
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && is_tensor(optional->getElementType());
+}
+
+bool is_tensor_list(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && is_tensor(list->getElementType());
+}
+
+}  // namespace
+
+std::optional<std::string> operator_problem(const std::string& op) {
+  try {
+    return schema_problem(find_operator(op).schema());
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+}
+
+int64_t FxProgram::constant(const at::Tensor& tensor) {
+  constants_.emplace_back(next_ref_, tensor);
+  return next_ref_++;
+}
+
+int64_t FxProgram::checked_ref(int64_t ref) const {
+  if (ref < 0 || ref >= next_ref_) {
+    throw Error(ErrorKind::Internal, "FX reference " + std::to_string(ref) + " is not defined");
+  }
+  return ref;
+}
+
+std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args) {
+  Call call{find_operator(op), {}, {}};
+  const c10::FunctionSchema& schema = call.op.schema();
+  if (auto problem = schema_problem(schema)) {
+    throw Error(ErrorKind::Unsupported, op + " " + *problem);
+  }
+  const auto& formals = schema.arguments();
+  if (args.size() != formals.size()) {
+    throw Error(ErrorKind::Internal, op + " called with " + std::to_string(args.size()) +
+                                         " arguments, its schema has " +
+                                         std::to_string(formals.size()));
+  }
+  for (size_t i = 0; i < formals.size(); ++i) {
+    const c10::Argument& formal = formals[i];
+    auto entry = args[i].cast<py::tuple>();
+    const auto kind = entry[0].cast<std::string>();
+    const std::string what = op + "'s argument '" + formal.name() + "'";
+    if (kind == "ref" && (is_tensor(formal.type()) || is_optional_tensor(formal.type()))) {
+      call.args.emplace_back(checked_ref(entry[1].cast<int64_t>()));
+    } else if (kind == "refs" && is_tensor_list(formal.type())) {
+      std::vector<int64_t> refs;
+      for (auto ref : entry[1].cast<py::list>())
+        refs.push_back(checked_ref(ref.cast<int64_t>()));
+      call.args.emplace_back(std::move(refs));
+    } else if (kind == "default" && formal.default_value()) {
+      call.args.emplace_back(*formal.default_value());
+    } else if (kind == "const") {
+      c10::IValue value;
+      try {
+        value = torch::jit::toIValue(entry[1], formal.type());
+      } catch (const std::exception& e) {
+        throw Error(ErrorKind::Unsupported, what + ": " + e.what());
+      }
+      if (!attr_from_ivalue(value)) {
+        throw Error(ErrorKind::Unsupported, what + " is a constant of type " +
+                                                formal.type()->str() +
+                                                " that the graph IR cannot hold");
+      }
+      call.args.emplace_back(std::move(value));
+    } else {
+      throw Error(ErrorKind::Unsupported, what + " of type " + formal.type()->str() +
+                                              " cannot be given as '" + kind + "'");
+    }
+  }
+  for (size_t i = 0; i < schema.returns().size(); ++i)
+    call.outputs.push_back(next_ref_++);
+  calls_.push_back(std::move(call));
+  return calls_.back().outputs;
+}
+
+ImportedGraph FxProgram::import(const Tensors& inputs) const {
+  if (static_cast<int64_t>(inputs.size()) != num_inputs_) {
+    throw Error(ErrorKind::Internal, "FX region called with " + std::to_string(inputs.size()) +
+                                         " inputs, expects " + std::to_string(num_inputs_));
+  }
+  OpImporter ops(inputs);
+  std::unordered_map<int64_t, ir::Value*> values;
+  for (int64_t i = 0; i < num_inputs_; ++i)
+    values[i] = ops.input(i);
+  for (const auto& [ref, tensor] : constants_)
+    values[ref] = ops.add_constant(tensor);
+  for (const Call& call : calls_) {
+    std::vector<ImportArg> args;
+    for (const Arg& arg : call.args) {
+      if (const auto* ref = std::get_if<int64_t>(&arg)) {
+        args.emplace_back(values.at(*ref));
+      } else if (const auto* refs = std::get_if<std::vector<int64_t>>(&arg)) {
+        std::vector<ir::Value*> list;
+        for (int64_t r : *refs)
+          list.push_back(values.at(r));
+        args.emplace_back(std::move(list));
+      } else {
+        args.emplace_back(std::get<c10::IValue>(arg));
+      }
+    }
+    const c10::OperatorHandle& op = call.op;
+    auto outputs = ops.add_op(
+        op.schema(), [&op](torch::jit::Stack& stack) { op.callBoxed(stack); }, args);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      values[call.outputs.at(i)] = outputs[i];
+  }
+  for (int64_t ref : outputs_)
+    ops.add_output(values.at(ref));
+  return ops.finish();
+}
+
+std::vector<std::string> FxProgram::op_names() const {
+  std::vector<std::string> names;
+  for (const Call& call : calls_)
+    names.push_back(qualified_op_name(call.op.schema()));
+  return names;
+}
+
+std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
+                                             const CompileOptions& options,
+                                             const std::string& name, py::object fallback) {
+  // The Python callable may outlive any Python frame: release it with the GIL held.
+  std::shared_ptr<py::object> eager(new py::object(std::move(fallback)), [](py::object* f) {
+    py::gil_scoped_acquire gil;
+    delete f;
+  });
+  RegionSource source;
+  source.import = [program](const Tensors& inputs) { return program->import(inputs); };
+  source.fallback = [eager](const Tensors& inputs) {
+    py::gil_scoped_acquire gil;
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      args[i] = py::cast(inputs[i]);
+    py::object result = (*eager)(*args);
+    Tensors outputs;
+    if (py::isinstance<py::tuple>(result) || py::isinstance<py::list>(result)) {
+      for (auto item : result)
+        outputs.push_back(item.cast<at::Tensor>());
+    } else {
+      outputs.push_back(result.cast<at::Tensor>());
+    }
+    return outputs;
+  };
+  source.fallback_name = "eager";
+  source.op_names = program->op_names();
+  return std::make_shared<RegionRunner>(std::move(source), options, name);
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,60 @@
+// An FX graph (core ATen ops, as torch.compile hands it over after AOTAutograd) as kiln sees it:
+// a list of dispatcher calls whose arguments are graph values or constants. Built from Python one
+// call at a time (kiln/_fx.py), imported into the graph IR per input signature, and run by a
+// RegionRunner whose fallback is the FX graph itself, run eagerly.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backend/api/region.h"
+
+namespace kiln::python {
+
+class FxProgram {
+ public:
+  explicit FxProgram(int64_t num_inputs) : num_inputs_(num_inputs), next_ref_(num_inputs) {}
+
+  /// A tensor the graph reads as a constant (a get_attr); returns its reference.
+  int64_t constant(const at::Tensor& tensor);
+  /// Appends a call of `op` ("aten::add.Tensor"). `args` has one entry per schema argument:
+  /// ("ref", id), ("refs", [ids]) for a Tensor[] argument, ("const", value) or ("default",
+  /// None). Returns the references of its outputs. Throws kiln::Error (unsupported) for ops and
+  /// arguments kiln cannot compile.
+  std::vector<int64_t> call(const std::string& op, const pybind11::list& args);
+  void set_outputs(std::vector<int64_t> outputs) { outputs_ = std::move(outputs); }
+
+  ImportedGraph import(const Tensors& inputs) const;
+  std::vector<std::string> op_names() const;
+
+ private:
+  using Arg = std::variant<int64_t, std::vector<int64_t>, c10::IValue>;
+  struct Call {
+    c10::OperatorHandle op;
+    std::vector<Arg> args;
+    std::vector<int64_t> outputs;
+  };
+  int64_t checked_ref(int64_t ref) const;
+
+  int64_t num_inputs_;
+  int64_t next_ref_;
+  std::vector<std::pair<int64_t, at::Tensor>> constants_;
+  std::vector<Call> calls_;
+  std::vector<int64_t> outputs_;
+};
+
+/// Why kiln cannot compile `op` ("aten::add.Tensor") in any FX region, or nullopt.
+std::optional<std::string> operator_problem(const std::string& op);
+
+/// A region over `program` whose fallback calls `fallback(*inputs)` (the FX graph, eagerly).
+std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
+                                             const CompileOptions& options,
+                                             const std::string& name, pybind11::object fallback);
+
+}  // namespace kiln::python

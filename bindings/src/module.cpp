@@ -1,0 +1,95 @@
+// kiln._C: the Python face of kiln's C++ library. Everything Python needs goes through here:
+// options (validated by the C++ CompileOptions), FX regions, the TorchScript path, the counters.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include "bindings/src/fx_program.h"
+#include "bindings/src/script_module.h"
+#include "kiln/error.h"
+#include "kiln/options.h"
+#include "kiln/stats.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+// kiln::Error -> kiln.KilnError(message, kind); ValueError for the caller's mistakes.
+void translate_errors(std::exception_ptr error) {
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const Error& e) {
+    py::object cls = py::module_::import("kiln._errors").attr("KilnError");
+    py::object instance = cls(e.what(), error_kind_name(e.kind()));
+    PyErr_SetObject(cls.ptr(), instance.ptr());
+  }
+}
+
+py::dict stats_dict() {
+  Stats s = stats();
+  py::dict d;
+  d["specializations"] = s.specializations;
+  d["kernels"] = s.kernels;
+  d["extern_steps"] = s.extern_steps;
+  d["fallbacks"] = s.fallbacks;
+  d["compile_seconds"] = s.compile_seconds;
+  return d;
+}
+
+CompileOptions options_from(const std::map<std::string, std::string>& values) {
+  return CompileOptions::from_map(values);
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace kiln;
+  using namespace kiln::python;
+  m.doc() = "kiln's C++ library";
+  py::register_exception_translator(&translate_errors);
+
+  m.def(
+      "normalize_options",
+      [](const std::map<std::string, std::string>& values) {
+        return options_from(values).to_string();
+      },
+      "Validates options given as strings; returns them in kiln's 'key=value,...' form.");
+  m.def("option_keys", [] { return CompileOptions::keys(); });
+  m.def("stats", &stats_dict);
+  m.def("reset_stats", &reset_stats);
+  m.def("op_problem", &operator_problem,
+        "Why kiln cannot compile this operator (\"aten::add.Tensor\"), or None.");
+
+  py::class_<FxProgram, std::shared_ptr<FxProgram>>(m, "FxProgram")
+      .def(py::init<int64_t>())
+      .def("constant", &FxProgram::constant)
+      .def("call", &FxProgram::call)
+      .def("set_outputs", &FxProgram::set_outputs);
+
+  py::class_<RegionRunner, std::shared_ptr<RegionRunner>>(m, "Region")
+      .def(py::init([](std::shared_ptr<FxProgram> program,
+                       const std::map<std::string, std::string>& options, const std::string& name,
+                       py::object fallback) {
+        return make_fx_region(std::move(program), options_from(options), name,
+                              std::move(fallback));
+      }))
+      .def(
+          "run",
+          [](const RegionRunner& runner, const std::vector<at::Tensor>& inputs) {
+            py::gil_scoped_release release;
+            return runner.run(inputs);
+          },
+          "Runs the region (compiling a specialization for a new input signature).")
+      .def("explain",
+           [](const RegionRunner& runner) {
+             Explanation explanation;
+             runner.explain_into(explanation);
+             explanation.tally();
+             return explanation.to_json();
+           })
+      .def_property_readonly("num_specializations", &RegionRunner::num_specializations);
+
+  bind_script_module(m);
+}
