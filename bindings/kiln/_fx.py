@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _C, _stats
 from ._errors import KilnError
@@ -208,7 +209,10 @@ class RegionModule(torch.nn.Module):
         self.returns_tuple = returns_tuple
 
     def forward(self, *inputs):
-        outputs = self.region.run(list(inputs))
+        # Dispatch modes (AOTAutograd's alias checker on a first call, a user's mode) would see
+        # kiln's own meta runs and ATen calls, not the model's ops: kiln runs beneath them.
+        with _disable_current_modes():
+            outputs = self.region.run(list(inputs))
         return tuple(outputs) if self.returns_tuple else outputs[0]
 
 
