@@ -2,13 +2,19 @@
 //
 //   lowered = torch._C._jit_to_backend("kiln", scripted, {"forward": {"strict": True}})
 //
-// Preprocessing validates the options and keeps the module itself as the payload, so a saved
-// lowered module holds the module and its options; loading it (in a process where libkiln is
+// Preprocessing validates the options and keeps the module, saved as a TorchScript archive in a
+// uint8 tensor, as the payload (a module object as payload loses its submodules' methods when
+// the lowered module is saved). Loading a saved lowered module (in a process where libkiln is
 // loaded, e.g. after `import kiln`) compiles it again through kiln::compile.
 #include <torch/csrc/jit/backends/backend.h>
 #include <torch/csrc/jit/backends/backend_preprocess.h>
 
+#include <torch/script.h>
+
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <sstream>
 #include <unordered_map>
 
 #include "kiln/kiln.h"
@@ -50,26 +56,31 @@ CompileOptions options_from_spec(const std::string& method, const c10::IValue& s
   return CompileOptions::from_map(values);
 }
 
+// The module is loaded and compiled at the first call, not in compile(): compile() also runs
+// while torch.jit.load is still reading the lowered module, and loading an archive from inside
+// another load resolves its class types in the outer load's compilation unit.
 class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
  public:
   bool is_available() override { return true; }
 
   c10::impl::GenericDict compile(c10::IValue processed,
                                  c10::impl::GenericDict method_compile_spec) override {
-    torch::jit::Module module(processed.toObject());
+    const at::Tensor& archive = processed.toTensor();
+    std::lock_guard lock(mutex_);
+    archive_.assign(static_cast<const char*>(archive.const_data_ptr()),
+                    static_cast<size_t>(archive.numel()));
     c10::impl::GenericDict handles(c10::StringType::get(), c10::AnyType::get());
     for (const auto& entry : method_compile_spec) {
       const std::string method = entry.key().toStringRef();
-      compiled_.insert_or_assign(
-          method, kiln::compile(module, options_from_spec(method, entry.value())));
+      options_.insert_or_assign(method, options_from_spec(method, entry.value()));
       handles.insert(method, method);
     }
     return handles;
   }
 
   c10::impl::GenericList execute(c10::IValue handle, c10::impl::GenericList inputs) override {
-    const CompiledModule& compiled = compiled_.at(handle.toStringRef());
-    c10::IValue result = compiled.forward(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+    c10::IValue result =
+        compiled(handle.toStringRef()).forward(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
     c10::impl::GenericList outputs(c10::AnyType::get());
     if (result.isTuple()) {
       for (const auto& element : result.toTupleRef().elements())
@@ -81,6 +92,20 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
   }
 
  private:
+  const CompiledModule& compiled(const std::string& method) {
+    std::lock_guard lock(mutex_);
+    auto found = compiled_.find(method);
+    if (found == compiled_.end()) {
+      std::istringstream bytes(archive_);
+      found = compiled_.emplace(method, kiln::compile(torch::jit::load(bytes), options_.at(method)))
+                  .first;
+    }
+    return found->second;
+  }
+
+  std::mutex mutex_;
+  std::string archive_;
+  std::unordered_map<std::string, CompileOptions> options_;
   std::unordered_map<std::string, CompiledModule> compiled_;
 };
 
@@ -89,7 +114,12 @@ c10::IValue preprocess(const torch::jit::Module& module,
                        const torch::jit::BackendDebugHandleGenerator&) {
   for (const auto& entry : method_compile_spec)
     options_from_spec(entry.key().toStringRef(), entry.value());  // fail now, not at load
-  return module._ivalue();
+  std::ostringstream bytes;
+  module.save(bytes);
+  const std::string archive = bytes.str();
+  at::Tensor payload = at::empty({static_cast<int64_t>(archive.size())}, at::kByte);
+  std::memcpy(payload.mutable_data_ptr(), archive.data(), archive.size());
+  return payload;
 }
 
 const auto backend_registration = torch::jit::backend<KilnJitBackend>("kiln");
