@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEB_PACKAGES=(llvm-19-dev ninja-build ccache cmake g++ googletest libgtest-dev clang-format zlib1g-dev libzstd-dev)
+# libgl1, libglib2.0-0: OpenCV (pulled in by mmengine) loads them at import.
+DEB_PACKAGES=(llvm-19-dev ninja-build ccache cmake g++ googletest libgtest-dev clang-format zlib1g-dev libzstd-dev
+              libgl1 libglib2.0-0)
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

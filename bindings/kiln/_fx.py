@@ -224,8 +224,35 @@ def _eager_runner(region: torch.fx.GraphModule, returns_tuple: bool):
     return run
 
 
+def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
+    """native_layer_norm whose mean and rstd nothing reads (inference) -> layer_norm, the form
+    kiln fuses (core ATen decomposes layer_norm into native_layer_norm).
+
+        %n = native_layer_norm(%x, [8], %w, %b, 1e-5)
+        %y = getitem(%n, 0)                                ==>   %y = layer_norm(%x, [8], %w, %b, 1e-5)
+    """
+    aten = torch.ops.aten
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.native_layer_norm.default:
+            continue
+        users = list(node.users)
+        if not all(u.target is operator.getitem for u in users):
+            continue
+        if any(u.args[1] != 0 for u in users):
+            continue
+        with gm.graph.inserting_before(node):
+            replacement = gm.graph.call_function(aten.layer_norm.default, tuple(node.args))
+        replacement.meta["val"] = node.meta["val"][0]
+        for user in users:
+            user.replace_all_uses_with(replacement)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+
+
 def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str) -> torch.fx.GraphModule:
     """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place)."""
+    gm.graph.eliminate_dead_code()
+    _use_layer_norm(gm)
     support = KilnSupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()

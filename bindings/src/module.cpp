@@ -9,6 +9,7 @@
 #include "kiln/error.h"
 #include "kiln/options.h"
 #include "kiln/stats.h"
+#include "passes/kernel/lower_ops.h"
 
 namespace py = pybind11;
 
@@ -61,6 +62,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_stats", &reset_stats);
   m.def("op_problem", &operator_problem,
         "Why kiln cannot compile this operator (\"aten::add.Tensor\"), or None.");
+
+  m.def("native_ops", &kernel::lowered_ops,
+        "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 
   py::class_<FxProgram, std::shared_ptr<FxProgram>>(m, "FxProgram")
       .def(py::init<int64_t>())

@@ -305,6 +305,18 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
   return table;
 }
 
+}  // namespace
+
+std::vector<std::string> lowered_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, lower] : lowerings())
+    names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
 bool supported_dtype(DType t) {
   return t != DType::Complex64 && t != DType::Complex128;
 }
@@ -315,8 +327,11 @@ bool attributes_supported(const Node& node) {
   const DType out = node.output()->type().dtype;
   const bool float_out = ir::is_floating(out);
   if (op == "aten::div.Tensor_mode") {
-    return float_out &&
-           (is_none(node, "rounding_mode") || string_attr(node, "rounding_mode") == "trunc");
+    if (is_none(node, "rounding_mode")) return float_out;
+    // Eager rounds a float16/bfloat16 quotient to its dtype before truncating it; kiln computes
+    // halves in float32, which would truncate the unrounded quotient (2.99 -> 2, not 3).
+    return string_attr(node, "rounding_mode") == "trunc" &&
+           (out == DType::Float32 || out == DType::Float64);
   }
   if (op == "aten::pow.Tensor_Scalar") {
     const double e = scalar_or(node, "exponent", 0);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "passes/ir/graph.h"
@@ -13,6 +14,10 @@ namespace kiln::kernel {
 /// True when `node` (an elementwise, reduction or normalization op) can be part of a fusion
 /// group: its op, its attributes and its dtypes are ones the lowering supports.
 bool can_lower(const ir::Node& node);
+
+/// The operators kiln generates code for (with the attributes and dtypes can_lower accepts),
+/// sorted: "aten::add.Tensor", ...
+std::vector<std::string> lowered_ops();
 
 /// For a reduction or normalization node: the dimensions of its first input that it reduces
 /// (sorted, non-negative); nullopt for an elementwise node.
