@@ -47,6 +47,12 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
+# PyTorch's OpInfo samples for every op kiln generates kernels for, all of them (make test
+# runs 4 per op and dtype).
+.PHONY: conformance
+conformance: python
+	@$(VENV_PY) tests/python/conformance/opinfo_conformance.py
+
 # The differential fuzzer (random fusible graphs, kiln against eager) on a range of seeds.
 SEEDS ?= 0:2000
 .PHONY: fuzz

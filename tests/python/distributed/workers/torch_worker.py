@@ -24,9 +24,7 @@ STEPS, WORLD = 5, 2
 
 def wrap(net, how, mesh):
     if how == "ddp":
-        # A small bucket cap makes several buckets, so dynamo's DDPOptimizer splits the graph
-        # at bucket boundaries and kiln gets the pieces.
-        return DistributedDataParallel(net, bucket_cap_mb=0.0002)
+        return DistributedDataParallel(net)
     from torch.distributed.fsdp import fully_shard
     fully_shard(net.a, mesh=mesh)
     fully_shard(net.b, mesh=mesh)
