@@ -25,19 +25,20 @@ namespace {
 // One method's compile spec ({"strict": true, "mode": "default"}) as CompileOptions.
 CompileOptions options_from_spec(const std::string& method, const c10::IValue& spec) {
   if (method != "forward") {
-    throw Error(ErrorKind::InvalidInput,
-                "the kiln TorchScript backend compiles 'forward' only; got method '" + method + "'");
+    throw Error(
+        ErrorKind::InvalidInput,
+        "the kiln TorchScript backend compiles 'forward' only; got method '" + method + "'");
   }
   if (!spec.isGenericDict()) {
-    throw Error(ErrorKind::InvalidInput,
-                "the compile spec of 'forward' must be a dict of kiln options, got " +
-                    spec.tagKind());
+    throw Error(
+        ErrorKind::InvalidInput,
+        "the compile spec of 'forward' must be a dict of kiln options, got " + spec.tagKind());
   }
   std::map<std::string, std::string> values;
   for (const auto& entry : spec.toGenericDict()) {
     if (!entry.key().isString()) {
-      throw Error(ErrorKind::InvalidInput, "kiln option names are strings, got " +
-                                               entry.key().tagKind());
+      throw Error(ErrorKind::InvalidInput,
+                  "kiln option names are strings, got " + entry.key().tagKind());
     }
     const std::string& key = entry.key().toStringRef();
     const c10::IValue& value = entry.value();
@@ -79,8 +80,8 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
   }
 
   c10::impl::GenericList execute(c10::IValue handle, c10::impl::GenericList inputs) override {
-    c10::IValue result =
-        compiled(handle.toStringRef()).forward(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+    c10::IValue result = compiled(handle.toStringRef())
+                             .forward(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
     c10::impl::GenericList outputs(c10::AnyType::get());
     if (result.isTuple()) {
       for (const auto& element : result.toTupleRef().elements())

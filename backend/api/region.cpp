@@ -2,10 +2,10 @@
 
 #include <chrono>
 
+#include <torch/csrc/jit/runtime/interpreter.h>
 #include "backend/api/environment.h"
 #include "backend/api/stats_recorder.h"
 #include "backend/capture/import_graph.h"
-#include <torch/csrc/jit/runtime/interpreter.h>
 #include "runtime/executor.h"
 
 namespace kiln {

@@ -68,7 +68,8 @@ class Importer {
     for (size_t i = 0; i < schema.arguments().size(); ++i)
       args.push_back(argument(node->input(i), schema.arguments()[i]));
     torch::jit::Operation operation = node->getOperation();
-    auto outputs = ops_.add_op(schema, [&](torch::jit::Stack& stack) { operation(stack); }, args);
+    auto outputs = ops_.add_op(
+        schema, [&](torch::jit::Stack& stack) { operation(stack); }, args);
     for (size_t i = 0; i < node->outputs().size(); ++i)
       values_[node->output(i)] = outputs.at(i);
   }

@@ -12,7 +12,6 @@
 
 namespace kiln {
 
-
 /// Throws kiln::Error (unsupported) when a type has no IR form, the inputs live on several
 /// devices, or an op cannot run on meta tensors (data-dependent shapes).
 ImportedGraph import_region(const torch::jit::Graph& region, const std::vector<at::Tensor>& inputs);

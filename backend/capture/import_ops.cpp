@@ -32,8 +32,9 @@ OpImporter::OpImporter(const std::vector<at::Tensor>& inputs,
                                               result_.device.str() + " and " + t.device().str() +
                                               ")");
     }
-    ir::Value* value = result_.graph->add_input(type_of(t, "input " + std::to_string(i)),
-                                                i < names.size() ? names[i] : "in" + std::to_string(i));
+    ir::Value* value =
+        result_.graph->add_input(type_of(t, "input " + std::to_string(i)),
+                                 i < names.size() ? names[i] : "in" + std::to_string(i));
     inputs_.push_back(value);
     meta_[value] = meta_like(t);
   }
@@ -99,9 +100,9 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
     // An op in the op table never has a data-dependent shape; for any other op the runtime
     // checks each call that its outputs still have these shapes, and falls back if not.
     if (result_.device.is_meta()) {
-      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name +
-                                              " on meta tensors: " +
-                                              first_line(e.what_without_backtrace()));
+      throw Error(ErrorKind::Unsupported,
+                  "cannot infer the output shapes of " + op_name +
+                      " on meta tensors: " + first_line(e.what_without_backtrace()));
     }
     sampled = !ir::find_op(op_name);
     stack.clear();
@@ -146,8 +147,8 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
   }
   // Read by the plan builder: this op's output shapes come from a sample run.
   if (sampled) attrs.emplace_back(kSampledShapeAttr, true);
-  ir::Node* node = result_.graph->append(op_name, std::move(inputs), std::move(output_types),
-                                         std::move(attrs));
+  ir::Node* node =
+      result_.graph->append(op_name, std::move(inputs), std::move(output_types), std::move(attrs));
   std::vector<ir::Value*> outputs;
   for (size_t i = 0; i < stack.size(); ++i) {
     meta_[node->output(i)] = stack[i].toTensor();

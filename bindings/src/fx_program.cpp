@@ -102,8 +102,8 @@ std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args
       }
       call.args.emplace_back(std::move(value));
     } else {
-      throw Error(ErrorKind::Unsupported, what + " of type " + formal.type()->str() +
-                                              " cannot be given as '" + kind + "'");
+      throw Error(ErrorKind::Unsupported,
+                  what + " of type " + formal.type()->str() + " cannot be given as '" + kind + "'");
     }
   }
   for (size_t i = 0; i < schema.returns().size(); ++i)
@@ -156,8 +156,8 @@ std::vector<std::string> FxProgram::op_names() const {
 }
 
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
-                                             const CompileOptions& options,
-                                             const std::string& name, py::object fallback) {
+                                             const CompileOptions& options, const std::string& name,
+                                             py::object fallback) {
   // The Python callable may outlive any Python frame: release it with the GIL held.
   std::shared_ptr<py::object> eager(new py::object(std::move(fallback)), [](py::object* f) {
     py::gil_scoped_acquire gil;

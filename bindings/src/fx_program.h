@@ -54,7 +54,7 @@ std::optional<std::string> operator_problem(const std::string& op);
 
 /// A region over `program` whose fallback calls `fallback(*inputs)` (the FX graph, eagerly).
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
-                                             const CompileOptions& options,
-                                             const std::string& name, pybind11::object fallback);
+                                             const CompileOptions& options, const std::string& name,
+                                             pybind11::object fallback);
 
 }  // namespace kiln::python

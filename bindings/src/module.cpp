@@ -76,8 +76,7 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init([](std::shared_ptr<FxProgram> program,
                        const std::map<std::string, std::string>& options, const std::string& name,
                        py::object fallback) {
-        return make_fx_region(std::move(program), options_from(options), name,
-                              std::move(fallback));
+        return make_fx_region(std::move(program), options_from(options), name, std::move(fallback));
       }))
       .def(
           "run",

@@ -13,9 +13,10 @@ namespace {
 torch::jit::Module script_module_of(const py::object& module) {
   auto found = torch::jit::as_module(module);
   if (!found) {
-    throw Error(ErrorKind::InvalidInput,
-                "expected a torch.jit.ScriptModule (from torch.jit.script or torch.jit.trace), got " +
-                    py::str(py::type::of(module)).cast<std::string>());
+    throw Error(
+        ErrorKind::InvalidInput,
+        "expected a torch.jit.ScriptModule (from torch.jit.script or torch.jit.trace), got " +
+            py::str(py::type::of(module)).cast<std::string>());
   }
   return *found;
 }
@@ -24,8 +25,8 @@ torch::jit::Module script_module_of(const py::object& module) {
 std::vector<c10::IValue> inputs_for(const CompiledModule& compiled, const py::args& args,
                                     const py::kwargs& kwargs) {
   const auto& schema = compiled.original().get_method("forward").function().getSchema();
-  torch::jit::Stack stack = torch::jit::createStackForSchema(
-      schema, args, kwargs, compiled.original()._ivalue());
+  torch::jit::Stack stack =
+      torch::jit::createStackForSchema(schema, args, kwargs, compiled.original()._ivalue());
   stack.erase(stack.begin());
   return stack;
 }
@@ -34,17 +35,16 @@ std::vector<c10::IValue> inputs_for(const CompiledModule& compiled, const py::ar
 
 void bind_script_module(py::module_& m) {
   py::class_<CompiledModule>(m, "CompiledScriptModule")
-      .def(
-          "__call__",
-          [](const CompiledModule& compiled, const py::args& args, const py::kwargs& kwargs) {
-            std::vector<c10::IValue> inputs = inputs_for(compiled, args, kwargs);
-            c10::IValue result;
-            {
-              py::gil_scoped_release release;
-              result = compiled.forward(std::move(inputs));
-            }
-            return torch::jit::toPyObject(std::move(result));
-          })
+      .def("__call__",
+           [](const CompiledModule& compiled, const py::args& args, const py::kwargs& kwargs) {
+             std::vector<c10::IValue> inputs = inputs_for(compiled, args, kwargs);
+             c10::IValue result;
+             {
+               py::gil_scoped_release release;
+               result = compiled.forward(std::move(inputs));
+             }
+             return torch::jit::toPyObject(std::move(result));
+           })
       .def(
           "explain",
           [](const CompiledModule& compiled, const py::args& args, const py::kwargs& kwargs) {
