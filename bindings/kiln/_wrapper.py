@@ -33,12 +33,15 @@ def compile(model, **kwargs):
     For an ``nn.Module`` (or function) this is ``torch.compile(model, backend="kiln", **kwargs)``,
     a real ``torch._dynamo.OptimizedModule``; for a ``torch.jit.ScriptModule`` it is kiln's C++
     TorchScript path (a CompiledScriptModule). Either way the result carries
-    ``_compile_kwargs``, exactly the kwargs given, and ``kiln.unwrap`` returns the original
-    module and them. ``disable=True`` returns ``model`` unchanged.
+    ``_compile_kwargs``: the kwargs given, with ``backend="kiln"`` (what torch.compile was called
+    with, so a trainer that re-applies ``torch.compile(wrapped, **_compile_kwargs)``, as Lightning
+    Fabric does, compiles with kiln again), and ``kiln.unwrap`` returns the original module and
+    them. ``disable=True`` returns ``model`` unchanged.
     """
     _check_kwargs(kwargs)
     if kwargs.get("disable", False):
         return model
+    kwargs = {"backend": "kiln", **kwargs}
     if isinstance(model, torch.jit.ScriptModule):
         return CompiledScriptModule(model, kwargs)
     # torch.compile pops keys from the options dict it gets: it gets a copy.
@@ -65,7 +68,8 @@ def unwrap(obj) -> tuple[Any, dict | None]:
         if kwargs is None:
             # Compiled by torch.compile itself: its backend wrapper knows mode and options.
             wrapper = innermost_backend(obj.dynamo_ctx.callback)
-            kwargs = dict(getattr(wrapper, "kwargs", {}))
+            kwargs = {"backend": getattr(wrapper, "compiler_name", "kiln"),
+                      **getattr(wrapper, "kwargs", {})}
         return obj._orig_mod, copy.deepcopy(kwargs)
     if hasattr(obj, "_orig_mod") and hasattr(obj, "_compile_kwargs"):
         return obj._orig_mod, copy.deepcopy(obj._compile_kwargs)

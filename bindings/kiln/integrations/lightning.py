@@ -25,6 +25,7 @@ import copy
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities.compile import to_uncompiled
 
+from .._errors import KilnError
 from .._wrapper import _check_kwargs
 
 
@@ -42,13 +43,20 @@ class KilnDDPStrategy(DDPStrategy):
         super().__init__(*args, **kwargs)
         if compile_kwargs is not None:
             _check_kwargs(compile_kwargs)  # a bad key fails here, not in the spawned workers
+        self._given_kwargs = copy.deepcopy(compile_kwargs)
         self.compile_kwargs = copy.deepcopy(compile_kwargs)
 
     def configure_ddp(self) -> None:
         module = self.lightning_module
-        if self.compile_kwargs is None:
-            self.compile_kwargs = copy.deepcopy(getattr(module, "_compile_kwargs", None))
+        given = self._given_kwargs
+        if given is None:  # per fit: the strategy may be reused with another module
+            given = getattr(module, "_compile_kwargs", None)
+        self.compile_kwargs = copy.deepcopy(given)
         if module._compiler_ctx is not None:
+            if given is None:  # rather than train uncompiled without a word
+                raise KilnError("the LightningModule was compiled, but with arguments unknown; "
+                                "compile it with kiln.compile, or pass "
+                                "KilnDDPStrategy(compile_kwargs=...)")
             # The Trainer compiled the step methods of the module (from_compiled); those
             # would run inside DDP as separate compiled regions: undo them, the DDP module
             # is compiled below instead.

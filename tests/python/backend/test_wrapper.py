@@ -15,8 +15,17 @@ def test_compile_returns_a_real_optimized_module_with_the_kwargs_as_given():
     kwargs = {"options": {"strict": True}, "dynamic": False}
     compiled = kiln.compile(model, **kwargs)
     assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
-    assert compiled._compile_kwargs == kwargs
-    assert compiled._compile_kwargs is not kwargs
+    # the kwargs torch.compile got: the given ones and the backend
+    assert compiled._compile_kwargs == {"backend": "kiln", **kwargs}
+    assert compiled._compile_kwargs["options"] is not kwargs["options"]
+
+
+def test_recorded_kwargs_reproduce_the_compile_with_plain_torch_compile():
+    model = Mlp().eval()
+    compiled = kiln.compile(model, options={"fusion": False})
+    again = torch.compile(model, **compiled._compile_kwargs)
+    wrapper = torch._dynamo.eval_frame.innermost_backend(again.dynamo_ctx.callback)
+    assert wrapper.compiler_name == "kiln"
 
 
 def test_unwrap_returns_the_identical_module_and_the_kwargs():
@@ -24,7 +33,7 @@ def test_unwrap_returns_the_identical_module_and_the_kwargs():
     compiled = kiln.compile(model, mode="max-autotune")
     original, kwargs = kiln.unwrap(compiled)
     assert original is model
-    assert kwargs == {"mode": "max-autotune"}
+    assert kwargs == {"backend": "kiln", "mode": "max-autotune"}
     assert [p for p in original.parameters()] == [p for p in model.parameters()]
 
 
@@ -32,7 +41,7 @@ def test_unwrap_of_torch_compile_with_backend_kiln_recovers_options():
     model = Mlp()
     original, kwargs = kiln.unwrap(torch.compile(model, backend="kiln", options={"fusion": False}))
     assert original is model
-    assert kwargs == {"options": {"fusion": False}}
+    assert kwargs == {"backend": "kiln", "options": {"fusion": False}}
 
 
 def test_unwrap_of_a_plain_module_says_it_is_not_compiled():
@@ -52,8 +61,9 @@ def test_recompile_with_the_same_kwargs_matches():
 
 
 def test_kwargs_survive_deepcopy_and_pickle():
-    kwargs = {"options": {"strict": True, "max_specializations": 4}}
-    compiled = kiln.compile(Mlp().eval(), **kwargs)
+    given = {"options": {"strict": True, "max_specializations": 4}}
+    kwargs = {"backend": "kiln", **given}
+    compiled = kiln.compile(Mlp().eval(), **given)
     x = torch.randn(2, 32)
     for copied in (copy.deepcopy(compiled), pickle.loads(pickle.dumps(compiled))):
         assert isinstance(copied, torch._dynamo.eval_frame.OptimizedModule)
