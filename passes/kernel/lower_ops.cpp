@@ -327,8 +327,9 @@ bool attributes_supported(const Node& node) {
   const DType out = node.output()->type().dtype;
   const bool float_out = ir::is_floating(out);
   const bool half = out == DType::Float16 || out == DType::BFloat16;
-  if (half && (op.starts_with("aten::add.") || op.starts_with("aten::sub.") ||
-               op.starts_with("aten::rsub.")) &&
+  if (half &&
+      (op.starts_with("aten::add.") || op.starts_with("aten::sub.") ||
+       op.starts_with("aten::rsub.")) &&
       scalar_or(node, "alpha", 1) != 1) {
     // Eager rounds alpha * other to the half dtype before adding; in float32, near cancellation
     // kiln's more exact result differs from eager's by many half ulps. ATen keeps these.
