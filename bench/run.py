@@ -1,114 +1,92 @@
-"""`make bench`: kiln against eager LibTorch (the TorchScript interpreter running the same module
-op by op) on the test models, via `kiln run`, and on the codegen issue's kernel cases (elementwise
-chain against a plain copy, softmax, layer_norm, MLP) via `kiln_kernel_bench`. Every number is a
-median of interleaved runs in one process.
+"""`make bench`: the model zoo (bench/suite/zoo.py) under eager, kiln (torch.compile and the C++
+TorchScript path), Inductor, TorchScript and OpenVINO, in one process with a fixed thread count,
+interleaved rounds, and ratios from the same run. Prints the table; writes
+bench/results/latest.json, a timestamped copy and latest.png.
 
-Prints two tables and writes bench/results/latest.json. The bench-suite issue grows this into the
-model zoo with eager, Inductor and the other peers.
+    python bench/run.py [--suite quick|full] [--threads N] [--budget S] [--cases a,b] [--backends a,b]
 """
+
+from __future__ import annotations
+
 import argparse
-import datetime
-import json
 import os
 import pathlib
-import platform
-import subprocess
 import sys
+import time
+import warnings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TOLERANCE = 1e-4
+sys.path.insert(0, str(ROOT))
 
-# glibc returns every freed block above 32 MB to the OS, so a 64 MB output costs ~16K page faults
-# on each call, and which side pays them depends on who allocates first; with these both sides
-# reuse their memory and the timings measure the computation. (Stated in the README.)
-BENCH_ENV = {"KILN_LOG": "error", "MALLOC_MMAP_THRESHOLD_": "1000000000",
-             "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+import torch  # noqa: E402
+
+from bench.suite import backends, measure, report, zoo  # noqa: E402
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--build", default="build")
-    parser.add_argument("--iters", type=int, default=50)
-    args = parser.parse_args()
-    build = ROOT / args.build
-    with open(build / "models" / "models.json") as f:
-        models = json.load(f)
+class Progress:
+    """One status line on stderr: [done/total] what is running, elapsed time."""
 
-    rows = []
-    for i, (name, info) in enumerate(models.items(), 1):
-        print(f"[{i}/{len(models)}] {name}", file=sys.stderr, flush=True)
-        cmd = [str(build / "kiln"), "run", str(build / "models" / f"{name}.pt"), "--iters", str(args.iters)]
-        for spec in info["inputs"]:
-            cmd += ["--input", spec]
-        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **BENCH_ENV})
-        if result.returncode != 0:
-            rows.append({"model": name, "error": result.stderr.strip().splitlines()[-1]})
-            continue
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        report["model"] = name
-        report["ratio"] = report["reference_ms"] / report["kiln_ms"]
-        report["ok"] = report["max_abs_diff"] <= TOLERANCE
-        rows.append(report)
+    def __init__(self, total: int):
+        self.total, self.done, self.start = total, 0, time.time()
 
-    print(f"\n{'model':<16}{'kiln ms':>10}{'LibTorch ms':>13}{'speedup':>9}{'max abs diff':>14}  ok")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['model']:<16}  failed: {r['error']}")
-            continue
-        print(f"{r['model']:<16}{r['kiln_ms']:>10.3f}{r['reference_ms']:>13.3f}{r['ratio']:>8.2f}x"
-              f"{r['max_abs_diff']:>14.2e}  {'yes' if r['ok'] else 'NO'}")
-    threads = next((r["threads"] for r in rows if "threads" in r), None)
-    print(f"\nspeedup = LibTorch median / kiln median, same run, {args.iters} interleaved iterations; "
-          f"{threads} threads; tolerance {TOLERANCE}")
+    def __call__(self, what: str) -> None:
+        bar = "#" * int(20 * self.done / max(self.total, 1))
+        sys.stderr.write(f"\r[{bar:<20}] {self.done}/{self.total} {time.time() - self.start:5.0f} s  "
+                         f"{what[:70]:<70}")
+        sys.stderr.flush()
 
-    kernels = run_kernel_bench(build)
-
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-               "threads": threads, "results": rows, "kernels": kernels}
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    for name in ("latest.json", f"{stamp}.json"):
-        with open(out / name, "w") as f:
-            json.dump(payload, f, indent=2)
-    ok = all(r.get("ok") for r in rows) and all(k["max_abs_diff"] <= KERNEL_TOLERANCE for k in kernels)
-    return 0 if ok else 1
+    def advance(self) -> None:
+        self.done += 1
 
 
-KERNEL_TOLERANCE = 1e-4
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=["quick", "full"], default="quick")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of timed iterations per case (default: 6 quick, 8 full)")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--backends", default="", help="comma-separated backends (default: all)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--debug", action="store_true", help="print backend tracebacks")
+    args = parser.parse_args(argv)
 
-# glibc returns every freed block above 32 MB to the OS, so a 64 MB output costs ~16K page faults
-# on each call, and which side pays them depends on who allocates first; with these both sides
-# reuse their memory and the timings measure the computation. (Stated in the README.)
-BENCH_ENV = {"KILN_LOG": "error", "MALLOC_MMAP_THRESHOLD_": "1000000000",
-             "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    cases = zoo.cases(args.suite)
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        cases = [c for c in cases if c.name in wanted]
+    budget = args.budget or (6.0 if args.suite == "quick" else 8.0)
+    chosen = set(filter(None, args.backends.split(",")))
 
+    progress = Progress(len(cases))
+    results = []
+    started = time.time()
+    for case in cases:
+        names = backends.TRAINING if case.training else backends.INFERENCE
+        if chosen:
+            names = [n for n in names if n == "eager" or n in chosen]
+        results += measure.run_case(case, names, budget, progress)
+        progress.advance()
+        progress("done")
+    sys.stderr.write("\n")
 
-def run_kernel_bench(build):
-    """The kernel cases, one process, interleaved eager/kiln rounds; chain_16m is also compared
-    with copy_16m (a clone of the same size: both read 64 MB and write a fresh 64 MB tensor)."""
-    models = build / "bench_models"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "make_kernel_models.py"), str(models)], check=True)
-    with open(models / "index.json") as f:
-        index = json.load(f)
-    with open(models / "index.txt", "w") as f:
-        for name, shape in index.items():
-            f.write(f"{name} {','.join(map(str, shape))}\n")
-    print("kernel cases ...", file=sys.stderr, flush=True)
-    result = subprocess.run([str(build / "kiln_kernel_bench"), str(models)], capture_output=True, text=True,
-                            env={**os.environ, **BENCH_ENV}, check=True)
-    cases = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    print(f"\n{'case':<22}{'eager ms':>10}{'kiln ms':>10}{'speedup':>9}{'kiln GB/s':>11}{'max abs diff':>14}")
-    for c in cases:
-        print(f"{c['case']:<22}{c['eager_ms']:>10.3f}{c['kiln_ms']:>10.3f}{c['speedup']:>8.2f}x"
-              f"{c['kiln_gb_per_s']:>11.2f}{c['max_abs_diff']:>14.2e}")
-    by_name = {c["case"]: c for c in cases}
-    if "chain_16m" in by_name and "copy_16m" in by_name:
-        fraction = by_name["copy_16m"]["eager_ms"] / by_name["chain_16m"]["kiln_ms"]
-        by_name["chain_16m"]["fraction_of_copy_bandwidth"] = fraction
-        print(f"\nchain_16m under kiln runs at {fraction:.0%} of the bandwidth of a plain copy "
-              f"(copy_16m under eager: {by_name['copy_16m']['eager_ms']:.3f} ms)")
-    return cases
+    data = {"suite": args.suite, "machine": report.machine(args.threads),
+            "versions": backends.versions(), "threads": args.threads,
+            "seconds": round(time.time() - started, 1), "results": results,
+            "geomean": report.geomeans(results)}
+    m = data["machine"]
+    print(f"machine: {m['cpu']} ({', '.join(m['isa'])}), {m['cores']} cores, {args.threads} threads")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
+    print(report.table(results))
+    g = data["geomean"]
+    print(f"geomean over ok rows: kiln vs eager {report._fmt(g['kiln_vs_eager'], '.2f')}x, "
+          f"kiln vs inductor {report._fmt(g['kiln_vs_inductor'], '.2f')}x "
+          f"({data['seconds']:.0f} s)")
+    path = report.write(pathlib.Path(args.out), data)
+    print(f"wrote {path} and {path.with_suffix('.png')}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""The protocol: compile (cold first call), check against eager, warm up, then interleaved
+rounds (A B C A B C ...) so that drift on a shared machine hits every backend alike."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import traceback
+
+import torch
+
+from . import backends
+
+
+def max_abs_diff(actual, expected) -> float:
+    if isinstance(actual, (tuple, list)):
+        return max(max_abs_diff(a, e) for a, e in zip(actual, expected))
+    return (actual.float() - expected.float()).abs().max().item()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200] if text else ''}"
+
+
+class Contender:
+    """One backend on one case: its step function, compile time, correctness, timings."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.step = None
+        self.compile_s = None
+        self.diff = None
+        self.error = None
+        self.times: list[float] = []
+
+    def row(self, case, eager_median) -> dict:
+        median = statistics.median(self.times) * 1e3 if self.times else None
+        ok = self.error is None and self.diff is not None and self.diff <= case.atol
+        return {
+            "model": case.name, "backend": self.backend,
+            "median_ms": median,
+            "min_ms": min(self.times) * 1e3 if self.times else None,
+            "max_ms": max(self.times) * 1e3 if self.times else None,
+            # A row that is not ok is never counted as a speedup.
+            "speedup_vs_eager": eager_median / median if ok and median and eager_median else None,
+            "compile_s": self.compile_s, "max_abs_diff": self.diff, "ok": ok,
+            "error": self.error or (None if ok else f"max abs diff above {case.atol}"),
+        }
+
+
+def _prepare(contender, case, model, inputs, reference, progress):
+    """Builds the step, times its first call (the compile) and checks it against eager."""
+    progress(f"{case.name}: {contender.backend} compiling")
+    try:
+        start = time.perf_counter()
+        if case.training:
+            step, trained = backends.training_step(contender.backend, model, inputs)
+            step()
+            contender.compile_s = time.perf_counter() - start
+            contender.diff = max(max_abs_diff(p, q) for p, q in
+                                 zip(trained.parameters(), reference.parameters()))
+        else:
+            step = backends.inference_step(contender.backend, model, inputs)
+            out = step()
+            contender.compile_s = time.perf_counter() - start
+            contender.diff = max_abs_diff(out, reference)
+        contender.step = step
+    except Exception as error:  # the backend fails on this model: its row says why
+        contender.error = _first_line(error)
+        if "--debug" in __import__("sys").argv:
+            traceback.print_exc()
+
+
+def run_case(case, names, budget_s, progress) -> list[dict]:
+    torch.manual_seed(0)
+    model, inputs = case.build()
+    if case.training:
+        eager_step, reference = backends.training_step("eager", model, inputs)
+        eager_step()  # the reference: parameters after one step from the same weights
+    else:
+        reference = backends.inference_step("eager", model, inputs)()
+    contenders = [Contender(name) for name in names]
+    for c in contenders:
+        if c.backend in ("kiln_ts", "torchscript") and not case.traceable:
+            c.error = "the model does not trace"
+            continue
+        _prepare(c, case, model, inputs, reference, progress)
+    live = [c for c in contenders if c.step is not None]
+    # Warm-up, and an estimate of one iteration to size the rounds.
+    estimates = {}
+    for c in live:
+        start = time.perf_counter()
+        for _ in range(2):
+            c.step()
+        estimates[c.backend] = (time.perf_counter() - start) / 2
+    rounds = 15
+    per_round = budget_s / rounds / max(len(live), 1)
+    for r in range(rounds):
+        progress(f"{case.name}: round {r + 1}/{rounds}")
+        for c in live:
+            for _ in range(max(1, int(per_round / max(estimates[c.backend], 1e-7)))):
+                start = time.perf_counter()
+                c.step()
+                c.times.append(time.perf_counter() - start)
+    eager = next((c for c in contenders if c.backend == "eager"), None)
+    eager_median = statistics.median(eager.times) * 1e3 if eager and eager.times else None
+    return [c.row(case, eager_median) for c in contenders]

@@ -1,0 +1,105 @@
+"""The results: the machine header, the table, latest.json (+ a timestamped copy), the chart."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+
+
+def machine(threads: int) -> dict:
+    model, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", platform.processor()):
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
+                       "avx512_bf16", "amx_tile") if f in flags]
+    return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "threads": threads,
+            "os": platform.platform(), "python": platform.python_version()}
+
+
+def _geomean(values):
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def geomeans(results: list[dict]) -> dict:
+    by = {(r["model"], r["backend"]): r for r in results}
+    kiln = [r for r in results if r["backend"] == "kiln" and r["ok"]]
+    vs_inductor = []
+    for r in kiln:
+        peer = by.get((r["model"], "inductor"))
+        if peer and peer["ok"]:
+            vs_inductor.append(peer["median_ms"] / r["median_ms"])
+    return {"kiln_vs_eager": _geomean([r["speedup_vs_eager"] for r in kiln]),
+            "kiln_vs_inductor": _geomean(vs_inductor)}
+
+
+def _fmt(value, spec, missing="-"):
+    return missing if value is None else format(value, spec)
+
+
+def table(results: list[dict]) -> str:
+    lines = [f"{'model':<24}{'backend':<13}{'median ms':>11}{'min-max ms':>21}{'speedup':>9}"
+             f"{'compile s':>11}{'max abs diff':>14}  ok"]
+    for r in results:
+        span = (f"{r['min_ms']:.3f}-{r['max_ms']:.3f}" if r["min_ms"] is not None else "-")
+        line = (f"{r['model']:<24}{r['backend']:<13}{_fmt(r['median_ms'], '.3f'):>11}{span:>21}"
+                f"{_fmt(r['speedup_vs_eager'], '.2f') + ('x' if r['speedup_vs_eager'] else ''):>9}"
+                f"{_fmt(r['compile_s'], '.1f'):>11}{_fmt(r['max_abs_diff'], '.1e'):>14}  "
+                f"{'yes' if r['ok'] else 'NO'}")
+        if r["error"]:
+            line += f"  ({r['error']})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write(out_dir: pathlib.Path, report: dict) -> pathlib.Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    text = json.dumps(report, indent=2)
+    (out_dir / "latest.json").write_text(text)
+    (out_dir / f"{report['suite']}-{stamp}.json").write_text(text)
+    chart(report["results"], out_dir / "latest.png", report)
+    return out_dir / "latest.json"
+
+
+def chart(results: list[dict], path: pathlib.Path, report: dict) -> None:
+    """Speedup over eager per model and backend, log scale, eager = 1; rows not ok are left out."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in results))
+    names = [b for b in dict.fromkeys(r["backend"] for r in results) if b != "eager"]
+    by = {(r["model"], r["backend"]): r for r in results}
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(models)), 4.8))
+    for i, name in enumerate(names):
+        xs, ys = [], []
+        for j, model in enumerate(models):
+            r = by.get((model, name))
+            if r and r["ok"] and r["speedup_vs_eager"]:
+                xs.append(j + (i - (len(names) - 1) / 2) * width)
+                ys.append(r["speedup_vs_eager"])
+        ax.bar(xs, ys, width, label=name, bottom=0)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels(models, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("speedup over eager (log)")
+    m = report["machine"]
+    ax.set_title(f"kiln bench ({report['suite']}): {m['cpu']}, {m['threads']} threads", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,121 @@
+"""The model zoo: CPU, float32, random weights built from code or configs, nothing downloaded.
+
+A Case builds (model, inputs) on demand. Inference cases are timed as model(*inputs); training
+cases as one step: forward, a loss, backward and an SGD update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    build: Callable[[], tuple[nn.Module, tuple]]
+    suites: tuple[str, ...]  # "quick" and/or "full"
+    training: bool = False
+    atol: float = 1e-4  # max abs diff against eager that counts as ok
+    traceable: bool = True  # the TorchScript backends (kiln's C++ path, torch.jit) apply
+
+
+class Chain(nn.Module):
+    """Five elementwise ops over one tensor: mul, add, sigmoid, mul, sub."""
+
+    def forward(self, x):
+        return torch.sigmoid(x * 1.5 + 0.5) * x - 0.25
+
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def mlp(width=256, layers=3):
+    mods = []
+    for i in range(layers):
+        mods.append(nn.Linear(width, width))
+        if i + 1 < layers:
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods)
+
+
+def _vision(factory, batch):
+    def build():
+        import torchvision
+        return getattr(torchvision.models, factory)(weights=None), (torch.randn(batch, 3, 224, 224),)
+    return build
+
+
+class FirstOutput(nn.Module):
+    """Returns the first element of a transformers layer's tuple output."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        out = self.layer(x)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _bert_layer(batch):
+    def build():
+        from transformers import BertConfig
+        from transformers.models.bert.modeling_bert import BertLayer
+        config = BertConfig()  # BERT-base: hidden 768, 12 heads, intermediate 3072
+        return FirstOutput(BertLayer(config)), (torch.randn(batch, 128, config.hidden_size),)
+    return build
+
+
+def _gpt2_block(batch):
+    def build():
+        from transformers import GPT2Config
+        from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+        config = GPT2Config()  # GPT-2 small: hidden 768, 12 heads
+        return FirstOutput(GPT2Block(config)), (torch.randn(batch, 128, config.n_embd),)
+    return build
+
+
+def _vit_tiny(batch):
+    def build():
+        import timm
+        return timm.create_model("vit_tiny_patch16_224", pretrained=False), (torch.randn(batch, 3, 224, 224),)
+    return build
+
+
+def _simple(module_factory, shape):
+    return lambda: (module_factory(), (torch.randn(*shape),))
+
+
+QUICK, FULL = ("quick", "full"), ("full",)
+
+CASES = [
+    Case("elementwise_chain_16M", _simple(Chain, (16 * 1024 * 1024,)), QUICK, atol=1e-5),
+    Case("softmax_4096x1024", _simple(Softmax, (4096, 1024)), QUICK, atol=1e-6),
+    Case("layer_norm_4096x1024", _simple(lambda: nn.LayerNorm(1024), (4096, 1024)), QUICK, atol=1e-4),
+    Case("mlp_b1", _simple(mlp, (1, 256)), QUICK),
+    Case("mlp_b64", _simple(mlp, (64, 256)), QUICK),
+    Case("resnet18_b1", _vision("resnet18", 1), QUICK, atol=1e-3),
+    Case("bert_layer_s128", _bert_layer(1), QUICK, atol=1e-3),
+    Case("train_mlp_b8", _simple(mlp, (8, 256)), QUICK, training=True),
+    Case("train_resnet18_b8", _vision("resnet18", 8), QUICK, training=True, atol=1e-3),
+    Case("mobilenet_v2_b1", _vision("mobilenet_v2", 1), FULL, atol=1e-3),
+    Case("resnet50_b1", _vision("resnet50", 1), FULL, atol=1e-3),
+    Case("gpt2_block_s128", _gpt2_block(1), FULL, atol=1e-3),
+    Case("vit_tiny_b1", _vit_tiny(1), FULL, atol=1e-3),
+    Case("resnet18_b8", _vision("resnet18", 8), FULL, atol=1e-3),
+    Case("mobilenet_v2_b8", _vision("mobilenet_v2", 8), FULL, atol=1e-3),
+    Case("resnet50_b8", _vision("resnet50", 8), FULL, atol=1e-3),
+    Case("bert_layer_s128_b8", _bert_layer(8), FULL, atol=1e-3),
+    Case("gpt2_block_s128_b8", _gpt2_block(8), FULL, atol=1e-3),
+    Case("vit_tiny_b8", _vit_tiny(8), FULL, atol=1e-3),
+]
+
+
+def cases(suite: str) -> list[Case]:
+    return [c for c in CASES if suite in c.suites]
