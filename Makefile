@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build python test bench models format format-check clean
+.PHONY: all setup build python test bench bench-full bench-kernels models format format-check clean
 
 all: build
 
@@ -35,8 +35,20 @@ models: build
 test: build python models
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-bench: build python models
-	@$(VENV_PY) bench/run.py --build $(BUILD)
+# glibc hands freed blocks over 32 MB back to the OS, so each large output would cost page faults
+# on every call; with these every backend in the bench process reuses its memory (README, Bench).
+BENCH_ENV = KILN_LOG=error MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000
+
+# The bench suite: the quick zoo in <= 10 minutes (bench-full: the whole zoo), every backend.
+bench: build python
+	@$(BENCH_ENV) $(VENV_PY) bench/run.py --suite quick
+
+bench-full: build python
+	@$(BENCH_ENV) $(VENV_PY) bench/run.py --suite full
+
+# Issue #3's figures: the test models through `kiln run`, and the codegen kernel cases.
+bench-kernels: build python models
+	@$(VENV_PY) bench/issue3_cases.py --build $(BUILD)
 
 format:
 	@clang-format -i $(FORMAT_FILES)
@@ -58,3 +70,14 @@ SEEDS ?= 0:2000
 .PHONY: fuzz
 fuzz: build
 	@$(BUILD)/kiln_fuzz --seeds $(SEEDS)
+
+# Google Benchmark microbenches at kernel level (bench/micro): eager against kiln on the kernel
+# models (written as for the kernel bench), and the executor's per-call overhead, with
+# BENCH_ENV as for `make bench`. MICRO_ARGS: more --benchmark_* flags.
+MICRO_ARGS ?=
+.PHONY: bench-micro
+bench-micro: build
+	@test -x $(BUILD)/kiln_microbench || { echo "kiln_microbench was not built: Google Benchmark (libbenchmark-dev) is missing; run scripts/setup.sh"; exit 1; }
+	@$(VENV_PY) bench/make_kernel_models.py $(BUILD)/bench_models
+	@$(BENCH_ENV) $(BUILD)/kiln_microbench --models_dir=$(BUILD)/bench_models --benchmark_min_time=0.5 \
+	    $(MICRO_ARGS)

@@ -1,5 +1,7 @@
 """TorchScript models for the kernel benchmarks (bench/kernel_bench.cpp): the shapes the codegen
-issue's speed targets name. Written by code with random weights; nothing is downloaded."""
+issue's speed targets name; and for the Google Benchmark microbenches (bench/micro, make
+bench-micro), which also use a row sum and a one-add graph. Written by code with random weights;
+nothing is downloaded."""
 import json
 import os
 import sys
@@ -20,6 +22,20 @@ class Copy(nn.Module):
 
     def forward(self, x):
         return x.clone()
+
+
+class RowSum(nn.Module):
+    """A sum over each row (the last dim): one reduction pass, a small output."""
+
+    def forward(self, x):
+        return x.sum(dim=-1)
+
+
+class Add(nn.Module):
+    """One add of two inputs: on 8-element tensors, the executor's per-call overhead."""
+
+    def forward(self, x, y):
+        return x + y
 
 
 class Softmax(nn.Module):
@@ -47,10 +63,15 @@ def main(out_dir):
         "mlp256_batch1": (mlp(), [1, 256]),
         "mlp256_batch64": (mlp(), [64, 256]),
     }
+    # Only in bench/micro (its C++ names their input shapes). Not in index.json: kiln_kernel_bench
+    # runs every case listed there with one input and counts 2x the input's bytes.
+    micro_only = {"row_sum_4096x1024": RowSum(), "add_8": Add()}
     index = {}
     for name, (module, shape) in cases.items():
         torch.jit.script(module).save(os.path.join(out_dir, name + ".pt"))
         index[name] = shape
+    for name, module in micro_only.items():
+        torch.jit.script(module).save(os.path.join(out_dir, name + ".pt"))
     with open(os.path.join(out_dir, "index.json"), "w") as f:
         json.dump(index, f, indent=2)
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up everything kiln needs on a fresh Debian machine, and on later runs only what changed:
-# Debian packages (LLVM 19, Ninja, ccache, GoogleTest), then .venv/ with the pinned Python packages.
+# Debian packages (LLVM 19, Ninja, ccache, GoogleTest, Google Benchmark), then .venv/ with the
+# pinned Python packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libgl1, libglib2.0-0: OpenCV (pulled in by mmengine) loads them at import.
 DEB_PACKAGES=(llvm-19-dev ninja-build ccache cmake g++ googletest libgtest-dev clang-format zlib1g-dev libzstd-dev
-              libgl1 libglib2.0-0)
+              libbenchmark-dev libgl1 libglib2.0-0)
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
