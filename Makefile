@@ -37,7 +37,9 @@ test: build python models
 
 # glibc hands freed blocks over 32 MB back to the OS, so each large output would cost page faults
 # on every call; with these every backend in the bench process reuses its memory (README, Bench).
-BENCH_ENV = KILN_LOG=error MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000
+# Inductor's on-disk caches are off, so its compile time is a cold one, as kiln's is.
+BENCH_ENV = KILN_LOG=error MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 \
+            TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
 
 # The bench suite: the quick zoo in <= 10 minutes (bench-full: the whole zoo), every backend.
 bench: build python
