@@ -73,6 +73,9 @@ def _prepare(contender, case, model, inputs, reference, progress):
 
 
 def run_case(case, names, budget_s, progress) -> list[dict]:
+    # Dynamo caches compiled frames per code object (Sequential.forward, ...): without a reset a
+    # case could reuse an earlier case's compile, and its compile time would not be cold.
+    torch._dynamo.reset()
     torch.manual_seed(0)
     model, inputs = case.build()
     if case.training:
