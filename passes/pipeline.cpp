@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "passes/canonicalize.h"
+#include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_epilogue.h"
@@ -72,9 +74,10 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"eliminate_dead_code", "fuse_reductions",
-                                                 "fuse_epilogue",       "fuse_elementwise",
-                                                 "lower_kernels",       "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",    "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
+      "lower_kernels",   "plan_memory"};
   return names;
 }
 
@@ -82,7 +85,10 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   PipelineResult result;
   if (options.verify) ir::check_graph(graph, "capture");
   PassRunner passes(graph, options, result);
+  passes.run("canonicalize", "", [&] { canonicalize(graph); });
   passes.run("eliminate_dead_code", "", [&] { eliminate_dead_code(graph); });
+  passes.run("eliminate_common_subexpressions", "",
+             [&] { eliminate_common_subexpressions(graph); });
   // Reductions first, so they can take their producers; then GEMM/conv epilogues; then the
   // remaining elementwise ops.
   if (options.fusion) {

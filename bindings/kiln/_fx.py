@@ -254,51 +254,10 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
-def _transposed_weight(node) -> torch.fx.Node | None:
-    """w when ``node`` is ``permute(w, [1, 0])`` of a 2-D w (how core ATen writes w.t())."""
-    if (isinstance(node, torch.fx.Node) and node.op == "call_function"
-            and node.target is torch.ops.aten.permute.default and list(node.args[1]) == [1, 0]):
-        return node.args[0]
-    return None
-
-
-def _use_linear(gm: torch.fx.GraphModule) -> None:
-    """addmm(b, x, permute(w, [1, 0])) and mm(x, permute(w, [1, 0])) -> linear(x, w, b), the
-    form kiln keeps for GEMMs (and computes itself, fused with what follows, for a few rows).
-
-        %t = permute(%w, [1, 0])
-        %y = addmm(%b, %x, %t)            ==>   %y = linear(%x, %w, %b)
-    """
-    aten = torch.ops.aten
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.kwargs:
-            continue
-        if node.target is aten.addmm.default and len(node.args) == 3:
-            bias, x, t = node.args
-            bias_val = bias.meta.get("val") if isinstance(bias, torch.fx.Node) else None
-            if bias_val is None or bias_val.dim() != 1:
-                continue
-        elif node.target is aten.mm.default:
-            (x, t), bias = node.args, None
-        else:
-            continue
-        weight = _transposed_weight(t)
-        if weight is None:
-            continue
-        with gm.graph.inserting_before(node):
-            linear = gm.graph.call_function(aten.linear.default, (x, weight, bias))
-        linear.meta["val"] = node.meta["val"]
-        node.replace_all_uses_with(linear)
-        gm.graph.erase_node(node)
-        if not t.users:
-            gm.graph.erase_node(t)
-
-
 def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str) -> torch.fx.GraphModule:
     """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place)."""
     gm.graph.eliminate_dead_code()
-    _use_layer_norm(gm)
-    _use_linear(gm)
+    _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     support = KilnSupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()

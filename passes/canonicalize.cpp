@@ -1,0 +1,200 @@
+#include "passes/canonicalize.h"
+
+#include <cmath>
+#include <optional>
+#include <unordered_set>
+
+namespace kiln {
+namespace {
+
+using ir::Attr;
+using ir::Node;
+using ir::Value;
+
+std::optional<double> number(const Node& node, const char* name) {
+  const Attr* attr = node.find_attr(name);
+  if (!attr) return std::nullopt;
+  if (const auto* d = std::get_if<double>(attr)) return *d;
+  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> ints(const Node& node, const char* name) {
+  const Attr* attr = node.find_attr(name);
+  const auto* v = attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr;
+  return v ? std::optional(*v) : std::nullopt;
+}
+
+bool is_contiguous(const ir::TensorType& type) {
+  int64_t expected = 1;
+  for (int i = static_cast<int>(type.sizes.size()) - 1; i >= 0; --i) {
+    if (type.sizes[i] != 1 && type.strides[i] != expected) return false;
+    expected *= type.sizes[i];
+  }
+  return true;
+}
+
+// The node producing `v` when it is an `op` node, else null.
+Node* produced_by(const Value* v, const char* op) {
+  Node* p = v->producer();
+  return p && p->op() == op ? p : nullptr;
+}
+
+// w when `t` is w transposed: aten::t(w) or aten::permute(w, [1, 0]) of a 2-D w.
+Value* transposed_from(const Value* t) {
+  if (Node* p = produced_by(t, "aten::t")) return p->input(0);
+  if (Node* p = produced_by(t, "aten::permute")) {
+    if (ints(*p, "dims") == std::vector<int64_t>{1, 0}) return p->input(0);
+  }
+  return nullptr;
+}
+
+bool is_power_of_two(double c) {
+  int exponent = 0;
+  return c != 0 && std::isfinite(c) && std::frexp(std::fabs(c), &exponent) == 0.5;
+}
+
+class Canonicalizer {
+ public:
+  explicit Canonicalizer(ir::Graph& graph)
+      : graph_(graph),
+        outputs_(graph.outputs().begin(), graph.outputs().end()),
+        inputs_(graph.inputs().begin(), graph.inputs().end()) {}
+
+  int run() {
+    for (Node* node : graph_.nodes())
+      visit(*node);
+    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
+    return rewrites_;
+  }
+
+ private:
+  void visit(Node& node) {
+    const std::string& op = node.op();
+    if (op == "aten::addmm" || op == "aten::mm") {
+      to_linear(node);
+    } else if (op == "aten::sub.Tensor") {
+      // alpha keeps its kind: an integral tensor takes no floating-point alpha.
+      const Attr* alpha = node.find_attr("alpha");
+      if (const auto* i = alpha ? std::get_if<int64_t>(alpha) : nullptr; i && *i != 1) {
+        replace(node, "aten::add.Tensor", node.inputs(), {{"alpha", -*i}});
+      } else if (const auto* d = alpha ? std::get_if<double>(alpha) : nullptr; d && *d != 1) {
+        replace(node, "aten::add.Tensor", node.inputs(), {{"alpha", -*d}});
+      }
+    } else if (op == "aten::div.Scalar") {
+      auto c = number(node, "other");
+      if (c && is_power_of_two(*c) && ir::is_floating(node.output()->type().dtype)) {
+        replace(node, "aten::mul.Scalar", node.inputs(), {{"other", 1.0 / *c}});
+      }
+    } else if (op == "aten::t") {
+      if (Node* inner = produced_by(node.input(0), "aten::t")) forward(node, inner->input(0));
+    } else if (op == "aten::transpose.int") {
+      Node* inner = produced_by(node.input(0), "aten::transpose.int");
+      if (inner && same_pair(node, *inner)) forward(node, inner->input(0));
+    } else if (op == "aten::permute") {
+      compose_permutes(node);
+    } else if (op == "aten::view" || op == "aten::reshape") {
+      Node* inner = produced_by(node.input(0), op.c_str());
+      if (inner && is_contiguous(inner->input(0)->type())) {
+        replace(node, op, {inner->input(0)}, node.attrs());
+      }
+    } else if (op == "aten::to.dtype" || op == "aten::type_as" || op == "aten::contiguous") {
+      const auto& in = node.input(0)->type();
+      const auto& out = node.output()->type();
+      const Attr* copy = node.find_attr("copy");
+      const bool copies = copy && std::get_if<bool>(copy) && std::get<bool>(*copy);
+      if (!copies && in.dtype == out.dtype && in.strides == out.strides) {
+        forward(node, node.input(0));
+      }
+    }
+  }
+
+  bool same_pair(const Node& a, const Node& b) {
+    auto d0 = number(a, "dim0"), d1 = number(a, "dim1");
+    auto e0 = number(b, "dim0"), e1 = number(b, "dim1");
+    const auto rank = static_cast<double>(a.output()->type().sizes.size());
+    auto norm = [&](double d) { return d < 0 ? d + rank : d; };
+    if (!d0 || !d1 || !e0 || !e1) return false;
+    const double a0 = norm(*d0), a1 = norm(*d1), b0 = norm(*e0), b1 = norm(*e1);
+    return (a0 == b0 && a1 == b1) || (a0 == b1 && a1 == b0);
+  }
+
+  void compose_permutes(Node& node) {
+    Node* inner = produced_by(node.input(0), "aten::permute");
+    auto outer_dims = ints(node, "dims");
+    auto inner_dims = inner ? ints(*inner, "dims") : std::nullopt;
+    if (!outer_dims || !inner_dims || outer_dims->size() != inner_dims->size()) return;
+    const auto rank = static_cast<int64_t>(outer_dims->size());
+    std::vector<int64_t> dims(rank);
+    bool identity = true;
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t o = (*outer_dims)[i] < 0 ? (*outer_dims)[i] + rank : (*outer_dims)[i];
+      int64_t d = (*inner_dims)[o];
+      dims[i] = d < 0 ? d + rank : d;
+      identity = identity && dims[i] == i;
+    }
+    if (identity) {
+      forward(node, inner->input(0));
+    } else {
+      replace(node, "aten::permute", {inner->input(0)}, {{"dims", dims}});
+    }
+  }
+
+  // addmm(b, x, t(w)) with beta = alpha = 1 and a 1-D b, or mm(x, t(w)) -> linear(x, w[, b]).
+  void to_linear(Node& node) {
+    const bool addmm = node.op() == "aten::addmm";
+    Value* t = node.input(addmm ? 2 : 1);
+    Value* w = transposed_from(t);
+    if (!w) return;
+    if (addmm) {
+      if (number(node, "beta") != 1.0 || number(node, "alpha") != 1.0) return;
+      if (node.input(0)->type().sizes.size() != 1) return;
+      replace(node, "aten::linear", {node.input(1), w, node.input(0)}, {});
+    } else {
+      replace(node, "aten::linear", {node.input(0), w}, {{"bias", ir::NoneAttr{}}});
+    }
+  }
+
+  // Uses of node's output read `value` instead; skipped where a graph output would alias.
+  void forward(Node& node, Value* value) {
+    if (outputs_.contains(node.output()) && (inputs_.contains(value) || outputs_.contains(value))) {
+      return;
+    }
+    if (outputs_.contains(node.output())) outputs_.insert(value);
+    graph_.replace_all_uses(node.output(), value);
+    removed_.insert(&node);
+    ++rewrites_;
+  }
+
+  // A new node in node's place, computing the same output.
+  Node& replace(Node& node, const std::string& op, std::vector<Value*> inputs, ir::AttrList attrs) {
+    Node* fresh = graph_.append(op, std::move(inputs), {node.output()->type()}, std::move(attrs));
+    fresh->output()->set_name(node.output()->name());
+    std::vector<Node*> order;
+    for (Node* n : graph_.nodes()) {
+      if (n == fresh) continue;
+      if (n == &node) order.push_back(fresh);
+      order.push_back(n);
+    }
+    graph_.set_node_order(order);
+    if (outputs_.contains(node.output())) outputs_.insert(fresh->output());
+    graph_.replace_all_uses(node.output(), fresh->output());
+    removed_.insert(&node);
+    ++rewrites_;
+    return *fresh;
+  }
+
+  ir::Graph& graph_;
+  std::unordered_set<const Value*> outputs_;
+  std::unordered_set<const Value*> inputs_;
+  std::unordered_set<const Node*> removed_;
+  int rewrites_ = 0;
+};
+
+}  // namespace
+
+int canonicalize(ir::Graph& graph) {
+  return Canonicalizer(graph).run();
+}
+
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// Canonicalize: one form per computation, so later passes (fusion, CSE, the GEMM epilogue) meet
+// fewer spellings of the same thing. Every rewrite gives bit-identical results.
+//
+//   %t : f32[8,4] = aten::t(%w)
+//   %y : f32[2,4] = aten::addmm(%b, %x, %t) {beta=1, alpha=1}   ==>  aten::linear(%x, %w, %b)
+//   %z : f32[4]   = aten::sub.Tensor(%a, %c) {alpha=2}          ==>  aten::add.Tensor {alpha=-2}
+//   %q : f32[4]   = aten::div.Scalar(%a) {other=4}              ==>  aten::mul.Scalar {other=0.25}
+//   aten::t(aten::t(%x)), transpose twice, permute of permute   ==>  %x (or one permute)
+//   aten::view(aten::view(%x)) of a contiguous %x               ==>  one view (reshape likewise)
+//   aten::to.dtype / type_as to the same dtype, contiguous of a contiguous value  ==>  the input
+//
+// A division is turned into a multiplication only by a power of two, whose reciprocal is exact.
+// A rewrite that would make a graph output alias a graph input or another output is skipped.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// Returns the number of rewrites.
+int canonicalize(ir::Graph& graph);
+
+}  // namespace kiln

@@ -1,0 +1,140 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "passes/canonicalize.h"
+#include "passes/eliminate_dead_code.h"
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+
+namespace kiln {
+namespace {
+
+// Canonicalizes, then removes what the rewrites left unused, and prints.
+std::string canonical(const std::string& text, int expected_rewrites) {
+  auto g = ir::parse_graph(text);
+  EXPECT_EQ(canonicalize(*g), expected_rewrites);
+  eliminate_dead_code(*g);
+  return ir::print_graph(*g);
+}
+
+TEST(CanonicalizeTest, AddmmOfATransposedWeightIsLinear) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,8], %w : f32[4,8], %b : f32[4]):\n"
+                      "  %t : f32[8,4]{1,8} = aten::t(%w)\n"
+                      "  %y : f32[2,4] = aten::addmm(%b, %x, %t) {beta=1, alpha=1}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8], %w : f32[4,8], %b : f32[4]):\n"
+            "  %y : f32[2,4] = aten::linear(%x, %w, %b)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, MmOfAPermutedWeightIsLinearWithoutBias) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,8], %w : f32[4,8]):\n"
+                      "  %t : f32[8,4]{1,8} = aten::permute(%w) {dims=[1,0]}\n"
+                      "  %y : f32[2,4] = aten::mm(%x, %t)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8], %w : f32[4,8]):\n"
+            "  %y : f32[2,4] = aten::linear(%x, %w) {bias=None}\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, ScaledAddmmStaysAddmm) {
+  const std::string text =
+      "graph(%x : f32[2,8], %w : f32[4,8], %b : f32[4]):\n"
+      "  %t : f32[8,4]{1,8} = aten::t(%w)\n"
+      "  %y : f32[2,4] = aten::addmm(%b, %x, %t) {beta=1, alpha=2}\n"
+      "  return (%y)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
+TEST(CanonicalizeTest, SubWithAlphaIsAddWithNegatedAlpha) {
+  EXPECT_EQ(canonical("graph(%a : i64[4], %b : i64[4]):\n"
+                      "  %y : i64[4] = aten::sub.Tensor(%a, %b) {alpha=3}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%a : i64[4], %b : i64[4]):\n"
+            "  %y : i64[4] = aten::add.Tensor(%a, %b) {alpha=-3}\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, DivisionByAPowerOfTwoIsAMultiplication) {
+  EXPECT_EQ(canonical("graph(%a : f32[4]):\n"
+                      "  %y : f32[4] = aten::div.Scalar(%a) {other=4}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%a : f32[4]):\n"
+            "  %y : f32[4] = aten::mul.Scalar(%a) {other=0.25}\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, DivisionByThreeStays) {
+  const std::string text =
+      "graph(%a : f32[4]):\n"
+      "  %y : f32[4] = aten::div.Scalar(%a) {other=3}\n"
+      "  return (%y)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
+TEST(CanonicalizeTest, DoubleTransposeIsTheInput) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,3]):\n"
+                      "  %a : f32[3,2]{1,3} = aten::transpose.int(%x) {dim0=0, dim1=1}\n"
+                      "  %b : f32[2,3] = aten::transpose.int(%a) {dim0=1, dim1=0}\n"
+                      "  %y : f32[2,3] = aten::exp(%b)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,3]):\n"
+            "  %y : f32[2,3] = aten::exp(%x)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, PermuteOfPermuteIsOnePermute) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,3,4]):\n"
+                      "  %a : f32[3,4,2]{4,1,12} = aten::permute(%x) {dims=[1,2,0]}\n"
+                      "  %b : f32[4,3,2]{1,4,12} = aten::permute(%a) {dims=[1,0,2]}\n"
+                      "  %y : f32[4,3,2] = aten::exp(%b)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,3,4]):\n"
+            "  %b : f32[4,3,2]{1,4,12} = aten::permute(%x) {dims=[2,1,0]}\n"
+            "  %y : f32[4,3,2] = aten::exp(%b)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, ViewOfAViewIsOneView) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,6]):\n"
+                      "  %a : f32[12] = aten::view(%x) {size=[12]}\n"
+                      "  %b : f32[3,4] = aten::view(%a) {size=[3,4]}\n"
+                      "  %y : f32[3,4] = aten::exp(%b)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,6]):\n"
+            "  %b : f32[3,4] = aten::view(%x) {size=[3,4]}\n"
+            "  %y : f32[3,4] = aten::exp(%b)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, CastToTheSameDtypeIsTheInput) {
+  EXPECT_EQ(canonical("graph(%x : f32[4]):\n"
+                      "  %a : f32[4] = aten::to.dtype(%x) {dtype=6, non_blocking=false, "
+                      "copy=false, memory_format=None}\n"
+                      "  %b : f32[4] = aten::contiguous(%a) {memory_format=0}\n"
+                      "  %y : f32[4] = aten::exp(%b)\n"
+                      "  return (%y)\n",
+                      2),
+            "graph(%x : f32[4]):\n"
+            "  %y : f32[4] = aten::exp(%x)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, AGraphOutputNeverBecomesAGraphInput) {
+  const std::string text =
+      "graph(%x : f32[4]):\n"
+      "  %a : f32[4] = aten::contiguous(%x) {memory_format=0}\n"
+      "  return (%a)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
+}  // namespace
+}  // namespace kiln
