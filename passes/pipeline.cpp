@@ -7,6 +7,7 @@
 #include "passes/canonicalize.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_epilogue.h"
 #include "passes/fuse_reductions.h"
@@ -86,6 +87,11 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   if (options.verify) ir::check_graph(graph, "capture");
   PassRunner passes(graph, options, result);
   passes.run("canonicalize", "", [&] { canonicalize(graph); });
+  // Batch-norm folding writes the new weights as ops on constants; fold_constants computes them.
+  if (options.evaluate_constant) {
+    passes.run("fold_batch_norm", "", [&] { fold_batch_norm(graph); });
+    passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });
+  }
   passes.run("eliminate_dead_code", "", [&] { eliminate_dead_code(graph); });
   passes.run("eliminate_common_subexpressions", "",
              [&] { eliminate_common_subexpressions(graph); });

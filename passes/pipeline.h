@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/fold_constants.h"
 #include "passes/ir/graph.h"
 #include "passes/kernel/kernel.h"
 #include "passes/plan_memory.h"
@@ -24,6 +25,9 @@ struct PipelineOptions {
   std::set<std::string> disabled;
   /// The `fusion` compile option: false skips the fusers.
   bool fusion = true;
+  /// Computes nodes on frozen constants at compile time (the runtime's); without it neither
+  /// fold_batch_norm nor fold_constants runs.
+  ConstantEvaluator evaluate_constant;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };

@@ -1,5 +1,7 @@
 #include "backend/api/compile_graph.h"
 
+#include <ATen/ATen.h>
+
 #include <chrono>
 
 #include "backend/api/environment.h"
@@ -11,6 +13,7 @@
 #include "passes/ir/printer.h"
 #include "passes/kernel/lower_ops.h"
 #include "passes/pipeline.h"
+#include "runtime/executor.h"
 #include "runtime/plan_builder.h"
 
 namespace kiln {
@@ -51,6 +54,24 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   return entry;
 }
 
+// Runs one node on constant tensors through ATen (a one-node plan): fold_constants' evaluator.
+at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                         c10::Device device) {
+  ir::Graph graph;
+  std::vector<ir::Value*> values;
+  for (const ir::Value* in : node.inputs())
+    values.push_back(graph.add_input(in->type()));
+  const ir::TensorType& type = node.output()->type();
+  graph.add_output(graph.append(node.op(), values, {type}, node.attrs())->output());
+  at::NoGradGuard no_grad;
+  at::Tensor result = run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs).at(0);
+  // The constant must have exactly the type the graph gave the node.
+  if (result.sizes().vec() != type.sizes || result.strides().vec() != type.strides) {
+    result = at::empty_strided(type.sizes, type.strides, result.options()).copy_(result);
+  }
+  return result;
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
@@ -67,6 +88,21 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   // out= variants do not record autograd history: plan memory only when none is needed.
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
   pipeline.fusion = options.fusion && !env.disabled.contains("llvm") && device.is_cpu();
+  // Weights computed at compile time (folded batch norms, ...) join the constants.
+  std::vector<at::Tensor> all_constants = constants;
+  pipeline.evaluate_constant = [&](const ir::Node& node,
+                                   const std::vector<int64_t>& indices) -> std::optional<int64_t> {
+    std::vector<at::Tensor> inputs;
+    for (int64_t i : indices)
+      inputs.push_back(all_constants.at(i));
+    try {
+      all_constants.push_back(evaluate_node(node, inputs, device));
+    } catch (const std::exception& e) {
+      log(LogLevel::Debug, name + ": not folding " + node.op() + ": " + e.what());
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(all_constants.size()) - 1;
+  };
   // Kept to start over without fusion if code generation fails.
   std::unique_ptr<ir::Graph> unfused =
       pipeline.fusion ? ir::parse_graph(ir::print_graph(*graph)) : nullptr;
@@ -95,7 +131,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       result = run_pipeline(*graph, pipeline);
     }
   }
-  compiled->plan = build_plan(*graph, constants, result.memory, device, bindings, code);
+  compiled->plan = build_plan(*graph, all_constants, result.memory, device, bindings, code);
   for (const ir::Node* node : graph->nodes()) {
     if (node->op() == "kiln::fused") {
       explain_fused(*node, compiled->entries);

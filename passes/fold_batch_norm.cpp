@@ -1,0 +1,148 @@
+#include "passes/fold_batch_norm.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln {
+namespace {
+
+using ir::Node;
+using ir::TensorType;
+using ir::Value;
+
+bool is_constant(const Value* v) {
+  return v->producer() && v->producer()->op() == "prim::Constant";
+}
+
+bool is_false(const Node& node, const char* name) {
+  const auto* b = std::get_if<bool>(node.find_attr(name));
+  return b && !*b;
+}
+
+TensorType vector_type(const TensorType& like, std::vector<int64_t> sizes) {
+  TensorType t = like;
+  t.sizes = std::move(sizes);
+  t.strides = ir::contiguous_strides(t.sizes);
+  return t;
+}
+
+class Folder {
+ public:
+  explicit Folder(ir::Graph& graph) : graph_(graph) {
+    for (const Node* node : graph.nodes()) {
+      for (const Value* in : node->inputs())
+        ++uses_[in];
+    }
+    for (const Value* out : graph.outputs())
+      ++uses_[out];
+  }
+
+  int run() {
+    int folded = 0;
+    for (Node* bn : graph_.nodes()) {
+      if (bn->op() == "aten::batch_norm" && fold(*bn)) ++folded;
+    }
+    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
+    return folded;
+  }
+
+ private:
+  // The batch norm's optional tensor arguments: present ones are inputs after the first, in
+  // schema order (weight, bias, running_mean, running_var); absent ones are None attributes.
+  std::unordered_map<std::string, Value*> arguments(const Node& bn) {
+    std::unordered_map<std::string, Value*> args;
+    size_t next = 1;
+    for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+      if (!bn.find_attr(name) && next < bn.inputs().size()) args[name] = bn.input(next++);
+    }
+    return args;
+  }
+
+  bool fold(Node& bn) {
+    if (!is_false(bn, "training")) return false;
+    Node* op = bn.input(0)->producer();
+    if (!op || uses_[bn.input(0)] != 1) return false;
+    const bool linear = op->op() == "aten::linear";
+    const bool conv = op->op() == "aten::conv2d" ||
+                      (op->op() == "aten::convolution" && is_false(*op, "transposed"));
+    if (!linear && !conv) return false;
+    const TensorType& out = bn.output()->type();
+    if (out.dtype != ir::DType::Float32 && out.dtype != ir::DType::Float64) return false;
+    auto args = arguments(bn);
+    if (!args.count("running_mean") || !args.count("running_var")) return false;
+    for (const auto& [name, v] : args) {
+      if (!is_constant(v)) return false;
+    }
+    Value* w = op->input(1);
+    Value* b = op->inputs().size() > 2 ? op->input(2) : nullptr;
+    if (!is_constant(w) || (b && !is_constant(b))) return false;
+    const int64_t channels = w->type().sizes.at(0);
+    if (out.sizes.size() < 2 || out.sizes[1] != channels) return false;
+    const auto* eps = std::get_if<double>(bn.find_attr("eps"));
+    if (!eps) return false;
+
+    // s = gamma * rsqrt(var + eps): the per-channel scale.
+    const TensorType vec = vector_type(w->type(), {channels});
+    Value* s = add("aten::rsqrt", {add("aten::add.Scalar", {args["running_var"]}, vec,
+                                       {{"other", *eps}, {"alpha", int64_t{1}}})},
+                   vec);
+    if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
+    std::vector<int64_t> shape(w->type().sizes.size(), 1);
+    shape[0] = channels;
+    Value* s_w = add("aten::view", {s}, vector_type(vec, shape), {{"size", shape}});
+    Value* new_w = add("aten::mul.Tensor", {w, s_w}, vector_type(w->type(), w->type().sizes));
+    // b2 = (b - mean) * s + beta, with b = 0 and beta = 0 where absent.
+    Value* centered = b ? add("aten::sub.Tensor", {b, args["running_mean"]}, vec,
+                              {{"alpha", int64_t{1}}})
+                        : add("aten::neg", {args["running_mean"]}, vec);
+    Value* new_b = add("aten::mul.Tensor", {centered, s}, vec);
+    if (args.count("bias")) {
+      new_b = add("aten::add.Tensor", {new_b, args["bias"]}, vec, {{"alpha", int64_t{1}}});
+    }
+    ir::AttrList attrs;
+    for (const auto& attr : op->attrs()) {
+      if (attr.first != "bias") attrs.push_back(attr);
+    }
+    Node* folded = graph_.append(op->op(), {op->input(0), new_w, new_b}, {out}, std::move(attrs));
+    folded->output()->set_name(bn.output()->name());
+    place_before(&bn, added_, folded);
+    graph_.replace_all_uses(bn.output(), folded->output());
+    removed_.insert(&bn);
+    removed_.insert(op);
+    return true;
+  }
+
+  Value* add(const std::string& op, std::vector<Value*> inputs, const TensorType& type,
+             ir::AttrList attrs = {}) {
+    Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
+    added_.push_back(node);
+    return node->output();
+  }
+
+  // Moves the nodes appended for one fold (and `last`) to just before `anchor`.
+  void place_before(Node* anchor, std::vector<Node*>& fresh, Node* last) {
+    fresh.push_back(last);
+    std::unordered_set<const Node*> moving(fresh.begin(), fresh.end());
+    std::vector<Node*> order;
+    for (Node* n : graph_.nodes()) {
+      if (moving.contains(n)) continue;
+      if (n == anchor) order.insert(order.end(), fresh.begin(), fresh.end());
+      order.push_back(n);
+    }
+    graph_.set_node_order(order);
+    fresh.clear();
+  }
+
+  ir::Graph& graph_;
+  std::unordered_map<const Value*, int> uses_;
+  std::vector<Node*> added_;
+  std::unordered_set<const Node*> removed_;
+};
+
+}  // namespace
+
+int fold_batch_norm(ir::Graph& graph) {
+  return Folder(graph).run();
+}
+
+}  // namespace kiln

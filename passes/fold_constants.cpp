@@ -1,0 +1,65 @@
+#include "passes/fold_constants.h"
+
+#include <unordered_set>
+
+#include "passes/ir/op_table.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kMinAllowedBytes = 1 << 20;
+
+std::optional<int64_t> constant_index(const ir::Value* v) {
+  const ir::Node* p = v->producer();
+  if (!p || p->op() != "prim::Constant") return std::nullopt;
+  const auto* index = std::get_if<int64_t>(p->find_attr("index"));
+  return index ? std::optional(*index) : std::nullopt;
+}
+
+int64_t bytes(const ir::TensorType& type) {
+  return type.numel() * ir::dtype_size(type.dtype);
+}
+
+}  // namespace
+
+int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
+  int folded = 0;
+  std::unordered_set<const ir::Node*> replaced;
+  for (ir::Node* node : graph.nodes()) {
+    const ir::OpInfo* info = ir::find_op(node->op());
+    if (!info || info->kind == ir::OpKind::Constant || node->outputs().size() != 1 ||
+        node->subgraph() || node->inputs().empty()) {
+      continue;
+    }
+    std::vector<int64_t> inputs;
+    int64_t input_bytes = 0;
+    for (const ir::Value* in : node->inputs()) {
+      auto index = constant_index(in);
+      if (!index) break;
+      inputs.push_back(*index);
+      input_bytes += bytes(in->type());
+    }
+    if (inputs.size() != node->inputs().size()) continue;
+    if (bytes(node->output()->type()) > std::max(input_bytes, kMinAllowedBytes)) continue;
+    auto index = evaluate(*node, inputs);
+    if (!index) continue;
+    // The constant takes the node's place, so everything after it sees a constant input.
+    ir::Node* constant =
+        graph.append("prim::Constant", {}, {node->output()->type()}, {{"index", *index}});
+    constant->output()->set_name(node->output()->name());
+    std::vector<ir::Node*> order;
+    for (ir::Node* n : graph.nodes()) {
+      if (n == constant) continue;
+      if (n == node) order.push_back(constant);
+      order.push_back(n);
+    }
+    graph.set_node_order(order);
+    graph.replace_all_uses(node->output(), constant->output());
+    replaced.insert(node);
+    ++folded;
+  }
+  graph.remove_nodes_if([&](const ir::Node& n) { return replaced.contains(&n); });
+  return folded;
+}
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+// Constant folding: every node that depends only on frozen weights (prim::Constant) is computed
+// once, at compile time, and becomes a constant itself.
+//
+//   %w : f32[4,8] = prim::Constant() {index=0}
+//   %s : f32[4,1] = prim::Constant() {index=1}
+//   %v : f32[4,8] = aten::mul.Tensor(%w, %s)
+//   %y : f32[2,4] = aten::linear(%x, %v) {bias=None}
+// becomes
+//   %v : f32[4,8] = prim::Constant() {index=2}      // the product, computed by `evaluate`
+//   %y : f32[2,4] = aten::linear(%x, %v) {bias=None}
+//
+// passes/ holds no tensors: `evaluate` (the runtime's) runs the node on the constants and
+// returns the index of the new constant. Only ops in the op table (pure) with one output are
+// folded, and none whose result is much larger than its inputs (an expand would turn a scalar
+// into a full tensor of weights).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// Computes `node` from the constants at `inputs` (their indices); returns the new constant's
+/// index, or nullopt when it cannot (the node stays).
+using ConstantEvaluator =
+    std::function<std::optional<int64_t>(const ir::Node& node, const std::vector<int64_t>& inputs)>;
+
+/// Returns the number of nodes folded.
+int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate);
+
+}  // namespace kiln
