@@ -83,8 +83,9 @@ class Folder {
 
     // s = gamma * rsqrt(var + eps): the per-channel scale.
     const TensorType vec = vector_type(w->type(), {channels});
-    Value* s = add("aten::rsqrt", {add("aten::add.Scalar", {args["running_var"]}, vec,
-                                       {{"other", *eps}, {"alpha", int64_t{1}}})},
+    Value* s = add("aten::rsqrt",
+                   {add("aten::add.Scalar", {args["running_var"]}, vec,
+                        {{"other", *eps}, {"alpha", int64_t{1}}})},
                    vec);
     if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
     std::vector<int64_t> shape(w->type().sizes.size(), 1);
@@ -92,9 +93,9 @@ class Folder {
     Value* s_w = add("aten::view", {s}, vector_type(vec, shape), {{"size", shape}});
     Value* new_w = add("aten::mul.Tensor", {w, s_w}, vector_type(w->type(), w->type().sizes));
     // b2 = (b - mean) * s + beta, with b = 0 and beta = 0 where absent.
-    Value* centered = b ? add("aten::sub.Tensor", {b, args["running_mean"]}, vec,
-                              {{"alpha", int64_t{1}}})
-                        : add("aten::neg", {args["running_mean"]}, vec);
+    Value* centered =
+        b ? add("aten::sub.Tensor", {b, args["running_mean"]}, vec, {{"alpha", int64_t{1}}})
+          : add("aten::neg", {args["running_mean"]}, vec);
     Value* new_b = add("aten::mul.Tensor", {centered, s}, vec);
     if (args.count("bias")) {
       new_b = add("aten::add.Tensor", {new_b, args["bias"]}, vec, {{"alpha", int64_t{1}}});

@@ -75,10 +75,16 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {
-      "canonicalize",    "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
-      "lower_kernels",   "plan_memory"};
+  static const std::vector<std::string> names = {"canonicalize",
+                                                 "fold_batch_norm",
+                                                 "fold_constants",
+                                                 "eliminate_dead_code",
+                                                 "eliminate_common_subexpressions",
+                                                 "fuse_reductions",
+                                                 "fuse_epilogue",
+                                                 "fuse_elementwise",
+                                                 "lower_kernels",
+                                                 "plan_memory"};
   return names;
 }
 

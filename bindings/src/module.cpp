@@ -10,6 +10,7 @@
 #include "kiln/options.h"
 #include "kiln/stats.h"
 #include "passes/kernel/lower_ops.h"
+#include "passes/pipeline.h"
 
 namespace py = pybind11;
 
@@ -63,6 +64,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("op_problem", &operator_problem,
         "Why kiln cannot compile this operator (\"aten::add.Tensor\"), or None.");
 
+  m.def("pass_names", &pipeline_pass_names,
+        "The pass pipeline in order; each name works in KILN_DISABLE.");
   m.def("native_ops", &kernel::lowered_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 

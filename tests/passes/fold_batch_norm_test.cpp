@@ -29,7 +29,8 @@ TEST(FoldBatchNormTest, FoldsIntoTheConvolutionsWeightAndBias) {
   const std::string printed = ir::print_graph(*g);
   EXPECT_EQ(printed.find("aten::batch_norm"), std::string::npos) << printed;
   // scale = gamma * rsqrt(var + eps), as [4,1,1,1] for the weight
-  EXPECT_NE(printed.find("aten::add.Scalar(%v) {other=1.0000000000000001e-05, alpha=1}"), std::string::npos)
+  EXPECT_NE(printed.find("aten::add.Scalar(%v) {other=1.0000000000000001e-05, alpha=1}"),
+            std::string::npos)
       << printed;
   EXPECT_NE(printed.find("aten::view("), std::string::npos);
   EXPECT_NE(printed.find("f32[4,1,1,1]"), std::string::npos);

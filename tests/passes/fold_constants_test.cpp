@@ -36,7 +36,8 @@ TEST(FoldConstantsTest, FoldsChainsOfOpsOnConstants) {
       "  return (%y)\n");
   FakeEvaluator evaluator;
   EXPECT_EQ(fold_constants(*g, evaluator.get()), 2);
-  EXPECT_EQ(evaluator.calls, (std::vector<std::string>{"aten::rsqrt(1,)", "aten::mul.Tensor(0,10,)"}));
+  EXPECT_EQ(evaluator.calls,
+            (std::vector<std::string>{"aten::rsqrt(1,)", "aten::mul.Tensor(0,10,)"}));
   EXPECT_EQ(ir::print_graph(*g),
             "graph(%x : f32[2,8]):\n"
             "  %w : f32[4,8] = prim::Constant() {index=0}\n"

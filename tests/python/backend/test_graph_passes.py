@@ -1,0 +1,108 @@
+"""Graph passes (canonicalize, batch-norm folding, constant folding, CSE) on real models: after
+all passes kiln matches eager, and a conv net still matches with each pass turned off."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import kiln
+from models import ConvNet, assert_close
+
+
+def _randomize_batch_norms(model):
+    # Fresh batch norms are the identity; folding them would test nothing.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def _vision(name):
+    torchvision = pytest.importorskip("torchvision")
+    return _randomize_batch_norms(getattr(torchvision.models, name)(weights=None).eval())
+
+
+def _bert_layer():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    config = transformers.BertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=128)
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = BertLayer(config)
+
+        def forward(self, x):
+            return self.layer(x)[0]
+
+    return Layer().eval()
+
+
+@pytest.mark.parametrize("make_model,shape", [
+    (lambda: _vision("resnet18"), (1, 3, 64, 64)),
+    (lambda: _vision("mobilenet_v2"), (2, 3, 64, 64)),
+    (_bert_layer, (2, 16, 64)),
+])
+def test_models_match_eager_after_all_passes(make_model, shape):
+    model = make_model()
+    x = torch.randn(shape)
+    with torch.no_grad():
+        expected = model(x)
+        assert_close(torch.compile(model, backend="kiln")(x), expected, atol=1e-4, rtol=1e-4)
+        traced = torch.jit.trace(model, (x,), check_trace=False)
+        assert_close(kiln.compile(traced)(x), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_batch_norms_of_a_scripted_resnet_are_folded():
+    model = _vision("resnet18")
+    compiled = kiln.compile(torch.jit.script(model))
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    ops = [e["op"] for e in json.loads(compiled.explain(x))["entries"]]
+    assert "aten::batch_norm" not in ops
+    assert sum(op == "aten::conv2d" for op in ops) == 20
+
+
+PASSES = ["canonicalize", "fold_batch_norm", "fold_constants", "eliminate_dead_code",
+          "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
+          "fuse_elementwise", "lower_kernels", "plan_memory"]
+
+
+def test_pass_names_are_the_pipelines():
+    code = ("import kiln, torch\n"
+            "print(kiln._C.pass_names())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert eval(out.stdout.strip().splitlines()[-1]) == PASSES
+
+
+@pytest.mark.parametrize("disabled", PASSES)
+def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
+    code = (
+        "import sys, torch, kiln\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from models import ConvNet\n"
+        "from test_graph_passes import _randomize_batch_norms\n"
+        "torch.manual_seed(0)\n"
+        "m = _randomize_batch_norms(ConvNet().eval())\n"
+        "x = torch.randn(2, 3, 16, 16)\n"
+        "with torch.no_grad():\n"
+        "    ref = m(x)\n"
+        "    torch.testing.assert_close(kiln.compile(torch.jit.script(m))(x), ref, atol=1e-4, rtol=1e-4)\n"
+        "    torch.testing.assert_close(torch.compile(m, backend='kiln')(x), ref, atol=1e-4, rtol=1e-4)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "KILN_DISABLE": disabled, "KILN_LOG": "error"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
