@@ -31,4 +31,4 @@ def test_bad_values_are_warnings_not_errors(kiln_cli, build_dir):
     result = explain(kiln_cli, build_dir, KILN_LOG="loud", KILN_DISABLE="fusion,warp_drive")
     assert result.returncode == 0
     assert "KILN_LOG='loud' is not a level; use error, warn, info or debug" in result.stderr
-    assert "KILN_DISABLE names 'warp_drive', which is not one of: eliminate_dead_code" in result.stderr
+    assert "KILN_DISABLE names 'warp_drive', which is not one of: canonicalize, fold_batch_norm" in result.stderr
