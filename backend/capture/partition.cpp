@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -240,8 +241,34 @@ std::optional<std::string> schema_problem(const c10::FunctionSchema& schema) {
   return std::nullopt;
 }
 
+// True when `value` is a tensor in oneDNN's opaque layout: made by the weight-prepacking step of
+// capture (to_mkldnn, oneDNN convolutions and constants) or computed from one, up to a to_dense.
+// Such tensors have no strides and no meta form, so ops on them stay in the interpreter.
+bool is_onednn(const Value* value) {
+  const Node* node = value->node();
+  const std::string kind = node->kind().toQualString();
+  if (kind == "aten::to_dense" || node->kind() == c10::prim::Param) return false;
+  if (kind == "aten::to_mkldnn" || kind.starts_with("prim::mkldnn") ||
+      kind == "prim::ConstantMKLDNNTensor" || kind == "prim::BroadcastMKLDNNTensors") {
+    return true;
+  }
+  if (!node->blocks().empty()) return false;
+  return std::any_of(node->inputs().begin(), node->inputs().end(), [](const Value* in) {
+    return in->type()->kind() == c10::TypeKind::TensorType && is_onednn(in);
+  });
+}
+
 std::optional<std::string> interpreter_reason(const Node* node) {
   if (!node->blocks().empty()) return "control flow";
+  const std::string kind = node->kind().toQualString();
+  if (kind == "aten::to_mkldnn" || kind == "aten::to_dense") {
+    return "converts to or from oneDNN's layout (weight prepacking)";
+  }
+  for (const Value* in : node->inputs()) {
+    if (in->type()->kind() == c10::TypeKind::TensorType && is_onednn(in)) {
+      return "works on a tensor in oneDNN's layout (weight prepacking)";
+    }
+  }
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (!schema) return std::string(node->kind().toQualString()) + " is a TorchScript-only construct";
   for (const Value* out : node->outputs()) {
