@@ -27,9 +27,10 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 void Explanation::tally() {
-  nodes = kernels = extern_calls = interpreter = 0;
+  nodes = kernels = extern_calls = interpreter = layout_conversions = 0;
   for (const auto& entry : entries) {
     ++nodes;
+    if (entry.op == "aten::to_mkldnn" || entry.op == "aten::to_dense") ++layout_conversions;
     if (entry.where == "extern ATen")
       ++extern_calls;
     else if (entry.where == "fused kernel" || entry.where == "native kernel")
@@ -56,7 +57,8 @@ std::string Explanation::to_text() const {
       << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s ("
       << codegen_seconds << " s in LLVM)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
-      << " without sharing)\n";
+      << " without sharing)\n"
+      << "layout conversions (to and from oneDNN's layout): " << layout_conversions << "\n";
   return out.str();
 }
 
@@ -66,6 +68,7 @@ std::string Explanation::to_json() const {
       << ", \"fused_kernels\": " << fused_kernels << ", \"extern\": " << extern_calls
       << ", \"interpreter\": " << interpreter << ", \"regions\": " << regions
       << ", \"fallback_regions\": " << fallback_regions
+      << ", \"layout_conversions\": " << layout_conversions
       << ", \"compile_seconds\": " << compile_seconds
       << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
       << ", \"unshared_bytes\": " << unshared_bytes << ", \"entries\": [";

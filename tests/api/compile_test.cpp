@@ -62,6 +62,8 @@ TEST(Compile, TracedCnnWithBatchNormMatchesLibTorch) {
     onednn += entry.op == "prim::mkldnn_convolution";
   }
   EXPECT_EQ(onednn, 2) << explanation.to_text();
+  // Into oneDNN's layout once before the first convolution, out of it once after the last.
+  EXPECT_EQ(explanation.layout_conversions, 2) << explanation.to_text();
   for (const auto& entry : explanation.entries)
     EXPECT_NE(entry.op, "aten::batch_norm") << "batch norms are folded into the convolutions";
 }

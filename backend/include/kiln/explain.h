@@ -27,9 +27,10 @@ struct Explanation {
   double codegen_seconds = 0;  // the part of compile_seconds spent in LLVM
   int64_t planned_bytes = 0;   // arena bytes of the memory plans
   int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
+  int layout_conversions = 0;  // to_mkldnn / to_dense around prepacked (oneDNN) convolutions
 
-  /// Sets nodes, kernels, extern_calls and interpreter (everything that runs outside kiln: the
-  /// TorchScript interpreter, eager PyTorch) from the entries.
+  /// Sets the counts from the entries: nodes, kernels, extern_calls, layout_conversions, and
+  /// interpreter (everything that runs outside kiln: the TorchScript interpreter, eager PyTorch).
   void tally();
   std::string to_text() const;
   std::string to_json() const;
