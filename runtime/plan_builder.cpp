@@ -44,20 +44,6 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& o
   return std::nullopt;
 }
 
-bool is_tensor(const c10::TypePtr& type) {
-  return type->kind() == c10::TypeKind::TensorType;
-}
-
-bool is_optional_tensor(const c10::TypePtr& type) {
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && is_tensor(optional->getElementType());
-}
-
-bool is_tensor_list(const c10::TypePtr& type) {
-  auto list = type->cast<c10::ListType>();
-  return list && is_tensor(list->getElementType());
-}
-
 ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   c10::OperatorHandle functional = find_operator(node.op());
   ExternStep step{functional, node.op()};
@@ -80,10 +66,10 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
     const int position = static_cast<int>(step.stack_template.size());
     const ir::Attr* attr = node.find_attr(arg.name());
     const c10::TypePtr& type = arg.real_type();
-    if (is_tensor(type) || (is_optional_tensor(type) && !attr)) {
+    if (is_tensor_type(type) || (is_optional_tensor_type(type) && !attr)) {
       step.tensor_args.push_back({position, take_input()});
       step.stack_template.emplace_back();
-    } else if (is_tensor_list(type)) {
+    } else if (is_tensor_list_type(type)) {
       const int64_t* count = attr ? std::get_if<int64_t>(attr) : nullptr;
       if (!count) throw Error(ErrorKind::Internal, node.op() + ": no count for " + arg.name());
       ExternStep::TensorListArg list{position, {}};

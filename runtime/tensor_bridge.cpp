@@ -170,4 +170,18 @@ std::string qualified_op_name(const c10::FunctionSchema& schema) {
   return schema.name() + "." + schema.overload_name();
 }
 
+bool is_tensor_type(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::TensorType;
+}
+
+bool is_optional_tensor_type(const c10::TypePtr& type) {
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && is_tensor_type(optional->getElementType());
+}
+
+bool is_tensor_list_type(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && is_tensor_type(list->getElementType());
+}
+
 }  // namespace kiln

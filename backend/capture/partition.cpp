@@ -16,20 +16,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-bool is_tensor_type(const c10::TypePtr& type) {
-  return type->kind() == c10::TypeKind::TensorType;
-}
-
-bool is_tensor_list_type(const c10::TypePtr& type) {
-  auto list = type->cast<c10::ListType>();
-  return list && is_tensor_type(list->getElementType());
-}
-
-bool is_optional_tensor_type(const c10::TypePtr& type) {
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && is_tensor_type(optional->getElementType());
-}
-
 // Why argument `arg`, given `value`, keeps the node out of a region; nullopt when it is fine.
 std::optional<std::string> argument_problem(const c10::Argument& arg, const Value* value) {
   const auto& type = arg.type();

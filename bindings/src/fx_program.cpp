@@ -26,20 +26,6 @@ c10::OperatorHandle find_operator(const std::string& op) {
   return *handle;
 }
 
-bool is_tensor(const c10::TypePtr& type) {
-  return type->kind() == c10::TypeKind::TensorType;
-}
-
-bool is_optional_tensor(const c10::TypePtr& type) {
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && is_tensor(optional->getElementType());
-}
-
-bool is_tensor_list(const c10::TypePtr& type) {
-  auto list = type->cast<c10::ListType>();
-  return list && is_tensor(list->getElementType());
-}
-
 }  // namespace
 
 std::optional<std::string> operator_problem(const std::string& op) {
@@ -79,9 +65,10 @@ std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args
     auto entry = args[i].cast<py::tuple>();
     const auto kind = entry[0].cast<std::string>();
     const std::string what = op + "'s argument '" + formal.name() + "'";
-    if (kind == "ref" && (is_tensor(formal.type()) || is_optional_tensor(formal.type()))) {
+    if (kind == "ref" &&
+        (is_tensor_type(formal.type()) || is_optional_tensor_type(formal.type()))) {
       call.args.emplace_back(checked_ref(entry[1].cast<int64_t>()));
-    } else if (kind == "refs" && is_tensor_list(formal.type())) {
+    } else if (kind == "refs" && is_tensor_list_type(formal.type())) {
       std::vector<int64_t> refs;
       for (auto ref : entry[1].cast<py::list>())
         refs.push_back(checked_ref(ref.cast<int64_t>()));
