@@ -71,7 +71,7 @@ class Canonicalizer {
  private:
   void visit(Node& node) {
     const std::string& op = node.op();
-    if (op == "aten::addmm" || op == "aten::mm") {
+    if (op == "aten::addmm" || op == "aten::mm" || op == "aten::matmul") {
       to_linear(node);
     } else if (op == "aten::sub.Tensor") {
       // alpha keeps its kind: an integral tensor takes no floating-point alpha.
@@ -140,11 +140,15 @@ class Canonicalizer {
     }
   }
 
-  // addmm(b, x, t(w)) with beta = alpha = 1 and a 1-D b, or mm(x, t(w)) -> linear(x, w[, b]).
+  // addmm(b, x, t(w)) with beta = alpha = 1 and a 1-D b, or mm/matmul(x, t(w)) ->
+  // linear(x, w[, b]). linear without a bias is matmul(x, t(w)) in ATen, so the results are the
+  // same bits; a bias added after the product stays an add, which fuse_epilogue then runs as the
+  // GEMM's epilogue (adding it inside the GEMM would round differently).
   void to_linear(Node& node) {
     const bool addmm = node.op() == "aten::addmm";
     Value* t = node.input(addmm ? 2 : 1);
     Value* w = transposed_from(t);
+    if (!w) w = untransposed_constant(node, t);
     if (!w) return;
     if (addmm) {
       if (number(node, "beta") != 1.0 || number(node, "alpha") != 1.0) return;
@@ -153,6 +157,24 @@ class Canonicalizer {
     } else {
       replace(node, "aten::linear", {node.input(0), w}, {{"bias", ir::NoneAttr{}}});
     }
+  }
+
+  // TorchScript freezing folds `w.t()` into a constant that is a transposed view of a contiguous
+  // [N, K] weight. Its transpose, a new aten::t before `user` (fold_constants makes it a
+  // constant), is that weight; nullptr when `t` is not such a constant.
+  Value* untransposed_constant(Node& user, Value* t) {
+    const ir::TensorType& type = t->type();
+    if (!produced_by(t, "prim::Constant") || type.rank() != 2 || type.is_contiguous()) {
+      return nullptr;
+    }
+    ir::TensorType weight = type;
+    weight.sizes = {type.sizes[1], type.sizes[0]};
+    weight.strides = {type.strides[1], type.strides[0]};
+    if (!weight.is_contiguous()) return nullptr;
+    Node* transpose = graph_.append("aten::t", {t}, {weight}, {});
+    transpose->output()->set_name(t->name() + "_t");
+    move_before(*transpose, user);
+    return transpose->output();
   }
 
   // Uses of node's output read `value` instead; skipped where a graph output would alias.
@@ -170,18 +192,23 @@ class Canonicalizer {
   Node& replace(Node& node, const std::string& op, std::vector<Value*> inputs, ir::AttrList attrs) {
     Node* fresh = graph_.append(op, std::move(inputs), {node.output()->type()}, std::move(attrs));
     fresh->output()->set_name(node.output()->name());
-    std::vector<Node*> order;
-    for (Node* n : graph_.nodes()) {
-      if (n == fresh) continue;
-      if (n == &node) order.push_back(fresh);
-      order.push_back(n);
-    }
-    graph_.set_node_order(order);
+    move_before(*fresh, node);
     if (outputs_.contains(node.output())) outputs_.insert(fresh->output());
     graph_.replace_all_uses(node.output(), fresh->output());
     removed_.insert(&node);
     ++rewrites_;
     return *fresh;
+  }
+
+  // Appended nodes go where they are needed: right before `anchor`.
+  void move_before(Node& moved, const Node& anchor) {
+    std::vector<Node*> order;
+    for (Node* n : graph_.nodes()) {
+      if (n == &moved) continue;
+      if (n == &anchor) order.push_back(&moved);
+      order.push_back(n);
+    }
+    graph_.set_node_order(order);
   }
 
   ir::Graph& graph_;

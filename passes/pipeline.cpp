@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <variant>
 
 #include "passes/canonicalize.h"
 #include "passes/eliminate_common_subexpressions.h"
@@ -14,6 +16,7 @@
 #include "passes/fusion_clusters.h"
 #include "passes/ir/printer.h"
 #include "passes/ir/verifier.h"
+#include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
 
 namespace kiln {
@@ -72,6 +75,26 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
     inline_fused_node(graph, node, why);
 }
 
+std::optional<int64_t> kernel_index(const ir::Node& node) {
+  if (node.op() != kFusedOp) return std::nullopt;
+  const auto* index = std::get_if<int64_t>(node.find_attr("kernel"));
+  return index ? std::optional<int64_t>(*index) : std::nullopt;
+}
+
+/// In node terms (input index, output index): a fused node's buffers are its inputs, then its
+/// outputs, in order.
+std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
+                                                     const std::vector<kernel::Kernel>& kernels) {
+  std::vector<std::pair<int, int>> pairs;
+  const auto index = kernel_index(node);
+  if (!index) return pairs;
+  const kernel::Kernel& k = kernels.at(*index);
+  if (k.num_inputs() != static_cast<int>(node.inputs().size())) return pairs;
+  for (const auto& [in, out] : kernel::in_place_candidates(k))
+    pairs.emplace_back(in, out - k.num_inputs());
+  return pairs;
+}
+
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
@@ -112,7 +135,14 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   passes.run("plan_memory", "", [&] {
     auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer
                                                    : [](const ir::Node&) { return false; };
-    result.memory = plan_memory(graph, can_write);
+    result.memory = plan_memory(graph, can_write, [&](const ir::Node& node) {
+      return in_place_candidates(node, result.kernels);
+    });
+    // The kernels learn which of their buffers now share memory, so codegen keeps them ordered.
+    for (const InPlaceWrite& write : result.memory.in_place) {
+      kernel::Kernel& k = result.kernels.at(*kernel_index(*write.node));
+      k.in_place.emplace_back(write.input, k.num_inputs() + write.output);
+    }
   });
   return result;
 }

@@ -26,7 +26,8 @@ struct Interval {
 }  // namespace
 
 MemoryPlan plan_memory(const ir::Graph& graph,
-                       const std::function<bool(const ir::Node&)>& can_write_into_buffer) {
+                       const std::function<bool(const ir::Node&)>& can_write_into_buffer,
+                       const InPlaceCandidates& in_place) {
   const auto nodes = graph.nodes();
   const int n = graph.num_values();
   // root[v]: the value whose memory v uses (itself, or the base of the view it is).
@@ -49,16 +50,45 @@ MemoryPlan plan_memory(const ir::Graph& graph,
   for (const ir::Value* out : graph.outputs())
     escapes[root[out->id()]] = true;
 
+  auto plannable = [&](const ir::Value* v) {
+    const int id = v->id();
+    return root[id] == id && !escapes[id] && v->type().is_non_overlapping_and_dense() &&
+           v->type().storage_bytes() > 0;
+  };
   std::vector<Interval> intervals;
+  std::vector<int> interval_of(n, -1);  // value id -> its interval
+  std::vector<int> written_over(n, -1);  // output id -> the input whose memory it takes
+  std::vector<InPlaceWrite> in_place_writes;
   for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {
     const ir::Node* node = nodes[pos];
     if (node->outputs().empty() || !can_write_into_buffer(*node)) continue;
-    for (const ir::Value* out : node->outputs()) {
+    std::vector<bool> input_taken(node->inputs().size(), false);
+    const auto candidates = in_place ? in_place(*node) : std::vector<std::pair<int, int>>{};
+    for (int o = 0; o < static_cast<int>(node->outputs().size()); ++o) {
+      const ir::Value* out = node->output(o);
       const int id = out->id();
-      if (root[id] != id || escapes[id] || !out->type().is_non_overlapping_and_dense()) continue;
+      if (!plannable(out)) continue;
       const int64_t bytes = out->type().storage_bytes();
-      if (bytes == 0) continue;
-      intervals.push_back({id, pos, std::max(pos, last_use[id]), bytes});
+      const int last = std::max(pos, last_use[id]);
+      bool placed_in_place = false;
+      for (const auto& [i, candidate_output] : candidates) {
+        if (candidate_output != o || input_taken[i]) continue;
+        const ir::Value* in = node->input(i);
+        const int slot = interval_of[in->id()];
+        // The input must be an arena buffer that nothing reads after this node, passed once.
+        if (slot < 0 || last_use[in->id()] != pos || intervals[slot].bytes != bytes) continue;
+        if (std::count(node->inputs().begin(), node->inputs().end(), in) != 1) continue;
+        input_taken[i] = true;
+        intervals[slot].last = std::max(intervals[slot].last, last);
+        interval_of[id] = slot;
+        written_over[id] = in->id();
+        in_place_writes.push_back({node, i, o});
+        placed_in_place = true;
+        break;
+      }
+      if (placed_in_place) continue;
+      interval_of[id] = static_cast<int>(intervals.size());
+      intervals.push_back({id, pos, last, bytes});
     }
   }
 
@@ -88,6 +118,16 @@ MemoryPlan plan_memory(const ir::Graph& graph,
     plan.unshared_bytes += align_up(interval.bytes);
     ++plan.num_planned;
   }
+  // Values written in place share the offset of the input they overwrite (which may itself be
+  // an in-place output: its offset is set above, as inputs come before outputs).
+  for (const InPlaceWrite& write : in_place_writes) {
+    const ir::Value* out = write.node->output(write.output);
+    const int64_t offset = *plan.offsets[written_over[out->id()]];
+    plan.offsets[out->id()] = offset;
+    plan.unshared_bytes += align_up(out->type().storage_bytes());
+    ++plan.num_planned;
+  }
+  plan.in_place = std::move(in_place_writes);
   return plan;
 }
 

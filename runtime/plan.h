@@ -87,6 +87,8 @@ struct Plan {
   std::vector<PlannedBuffer> planned;
   int64_t arena_bytes = 0;
   int64_t unshared_bytes = 0;
+  /// Kernel outputs written over an input that dies there (see passes/plan_memory.h).
+  int in_place_writes = 0;
   /// Where the arena lives: the device of the inputs.
   c10::Device device = c10::Device(c10::DeviceType::CPU);
 };

@@ -214,6 +214,7 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
     buffer.needs_tensor = extern_touches[buffer.value];
   plan.arena_bytes = memory.arena_bytes;
   plan.unshared_bytes = memory.unshared_bytes;
+  plan.in_place_writes = static_cast<int>(memory.in_place.size());
   return plan;
 }
 

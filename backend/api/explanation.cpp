@@ -57,7 +57,7 @@ std::string Explanation::to_text() const {
       << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s ("
       << codegen_seconds << " s in LLVM)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
-      << " without sharing)\n"
+      << " without sharing), " << in_place_writes << " kernel outputs written in place\n"
       << "layout conversions (to and from oneDNN's layout): " << layout_conversions << "\n";
   return out.str();
 }
@@ -71,7 +71,8 @@ std::string Explanation::to_json() const {
       << ", \"layout_conversions\": " << layout_conversions
       << ", \"compile_seconds\": " << compile_seconds
       << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
-      << ", \"unshared_bytes\": " << unshared_bytes << ", \"entries\": [";
+      << ", \"unshared_bytes\": " << unshared_bytes
+      << ", \"in_place_writes\": " << in_place_writes << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)
         << ", \"where\": " << json_string(entries[i].where)

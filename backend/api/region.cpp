@@ -139,6 +139,7 @@ void RegionRunner::explain_into(Explanation& explanation) const {
     explanation.fused_kernels += spec->compiled->kernels;
     explanation.planned_bytes += spec->compiled->plan.arena_bytes;
     explanation.unshared_bytes += spec->compiled->plan.unshared_bytes;
+    explanation.in_place_writes += spec->compiled->plan.in_place_writes;
     return;
   }
   ++explanation.fallback_regions;

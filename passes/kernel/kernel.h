@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/ir/types.h"
@@ -116,6 +117,9 @@ struct Kernel {
   std::vector<Buffer> buffers;  // inputs first, then outputs
   std::vector<Expr> exprs;
   std::vector<Store> stores;
+  /// (input, output) buffer pairs the runtime gives the same memory (see in_place.h); a code
+  /// generator must not assume that such a pair does not alias.
+  std::vector<std::pair<int, int>> in_place;
 
   int rank() const { return static_cast<int>(sizes.size()); }
   int row_rank() const { return rank() - reduce_rank; }

@@ -23,9 +23,13 @@ std::string print_kernel(const Kernel& kernel) {
   os << "]";
   if (kernel.reduce_rank > 0) os << " reduce " << kernel.reduce_rank;
   os << "\n";
-  for (const Buffer& b : kernel.buffers)
-    os << "  " << (b.is_output ? "out " : "in  ") << b.name << ": " << ir::dtype_name(b.dtype)
-       << "\n";
+  for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+    const Buffer& b = kernel.buffers[i];
+    os << "  " << (b.is_output ? "out " : "in  ") << b.name << ": " << ir::dtype_name(b.dtype);
+    for (const auto& [in, out] : kernel.in_place)
+      if (out == static_cast<int>(i)) os << " in place of " << kernel.buffers.at(in).name;
+    os << "\n";
+  }
   for (size_t i = 0; i < kernel.exprs.size(); ++i) {
     const Expr& e = kernel.exprs[i];
     os << "  %" << i << " = " << op_name(e.op);

@@ -63,6 +63,7 @@ struct CaseResult {
   bool passed = false;
   int ops = 0;
   int kernels = 0;         // kiln::fused kernels generated
+  int in_place = 0;        // kernel outputs written over a dying input
   int fused_ops = 0;       // graph ops that run inside them
   int unlowered_ops = 0;   // lowerable ops that still ran through ATen (a group kiln gave up on)
   int layout_differs = 0;  // outputs whose strides differ from eager's (not a failure)

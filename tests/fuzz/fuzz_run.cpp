@@ -143,6 +143,7 @@ CaseResult run_case(FuzzCase& c) {
     return fail(std::string("compile_graph threw: ") + e.what());
   }
   result.kernels = region->kernels;
+  result.in_place = region->plan.in_place_writes;
   for (const auto& e : region->entries) {
     result.fused_ops += e.where == "fused kernel";
     result.unlowered_ops += e.where == "extern ATen" && e.why.starts_with("fusible");

@@ -17,7 +17,7 @@ constexpr uint64_t kSeeds = 400;
 TEST(Fuzz, FixedSeedsMatchEager) {
   const auto start = std::chrono::steady_clock::now();
   std::string reports;
-  int failed = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0;
+  int failed = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, in_place = 0;
   int64_t checked = 0, unchecked = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     CaseResult r = run_seed(seed);
@@ -27,6 +27,7 @@ TEST(Fuzz, FixedSeedsMatchEager) {
     }
     cases_with_kernels += r.kernels > 0;
     kernels += r.kernels;
+    in_place += r.in_place;
     ops += r.ops;
     fused_ops += r.fused_ops;
     checked += r.checked;
@@ -35,9 +36,9 @@ TEST(Fuzz, FixedSeedsMatchEager) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "fuzz: seeds 0:%llu in %.1f s: %d failed; %d kernels, %d of %d ops fused, %d cases with "
-      "kernels; %lld elements checked, %lld not checked (ill-conditioned)\n",
-      static_cast<unsigned long long>(kSeeds), seconds, failed, kernels, fused_ops, ops,
+      "fuzz: seeds 0:%llu in %.1f s: %d failed; %d kernels (%d writing in place), %d of %d ops "
+      "fused, %d cases with kernels; %lld elements checked, %lld not checked (ill-conditioned)\n",
+      static_cast<unsigned long long>(kSeeds), seconds, failed, kernels, in_place, fused_ops, ops,
       cases_with_kernels, static_cast<long long>(checked), static_cast<long long>(unchecked));
   EXPECT_EQ(failed, 0) << reports;
   // Guards on the fuzzer itself: most cases fuse, and most elements are compared.

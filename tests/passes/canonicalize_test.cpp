@@ -40,6 +40,41 @@ TEST(CanonicalizeTest, MmOfAPermutedWeightIsLinearWithoutBias) {
             "  return (%y)\n");
 }
 
+TEST(CanonicalizeTest, MatmulOfATransposedWeightIsLinearAndItsBiasAddStays) {
+  EXPECT_EQ(canonical("graph(%x : f32[3,2,8], %w : f32[4,8], %b : f32[4]):\n"
+                      "  %t : f32[8,4]{1,8} = aten::t(%w)\n"
+                      "  %y : f32[3,2,4] = aten::matmul(%x, %t)\n"
+                      "  %z : f32[3,2,4] = aten::add.Tensor(%y, %b) {alpha=1}\n"
+                      "  return (%z)\n",
+                      1),
+            "graph(%x : f32[3,2,8], %w : f32[4,8], %b : f32[4]):\n"
+            "  %y : f32[3,2,4] = aten::linear(%x, %w) {bias=None}\n"
+            "  %z : f32[3,2,4] = aten::add.Tensor(%y, %b) {alpha=1}\n"
+            "  return (%z)\n");
+}
+
+TEST(CanonicalizeTest, MatmulOfAFrozenTransposedWeightIsLinear) {
+  // Freezing folded w.t() into a constant; its transpose is the contiguous weight.
+  EXPECT_EQ(canonical("graph(%x : f32[2,8]):\n"
+                      "  %c : f32[8,4]{1,8} = prim::Constant() {index=0}\n"
+                      "  %y : f32[2,4] = aten::matmul(%x, %c)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8]):\n"
+            "  %c : f32[8,4]{1,8} = prim::Constant() {index=0}\n"
+            "  %c_t : f32[4,8] = aten::t(%c)\n"
+            "  %y : f32[2,4] = aten::linear(%x, %c_t) {bias=None}\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, MatmulOfAPlainWeightStaysMatmul) {
+  const std::string text =
+      "graph(%x : f32[2,8], %w : f32[8,4]):\n"
+      "  %y : f32[2,4] = aten::matmul(%x, %w)\n"
+      "  return (%y)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
 TEST(CanonicalizeTest, ScaledAddmmStaysAddmm) {
   const std::string text =
       "graph(%x : f32[2,8], %w : f32[4,8], %b : f32[4]):\n"

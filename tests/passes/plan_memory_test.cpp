@@ -103,5 +103,75 @@ graph(%x : f32[3]):
   EXPECT_EQ(plan.arena_bytes, 3 * kPlanAlignment);  // a, b and c are all alive at c's node
 }
 
+// Every node may write output 0 over input 0 (what kernel/in_place.h says of an elementwise
+// kernel); plan_memory decides whether it does.
+const InPlaceCandidates kFirstInputInPlace = [](const ir::Node&) {
+  return std::vector<std::pair<int, int>>{{0, 0}};
+};
+
+TEST(PlanMemory, InPlaceChainUsesOneBuffer) {
+  auto graph = ir::parse_graph(R"IR(
+graph(%x : f32[256]):
+  %a : f32[256] = aten::exp(%x)
+  %b : f32[256] = aten::exp(%a)
+  %c : f32[256] = aten::exp(%b)
+  %d : f32[256] = aten::exp(%c)
+  return (%d)
+)IR");
+  MemoryPlan plan = plan_memory(*graph, kAnyNode, kFirstInputInPlace);
+  // x is the caller's and d escapes: a is fresh, b is written over a and c over b.
+  ASSERT_EQ(plan.in_place.size(), 2u);
+  EXPECT_EQ(plan.in_place[0].node->output()->name(), "b");
+  EXPECT_EQ(plan.in_place[1].node->output()->name(), "c");
+  EXPECT_EQ(plan.num_planned, 3);
+  EXPECT_EQ(plan.arena_bytes, 1024);
+  EXPECT_EQ(plan.unshared_bytes, 3 * 1024);
+  EXPECT_EQ(offset_of(plan, *graph, "a"), offset_of(plan, *graph, "b"));
+  EXPECT_EQ(offset_of(plan, *graph, "b"), offset_of(plan, *graph, "c"));
+}
+
+TEST(PlanMemory, InputStillReadLaterIsNotOverwritten) {
+  auto graph = ir::parse_graph(R"IR(
+graph(%x : f32[256]):
+  %a : f32[256] = aten::exp(%x)
+  %b : f32[256] = aten::exp(%a)
+  %c : f32[256] = aten::mul.Tensor(%a, %b)
+  %d : f32[256] = aten::exp(%c)
+  return (%d)
+)IR");
+  MemoryPlan plan = plan_memory(*graph, kAnyNode, kFirstInputInPlace);
+  // b: a is read again by c. c: written over a, which dies there.
+  ASSERT_EQ(plan.in_place.size(), 1u);
+  EXPECT_EQ(plan.in_place[0].node->output()->name(), "c");
+  EXPECT_NE(offset_of(plan, *graph, "a"), offset_of(plan, *graph, "b"));
+  EXPECT_EQ(offset_of(plan, *graph, "a"), offset_of(plan, *graph, "c"));
+}
+
+TEST(PlanMemory, InputPassedTwiceIsNotOverwritten) {
+  auto graph = ir::parse_graph(R"IR(
+graph(%x : f32[256]):
+  %a : f32[256] = aten::exp(%x)
+  %b : f32[256] = aten::mul.Tensor(%a, %a)
+  %c : f32[256] = aten::exp(%b)
+  return (%c)
+)IR");
+  MemoryPlan plan = plan_memory(*graph, kAnyNode, kFirstInputInPlace);
+  EXPECT_TRUE(plan.in_place.empty());
+}
+
+TEST(PlanMemory, ViewedInputIsNotOverwritten) {
+  auto graph = ir::parse_graph(R"IR(
+graph(%x : f32[4,4]):
+  %a : f32[4,4] = aten::exp(%x)
+  %v : f32[4,4]{1,4} = aten::t(%a)
+  %b : f32[4,4] = aten::exp(%a)
+  %c : f32[4,4] = aten::mul.Tensor(%v, %b)
+  return (%c)
+)IR");
+  MemoryPlan plan = plan_memory(*graph, kAnyNode, kFirstInputInPlace);
+  // a is still read through its view v after b's node.
+  EXPECT_TRUE(plan.in_place.empty());
+}
+
 }  // namespace
 }  // namespace kiln

@@ -23,6 +23,12 @@ bool is_unsigned(DType t) {
   return t == DType::UInt8 || t == DType::Bool;
 }
 
+bool shares_memory(const kernel::Kernel& kernel, int a, int b) {
+  for (const auto& [in, out] : kernel.in_place)
+    if ((in == a && out == b) || (in == b && out == a)) return true;
+  return false;
+}
+
 [[noreturn]] void unsupported(const std::string& what) {
   throw Error(ErrorKind::Unsupported, "LLVM codegen: " + what);
 }
@@ -35,8 +41,9 @@ ValueEmitter::ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& ker
       kernel_(kernel),
       buffers_(std::move(buffer_pointers)),
       element_(kernel::element_levels(kernel)) {
-  // Buffers never overlap an output (the memory plan and fresh outputs see to it), so each
-  // buffer is its own alias scope: LLVM may keep inputs in registers across stores.
+  // Buffers never overlap an output (the memory plan and fresh outputs see to it) except the
+  // pairs the plan writes in place, so each buffer is its own alias scope, not disjoint from its
+  // in-place partner: LLVM may keep inputs in registers across stores.
   llvm::MDBuilder md(b_.getContext());
   llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("kiln.buffers");
   std::vector<llvm::Metadata*> scopes;
@@ -45,7 +52,8 @@ ValueEmitter::ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& ker
   for (size_t i = 0; i < buffers_.size(); ++i) {
     std::vector<llvm::Metadata*> others;
     for (size_t j = 0; j < buffers_.size(); ++j)
-      if (j != i) others.push_back(scopes[j]);
+      if (j != i && !shares_memory(kernel, static_cast<int>(i), static_cast<int>(j)))
+        others.push_back(scopes[j]);
     scope_.push_back(llvm::MDNode::get(b_.getContext(), {scopes[i]}));
     noalias_.push_back(llvm::MDNode::get(b_.getContext(), others));
   }

@@ -27,6 +27,7 @@ struct Explanation {
   double codegen_seconds = 0;  // the part of compile_seconds spent in LLVM
   int64_t planned_bytes = 0;   // arena bytes of the memory plans
   int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
+  int in_place_writes = 0;     // kernel outputs written over an input that dies there
   int layout_conversions = 0;  // to_mkldnn / to_dense around prepacked (oneDNN) convolutions
 
   /// Sets the counts from the entries: nodes, kernels, extern_calls, layout_conversions, and
