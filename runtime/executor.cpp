@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/Stream.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <optional>
 
@@ -112,6 +114,33 @@ class ArenaLease {
   at::Tensor arena_;
 };
 
+void run_on_cpu(const KernelStep& step, const std::vector<void*>& pointers) {
+  void* const* buffers = pointers.data();
+  if (step.range <= step.grain) {
+    step.function(buffers, 0, step.range);
+  } else {
+    at::parallel_for(0, step.range, step.grain,
+                     [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
+  }
+}
+
+// Queued on PyTorch's current stream of the device (c10's device guard interface gives its
+// native handle without linking any CUDA library), so it is ordered with ATen's kernels and the
+// call never waits for the GPU. Memory freed after the launch (input copies, the workspace) goes
+// back to the caching allocator, which reuses it only for work queued later on the same stream.
+void launch_on_current_stream(const DeviceKernel& kernel, std::vector<void*>& pointers,
+                              c10::Device device) {
+  at::Tensor workspace;
+  if (kernel.workspace_bytes() > 0) {
+    workspace = at::zeros({kernel.workspace_bytes()},
+                          at::TensorOptions().dtype(at::kByte).device(device));
+    pointers.push_back(workspace.data_ptr());
+  }
+  const auto* guard = c10::impl::getDeviceGuardImpl(device.type());
+  if (!device.has_index()) device = guard->getDevice();
+  kernel.launch(pointers, device.index(), guard->getStream(device).native_handle());
+}
+
 void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
                 std::vector<void*>& pointers, c10::Device device, char* arena) {
   pointers.clear();
@@ -138,12 +167,10 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
     output = empty_like_type(step.output_types[i], device);
     pointers.push_back(output.data_ptr());
   }
-  void* const* buffers = pointers.data();
-  if (step.range <= step.grain) {
-    step.function(buffers, 0, step.range);
+  if (step.device_kernel) {
+    launch_on_current_stream(*step.device_kernel, pointers, device);
   } else {
-    at::parallel_for(0, step.range, step.grain,
-                     [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
+    run_on_cpu(step, pointers);
   }
   for (int v : step.release)
     slots[v].reset();

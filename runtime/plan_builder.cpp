@@ -109,6 +109,7 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBindi
   }
   const KernelBinding& kernel = kernels[*index];
   KernelStep step{"kernel " + std::to_string(*index), kernel.function, kernel.range, kernel.grain};
+  step.device_kernel = kernel.device_kernel;
   auto offset = [&](const ir::Value* v) {
     return memory.is_planned(v) ? *memory.offsets[v->id()] : -1;
   };

@@ -16,10 +16,12 @@ namespace kiln {
 bool can_write_into_buffer(const ir::Node& node);
 
 /// A generated kernel for the fused node whose attribute `kernel` is its index.
+/// A compiled kernel: a CPU function over a range, or a GPU kernel.
 struct KernelBinding {
   KernelFunction function = nullptr;
   int64_t range = 0;
   int64_t grain = 1;
+  std::shared_ptr<const DeviceKernel> device_kernel;
 };
 
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`. `device` holds the arena.

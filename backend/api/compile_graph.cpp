@@ -1,11 +1,19 @@
 #include "backend/api/compile_graph.h"
 
+#ifndef KILN_HAVE_LLVM
+#define KILN_HAVE_LLVM 0
+#endif
+
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <mutex>
 
 #include "backend/api/environment.h"
+#include "backend/codegen/cuda/compile_cuda_kernels.h"
+#if KILN_HAVE_LLVM
 #include "backend/codegen/llvm/compile_kernels.h"
+#endif
 #include "kiln/error.h"
 #include "passes/fusion_clusters.h"
 #include "passes/ir/op_table.h"
@@ -30,6 +38,47 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
   }
   for (const ir::Node* member : node.subgraph()->nodes())
     entries.push_back({member->op(), "fused kernel", why});
+}
+
+/// Whether kiln generates kernels for `device` (else every op runs through ATen there).
+bool generates_code_for(c10::Device device, const Environment& env) {
+  if (device.is_cpu()) return KILN_HAVE_LLVM && !env.disabled.contains("llvm");
+  if (!device.is_cuda() || env.disabled.contains("cuda")) return false;
+  static const std::string why_not = codegen::cuda::cuda_codegen_unavailable_reason();
+  if (!why_not.empty()) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      log(LogLevel::Warn, "no CUDA code generation, CUDA ops run through ATen: " + why_not);
+    });
+  }
+  return why_not.empty();
+}
+
+/// The plan's kernels compiled for `device`: JIT'd CPU functions or CUDA kernels.
+std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& kernels,
+                                            c10::Device device, const std::string& dump_prefix,
+                                            std::shared_ptr<void>& code, double& seconds) {
+  std::vector<KernelBinding> bindings;
+  if (device.is_cuda()) {
+    codegen::cuda::CudaCodegenOptions options;
+    options.device = device.has_index() ? device.index() : 0;
+    options.dump_prefix = dump_prefix;
+    auto compiled = codegen::cuda::compile_cuda_kernels(kernels, options);
+    for (auto& k : compiled.kernels)
+      bindings.push_back({nullptr, 0, 1, std::move(k)});
+    seconds = compiled.compile_seconds;
+    return bindings;
+  }
+#if KILN_HAVE_LLVM
+  codegen::CodegenOptions options;
+  options.dump_prefix = dump_prefix;
+  codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
+  for (const auto& k : compiled.kernels)
+    bindings.push_back({k.function, k.launch.range, k.launch.grain, nullptr});
+  code = compiled.code;
+  seconds = compiled.compile_seconds;
+#endif
+  return bindings;
 }
 
 ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
@@ -87,7 +136,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   pipeline.disabled = env.disabled;
   // out= variants do not record autograd history: plan memory only when none is needed.
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
-  pipeline.fusion = options.fusion && !env.disabled.contains("llvm") && device.is_cpu();
+  pipeline.fusion = options.fusion && generates_code_for(device, env);
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;
   pipeline.evaluate_constant = [&](const ir::Node& node,
@@ -114,14 +163,11 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   std::vector<KernelBinding> bindings;
   std::shared_ptr<void> code;
   if (!result.kernels.empty()) {
-    codegen::CodegenOptions codegen;
-    if (!pipeline.dump_dir.empty()) codegen.dump_prefix = pipeline.dump_dir + "/" + name;
+    const std::string dump_prefix =
+        pipeline.dump_dir.empty() ? "" : pipeline.dump_dir + "/" + name;
     try {
-      codegen::CompiledKernels kernels = codegen::compile_kernels(result.kernels, codegen);
-      for (const auto& k : kernels.kernels)
-        bindings.push_back({k.function, k.launch.range, k.launch.grain});
-      code = kernels.code;
-      compiled->codegen_seconds = kernels.compile_seconds;
+      bindings = generate_kernels(result.kernels, device, dump_prefix, code,
+                                  compiled->codegen_seconds);
     } catch (const Error& e) {
       // Code generation failed: this specialization runs op by op through ATen instead.
       if (options.strict) throw;

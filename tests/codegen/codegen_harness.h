@@ -284,11 +284,19 @@ inline std::vector<int64_t> cuts(int64_t range) {
   return {0, at(1), at(range / 3 + 1), at(2 * range / 3 + 3), range};
 }
 
+/// Every kernel check() saw in this process: cuda_compile_environment.cpp renders them to CUDA C
+/// and compiles them with NVRTC when the tests end.
+inline std::vector<Kernel>& checked_kernels() {
+  static std::vector<Kernel> kernels;
+  return kernels;
+}
+
 /// Compiles all cases into one module per vector width and checks each against the interpreter.
 inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
   std::vector<Kernel> kernels;
   for (const Case& c : cases)
     kernels.push_back(c.kernel);
+  checked_kernels().insert(checked_kernels().end(), kernels.begin(), kernels.end());
   std::vector<std::vector<Bytes>> want;
   for (const Case& c : cases) {
     want.push_back(fresh_buffers(c));

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "backend/codegen/cuda/cuda_emitter.h"
+#include "cuda/cuda_test_support.h"
 #include "fuzz/fuzz_case.h"
+#include "passes/pipeline.h"
 
 namespace kiln::fuzz {
 namespace {
@@ -44,6 +47,26 @@ TEST(Fuzz, FixedSeedsMatchEager) {
   // Guards on the fuzzer itself: most cases fuse, and most elements are compared.
   EXPECT_GE(cases_with_kernels, static_cast<int>(kSeeds * 8 / 10));
   EXPECT_GE(checked, 20 * unchecked);
+}
+
+// The kernels of the same seeds, rendered to CUDA C: NVRTC compiles them for sm_80 and sm_90
+// and ptxas accepts them (no GPU needed; running them is scripts/gpu-check's job).
+TEST(Fuzz, KernelsCompileForCuda) {
+  if (const std::string why = cuda::nvrtc_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<kernel::Kernel> kernels;
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    FuzzCase c = make_case(seed);
+    PipelineOptions options;
+    PipelineResult result = run_pipeline(*c.graph, options);
+    kernels.insert(kernels.end(), result.kernels.begin(), result.kernels.end());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_GT(kernels.size(), kSeeds);
+  cuda_test::expect_compiles_for_all_architectures(
+      codegen::cuda::emit_cuda_module(kernels).source, "fuzz_kernels", false);
+  std::printf("fuzz: %zu kernels of seeds 0:%llu compiled for CUDA in %.1f s\n", kernels.size(),
+              static_cast<unsigned long long>(kSeeds),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 TEST(Fuzz, SameSeedGivesSameCase) {

@@ -1,19 +1,16 @@
-// The CPU schedule of a kernel: which dimensions can be walked as one, how the work is split
-// across threads, and how wide the vectors are. Torch-free and LLVM-free, so it is tested alone.
+// The CPU schedule of a kernel: how the work is split across threads, and how wide the vectors
+// are. Torch-free and LLVM-free, so it is tested alone.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "passes/kernel/collapse_dims.h"
 #include "passes/kernel/kernel.h"
 
 namespace kiln::codegen {
 
-/// The same kernel over fewer dimensions: size-1 dimensions dropped, and neighbours merged where
-/// every index map walks them as one (stride[d] == stride[d+1] * size[d+1]). Row dimensions
-/// merge only with row dimensions and reduced ones with reduced ones. The result has at least one
-/// dimension, and at least one reduced dimension when the kernel reduces.
-kernel::Kernel collapse_dims(const kernel::Kernel& kernel);
+using kernel::collapse_dims;
 
 /// How the runtime calls a kernel function fn(buffers, begin, end): over [0, range) in pieces
 /// of at least `grain` (at::parallel_for's grain). Elementwise kernels split their elements,

@@ -1,0 +1,90 @@
+#include "backend/codegen/cuda/compile_cuda_kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "backend/codegen/cuda/cuda_emitter.h"
+#include "kiln/error.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/nvrtc.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+/// Multiprocessors of a device, asked once.
+int multiprocessors(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = counts.find(device);
+  if (found == counts.end())
+    found = counts.emplace(device, kiln::cuda::multiprocessor_count(device)).first;
+  return found->second;
+}
+
+class CudaKernel final : public DeviceKernel {
+ public:
+  CudaKernel(std::shared_ptr<const kiln::cuda::CudaModule> module, int index,
+             CudaSchedule schedule)
+      : module_(std::move(module)), index_(index), schedule_(schedule) {}
+
+  void launch(const std::vector<void*>& buffers, int device, void* stream) const override {
+    if (schedule_.blocks == 0) return;  // nothing to compute (a zero-size dimension)
+    // Grid-stride loops: two waves of fully occupied multiprocessors are plenty.
+    const int64_t resident = int64_t{2} * multiprocessors(device) * (2048 / schedule_.block);
+    const int64_t grid = std::min(schedule_.blocks, std::max<int64_t>(resident, 1));
+    module_->launch(index_, device, stream,
+                    {static_cast<unsigned>(grid), static_cast<unsigned>(schedule_.block)},
+                    buffers);
+  }
+
+  int64_t workspace_bytes() const override { return schedule_.workspace_bytes; }
+
+ private:
+  std::shared_ptr<const kiln::cuda::CudaModule> module_;
+  int index_;
+  CudaSchedule schedule_;
+};
+
+void dump(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+}  // namespace
+
+std::string cuda_codegen_unavailable_reason() {
+  std::string why = kiln::cuda::nvrtc_unavailable_reason();
+  if (why.empty()) why = kiln::cuda::driver_unavailable_reason();
+  return why;
+}
+
+CompiledCudaKernels compile_cuda_kernels(const std::vector<kernel::Kernel>& kernels,
+                                         const CudaCodegenOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (const std::string why = cuda_codegen_unavailable_reason(); !why.empty()) {
+    throw Error(ErrorKind::Unsupported, "CUDA code generation is unavailable: " + why);
+  }
+  const CudaModuleSource module = emit_cuda_module(kernels);
+  const int arch = options.arch ? options.arch : kiln::cuda::compute_capability(options.device);
+  const std::string name = kernels.empty() ? "kiln" : kernels.front().name;
+  if (!options.dump_prefix.empty()) dump(options.dump_prefix + ".cu", module.source);
+  auto program = kiln::cuda::nvrtc_compile_cached(module.source, arch, name);
+  if (!options.dump_prefix.empty()) dump(options.dump_prefix + ".ptx", program->ptx);
+  std::vector<std::string> entries;
+  for (const auto& k : module.kernels)
+    entries.push_back(k.entry);
+  auto loaded = std::make_shared<const kiln::cuda::CudaModule>(program->cubin, entries);
+  CompiledCudaKernels compiled;
+  for (size_t i = 0; i < module.kernels.size(); ++i) {
+    compiled.kernels.push_back(
+        std::make_shared<CudaKernel>(loaded, static_cast<int>(i), module.kernels[i].schedule));
+  }
+  compiled.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return compiled;
+}
+
+}  // namespace kiln::codegen::cuda

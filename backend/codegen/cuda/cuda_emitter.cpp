@@ -1,0 +1,581 @@
+#include "backend/codegen/cuda/cuda_emitter.h"
+
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "backend/codegen/cuda/cuda_prelude.h"
+#include "kiln/error.h"
+#include "passes/kernel/collapse_dims.h"
+#include "passes/kernel/scalar_convert.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using kernel::DType;
+using kernel::Expr;
+using kernel::IndexMap;
+using kernel::Kernel;
+using kernel::Op;
+using kernel::ReduceKind;
+
+[[noreturn]] void unsupported(const std::string& what) {
+  throw Error(ErrorKind::Unsupported, "CUDA codegen: " + what);
+}
+
+bool is_float(DType t) {
+  return ir::is_floating(t);
+}
+bool is_half(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+
+/// The C type a value of `t` is computed in (16-bit floats: float, rounded after every op).
+std::string value_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "unsigned char";
+    case DType::Int8: return "signed char";
+    case DType::Int16: return "short";
+    case DType::Int32: return "int";
+    case DType::Int64: return "long long";
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    default: unsupported(std::string("dtype ") + ir::dtype_name(t));
+  }
+}
+
+/// The C type an element of a buffer of `t` is stored as.
+std::string storage_type(DType t) {
+  if (is_half(t)) return "unsigned short";
+  if (t == DType::Bool) return "unsigned char";
+  return value_type(t);
+}
+
+/// A value of `t` rounded as the interpreter rounds it (to the 16-bit format for those).
+std::string rounded(const std::string& x, DType t) {
+  if (t == DType::Float16) return "kiln_round_half(" + x + ")";
+  if (t == DType::BFloat16) return "kiln_round_bf16(" + x + ")";
+  return x;
+}
+
+/// An element read from memory as a value.
+std::string from_storage(const std::string& element, DType t) {
+  if (t == DType::Float16) return "kiln_from_half(" + element + ")";
+  if (t == DType::BFloat16) return "kiln_from_bf16(" + element + ")";
+  if (t == DType::Bool) return "(" + element + " != 0)";
+  return element;
+}
+
+/// A value of `from` converted to `to` (the interpreter's make(as_double(x), to)).
+std::string convert(const std::string& x, DType from, DType to) {
+  if (from == to) return x;
+  const std::string t = value_type(to);
+  if (to == DType::Bool) return "(" + x + " != 0)";
+  if (is_float(to)) {
+    if (is_float(from)) return rounded("static_cast<" + t + ">(" + x + ")", to);
+    return rounded("static_cast<" + t + ">(static_cast<double>(" + x + "))", to);
+  }
+  if (is_float(from)) {  // float -> integer: truncate; inf and NaN give 0
+    return "(isfinite(" + x + ") ? static_cast<" + t + ">(static_cast<long long>(" + x +
+           ")) : static_cast<" + t + ">(0))";
+  }
+  return "static_cast<" + t + ">(" + x + ")";
+}
+
+/// A value of `t` as it is written to memory.
+std::string to_storage(const std::string& x, DType t) {
+  if (t == DType::Float16) return "kiln_to_half(" + x + ")";
+  if (t == DType::BFloat16) return "kiln_to_bf16(" + x + ")";
+  if (t == DType::Bool) return "static_cast<unsigned char>(" + x + ")";
+  return x;
+}
+
+std::string constant(double value, DType t) {
+  char text[64];
+  if (t == DType::Float64) {
+    std::snprintf(text, sizeof text, "__longlong_as_double(0x%016llxLL)",
+                  static_cast<unsigned long long>(std::bit_cast<uint64_t>(value)));
+    return text;
+  }
+  if (is_float(t)) {
+    float f = static_cast<float>(value);
+    if (t == DType::Float16) f = kernel::float_from_half(kernel::half_from_float(f));
+    if (t == DType::BFloat16) f = kernel::float_from_bfloat16(kernel::bfloat16_from_float(f));
+    std::snprintf(text, sizeof text, "__int_as_float(0x%08x)", std::bit_cast<uint32_t>(f));
+    return text;
+  }
+  if (t == DType::Bool) return value != 0 || std::isnan(value) ? "true" : "false";
+  const long long i = std::isfinite(value) ? static_cast<long long>(value) : 0;
+  return "static_cast<" + value_type(t) + ">(" + std::to_string(i) + "LL)";
+}
+
+std::string float_call(const char* name, DType t, const std::string& args) {
+  return std::string(name) + (t == DType::Float64 ? "" : "f") + "(" + args + ")";
+}
+
+/// Integer arithmetic wraps, through unsigned as two's-complement hardware does.
+std::string wrapping(const char* op, const std::string& a, const std::string& b, DType t) {
+  return "static_cast<" + value_type(t) + ">(static_cast<unsigned long long>(" + a + ") " + op +
+         " static_cast<unsigned long long>(" + b + "))";
+}
+
+class Emitter {
+ public:
+  Emitter(const Kernel& kernel, const CudaSchedule& schedule, std::string entry)
+      : k_(kernel), s_(schedule), entry_(std::move(entry)),
+        element_(kernel::element_levels(kernel)) {}
+
+  std::string emit() {
+    idx_ = s_.index32 ? "int" : "long long";
+    signature();
+    if (k_.reduce_rank == 0) {
+      if (s_.vector > 1) vector_loop();
+      scalar_loop();
+    } else {
+      reduction();
+    }
+    out_ << "}\n";
+    return out_.str();
+  }
+
+ private:
+  // ---- the function and its parameters ---------------------------------------------------
+
+  bool in_place(int buffer) const {
+    for (const auto& [in, out] : k_.in_place)
+      if (in == buffer || out == buffer) return true;
+    return false;
+  }
+
+  void signature() {
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << s_.block << ")\n"
+         << entry_ << "(";
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const auto& b = k_.buffers[i];
+      out_ << (i ? ", " : "") << (b.is_output ? "" : "const ") << storage_type(b.dtype) << "* "
+           << (in_place(static_cast<int>(i)) ? "" : "__restrict__ ") << b.name;
+    }
+    if (s_.slices > 1) out_ << ", unsigned char* __restrict__ workspace";
+    out_ << ") {\n";
+  }
+
+  // ---- indexing ---------------------------------------------------------------------------
+
+  /// Element offset of `map` from the coordinates c<d> (dims with stride 0 are not read).
+  std::string offset(const IndexMap& map) const {
+    std::string text = std::to_string(map.offset);
+    for (int d = 0; d < k_.rank(); ++d) {
+      if (map.strides[d] == 0) continue;
+      text += " + c" + std::to_string(d) + " * " + std::to_string(map.strides[d]);
+    }
+    return "(" + text + ")";
+  }
+
+  /// Declares c<first>..c<last-1> from the flat index `flat` over those dims.
+  void coordinates(const std::string& indent, const std::string& flat, int first, int last) {
+    if (first >= last) return;
+    out_ << indent << idx_ << " rem = " << flat << ";\n";
+    for (int d = last - 1; d > first; --d) {
+      out_ << indent << "const " << idx_ << " c" << d << " = rem % " << k_.sizes[d] << ";\n"
+           << indent << "rem /= " << k_.sizes[d] << ";\n";
+    }
+    out_ << indent << "const " << idx_ << " c" << first << " = rem;\n";
+  }
+
+  // ---- values -----------------------------------------------------------------------------
+
+  std::string v(int id) const { return "v" + std::to_string(id); }
+
+  /// How a Load expr reads its element (the vector path reads from registers instead).
+  using LoadCode = std::function<std::string(int id, const Expr&)>;
+
+  std::string direct_load(const Expr& e) const {
+    const auto& b = k_.buffers[e.map.buffer];
+    return from_storage(b.name + "[" + offset(e.map) + "]", b.dtype);
+  }
+
+  std::string compute(int id, const LoadCode& load) const {
+    const Expr& e = k_.exprs[id];
+    auto a = [&](int k) { return v(e.args[k]); };
+    auto arg_type = [&](int k) { return k_.exprs[e.args[k]].dtype; };
+    const DType t = e.dtype;
+    switch (e.op) {
+      case Op::Load: return load(id, e);
+      case Op::Constant: return constant(e.constant, t);
+      case Op::Cast: return convert(a(0), arg_type(0), t);
+      case Op::Where: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+      case Op::Reduce: unsupported("a reduction outside a reducing kernel");
+      default: break;
+    }
+    if (kernel::is_comparison(e.op)) {
+      static const char* const symbols[] = {"==", "!=", "<", "<=", ">", ">="};
+      const int which = static_cast<int>(e.op) - static_cast<int>(Op::Eq);
+      return "(" + a(0) + " " + symbols[which] + " " + a(1) + ")";
+    }
+    if (is_float(t)) return rounded(float_op(e, a(0), e.args.size() > 1 ? a(1) : ""), t);
+    return int_op(e, a(0), e.args.size() > 1 ? a(1) : "");
+  }
+
+  std::string float_op(const Expr& e, const std::string& x, const std::string& y) const {
+    const DType t = e.dtype;
+    const std::string one = t == DType::Float64 ? "1.0" : "1.0f";
+    switch (e.op) {
+      case Op::Neg: return "(-" + x + ")";
+      case Op::Abs: return float_call("fabs", t, x);
+      case Op::Exp: return float_call("exp", t, x);
+      case Op::Log: return float_call("log", t, x);
+      case Op::Sqrt: return float_call("sqrt", t, x);
+      case Op::Rsqrt: return "(" + one + " / " + float_call("sqrt", t, x) + ")";
+      case Op::Reciprocal: return "(" + one + " / " + x + ")";
+      case Op::Erf: return float_call("erf", t, x);
+      case Op::Tanh: return float_call("tanh", t, x);
+      case Op::Sigmoid: return "(" + one + " / (" + one + " + " + float_call("exp", t, "-" + x) + "))";
+      case Op::Floor: return float_call("floor", t, x);
+      case Op::Trunc: return float_call("trunc", t, x);
+      case Op::Add: return "(" + x + " + " + y + ")";
+      case Op::Sub: return "(" + x + " - " + y + ")";
+      case Op::Mul: return "(" + x + " * " + y + ")";
+      case Op::Div: return "(" + x + " / " + y + ")";
+      case Op::Max: return "kiln_fmax(" + x + ", " + y + ")";
+      case Op::Min: return "kiln_fmin(" + x + ", " + y + ")";
+      case Op::Pow: return float_call("pow", t, x + ", " + y);
+      default: unsupported(std::string("float op ") + kernel::op_name(e.op));
+    }
+  }
+
+  std::string int_op(const Expr& e, const std::string& x, const std::string& y) const {
+    const DType t = e.dtype;
+    const std::string type = value_type(t);
+    switch (e.op) {
+      case Op::Neg: return wrapping("-", "0", x, t);
+      case Op::Abs: return "(" + x + " < 0 ? " + wrapping("-", "0", x, t) + " : " + x + ")";
+      case Op::Not: return "(!" + x + ")";
+      case Op::Floor:
+      case Op::Trunc: return x;
+      case Op::Add: return wrapping("+", x, y, t);
+      case Op::Sub: return wrapping("-", x, y, t);
+      case Op::Mul: return wrapping("*", x, y, t);
+      case Op::Div:
+        return "(" + y + " == 0 ? static_cast<" + type + ">(0) : static_cast<" + type + ">(" + x +
+               " / " + y + "))";
+      case Op::Max: return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+      case Op::Min: return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+      case Op::And: return "(" + x + " && " + y + ")";
+      case Op::Or: return "(" + x + " || " + y + ")";
+      default: unsupported(std::string("integer op ") + kernel::op_name(e.op));
+    }
+  }
+
+  void define(const std::string& indent, int id, const LoadCode& load) {
+    out_ << indent << "const " << value_type(k_.exprs[id].dtype) << " " << v(id) << " = "
+         << compute(id, load) << ";\n";
+  }
+
+  /// The stored form of store `s`'s value, converted to its buffer's dtype.
+  std::string stored_value(const kernel::Store& s) const {
+    const DType to = k_.buffers[s.map.buffer].dtype;
+    return to_storage(convert(v(s.value), k_.exprs[s.value].dtype, to), to);
+  }
+
+  // ---- elementwise kernels ----------------------------------------------------------------
+
+  std::string grid_stride(const std::string& var, const std::string& end) const {
+    return "for (" + idx_ + " " + var + " = static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + "
+           "threadIdx.x; " + var + " < " + end + "; " + var + " += static_cast<" + idx_ +
+           ">(gridDim.x) * blockDim.x)";
+  }
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t size : k_.sizes)
+      n *= size;
+    return n;
+  }
+
+  void scalar_loop() {
+    out_ << "  " << grid_stride("i", std::to_string(numel())) << " {\n";
+    coordinates("    ", "i", 0, k_.rank());
+    const LoadCode load = [&](int, const Expr& e) { return direct_load(e); };
+    for (size_t id = 0; id < k_.exprs.size(); ++id)
+      define("    ", static_cast<int>(id), load);
+    for (const auto& s : k_.stores) {
+      out_ << "    " << k_.buffers[s.map.buffer].name << "[" << offset(s.map) << "] = "
+           << stored_value(s) << ";\n";
+    }
+    out_ << "  }\n";
+  }
+
+  /// The unsigned type of `bytes` bytes that one vector access moves.
+  static std::string vector_type(int64_t bytes) {
+    switch (bytes) {
+      case 16: return "uint4";
+      case 8: return "uint2";
+      case 4: return "unsigned int";
+      case 2: return "unsigned short";
+      default: return "unsigned char";
+    }
+  }
+
+  bool contiguous(const IndexMap& map) const { return map.strides[k_.rank() - 1] == 1; }
+
+  void vector_loop() {
+    const int width = s_.vector;
+    // The 16-byte path runs when every contiguous buffer is aligned to its access size.
+    std::string misaligned;
+    std::vector<bool> seen(k_.buffers.size(), false);
+    auto check = [&](const IndexMap& m) {
+      if (!contiguous(m) || seen[m.buffer]) return;
+      seen[m.buffer] = true;
+      const int64_t bytes = width * storage_size(k_.buffers[m.buffer].dtype);
+      misaligned += std::string(misaligned.empty() ? "" : " || ") +
+                    "(reinterpret_cast<unsigned long long>(" + k_.buffers[m.buffer].name +
+                    ") % " + std::to_string(bytes) + ")";
+    };
+    for (const Expr& e : k_.exprs)
+      if (e.op == Op::Load) check(e.map);
+    for (const auto& s : k_.stores)
+      check(s.map);
+    out_ << "  if (!(" << misaligned << ")) {\n"
+         << "    " << grid_stride("g", std::to_string(numel() / width)) << " {\n";
+    coordinates("      ", "g * " + std::to_string(width), 0, k_.rank());
+    auto access = [&](const IndexMap& m) {
+      const auto& b = k_.buffers[m.buffer];
+      return "*reinterpret_cast<" + std::string(b.is_output ? "" : "const ") +
+             vector_type(width * storage_size(b.dtype)) + "*>(" + b.name + " + " + offset(m) +
+             ")";
+    };
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.op != Op::Load || !contiguous(e.map)) continue;
+      const auto& b = k_.buffers[e.map.buffer];
+      const std::string lanes = "l" + std::to_string(id);
+      out_ << "      " << storage_type(b.dtype) << " " << lanes << "[" << width << "];\n"
+           << "      *reinterpret_cast<" << vector_type(width * storage_size(b.dtype)) << "*>("
+           << lanes << ") = " << access(e.map) << ";\n";
+    }
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const auto& b = k_.buffers[k_.stores[i].map.buffer];
+      out_ << "      " << storage_type(b.dtype) << " s" << i << "[" << width << "];\n";
+    }
+    out_ << "      #pragma unroll\n"
+         << "      for (int lane = 0; lane < " << width << "; ++lane) {\n";
+    const LoadCode load = [&](int id, const Expr& e) {
+      if (!contiguous(e.map)) return direct_load(e);
+      return from_storage("l" + std::to_string(id) + "[lane]", k_.buffers[e.map.buffer].dtype);
+    };
+    for (size_t id = 0; id < k_.exprs.size(); ++id)
+      define("        ", static_cast<int>(id), load);
+    for (size_t i = 0; i < k_.stores.size(); ++i)
+      out_ << "        s" << i << "[lane] = " << stored_value(k_.stores[i]) << ";\n";
+    out_ << "      }\n";
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const auto& b = k_.buffers[k_.stores[i].map.buffer];
+      out_ << "      " << access(k_.stores[i].map) << " = *reinterpret_cast<const "
+           << vector_type(width * storage_size(b.dtype)) << "*>(s" << i << ");\n";
+    }
+    out_ << "    }\n    return;\n  }\n";
+  }
+
+  // ---- reducing kernels -------------------------------------------------------------------
+
+  static std::string accumulator_type(DType t) {
+    if (t == DType::Float64) return "double";
+    if (is_float(t)) return "float";
+    return "long long";
+  }
+
+  static std::string combiner(ReduceKind kind) {
+    switch (kind) {
+      case ReduceKind::Max: return "kiln_max()";
+      case ReduceKind::Min: return "kiln_min()";
+      default: return "kiln_sum()";
+    }
+  }
+
+  static std::string identity(ReduceKind kind, const std::string& acc) {
+    const bool floating = acc != "long long";
+    const bool dbl = acc == "double";
+    switch (kind) {
+      case ReduceKind::Max:
+        return floating ? (dbl ? "-KILN_DINF" : "-KILN_INF") : "(-0x7fffffffffffffffLL - 1)";
+      case ReduceKind::Min:
+        return floating ? (dbl ? "KILN_DINF" : "KILN_INF") : "0x7fffffffffffffffLL";
+      default:
+        return floating ? (dbl ? "0.0" : "0.0f") : "0LL";
+    }
+  }
+
+  /// The reduce's value from the combined accumulator `acc`.
+  std::string finish_reduce(const Expr& e, const std::string& acc) const {
+    const DType t = e.dtype;
+    const std::string n = std::to_string(k_.row_size());
+    if (e.reduce == ReduceKind::Mean) {
+      if (is_float(t)) return rounded(acc + " / static_cast<" + accumulator_type(t) + ">(" + n + ")", t);
+      return convert("static_cast<double>(" + acc + ") / " + n, DType::Float64, t);
+    }
+    if (is_float(t)) return rounded(acc, t);
+    return "static_cast<" + value_type(t) + ">(" + acc + ")";
+  }
+
+  /// Every element-level expr before `end`, inside an element loop.
+  void element_exprs(const std::string& indent, int end) {
+    const LoadCode load = [&](int, const Expr& e) { return direct_load(e); };
+    for (int id = 0; id < end; ++id)
+      if (element_[id]) define(indent, id, load);
+  }
+
+  /// Row-level exprs before `end` not yet defined (none of them a Reduce).
+  void row_exprs(int end) {
+    const LoadCode load = [&](int, const Expr& e) { return direct_load(e); };
+    for (; next_row_expr_ < end; ++next_row_expr_) {
+      const int id = next_row_expr_;
+      if (element_[id] || k_.exprs[id].op == Op::Reduce) continue;
+      define("    ", id, load);
+    }
+  }
+
+  void element_loop(const std::string& first, const std::string& end, const std::string& step) {
+    out_ << "      for (" << idx_ << " e = " << first << "; e < " << end << "; e += " << step
+         << ") {\n";
+    coordinates("        ", "e", k_.row_rank(), k_.rank());
+  }
+
+  void reduction() {
+    const int row_rank = k_.row_rank();
+    const bool split = s_.slices > 1;
+    const std::string rows = std::to_string(k_.num_rows());
+    const std::string row_size = std::to_string(k_.row_size());
+    out_ << "  __shared__ long long kiln_shared[32];\n";
+    if (split) out_ << "  __shared__ bool kiln_last;\n";
+    const std::string items = split ? std::to_string(k_.num_rows() * s_.slices) : rows;
+    out_ << "  for (" << idx_ << " item = blockIdx.x; item < " << items
+         << "; item += gridDim.x) {\n";
+    if (split) {
+      out_ << "    const " << idx_ << " row = item / " << s_.slices << ";\n"
+           << "    const " << idx_ << " slice = item % " << s_.slices << ";\n";
+    } else {
+      out_ << "    const " << idx_ << " row = item;\n";
+    }
+    coordinates("    ", "row", 0, row_rank);
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.op != Op::Reduce) continue;
+      row_exprs(static_cast<int>(id));
+      const std::string acc_type = accumulator_type(e.dtype);
+      out_ << "    " << value_type(e.dtype) << " " << v(static_cast<int>(id)) << ";\n"
+           << "    {\n"
+           << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
+      if (split) {
+        const std::string slice = std::to_string(kSplitSliceElements);
+        element_loop("slice * " + slice + " + threadIdx.x",
+                     "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " + slice + ")",
+                     "blockDim.x");
+      } else {
+        element_loop("threadIdx.x", row_size, "blockDim.x");
+      }
+      element_exprs("        ", static_cast<int>(id));
+      out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
+           << v(e.args[0]) << "));\n"
+           << "      }\n"
+           << "      acc = kiln_block_reduce(acc, " << combiner(e.reduce) << ", reinterpret_cast<"
+           << acc_type << "*>(kiln_shared));\n";
+      if (split) split_combine(e, acc_type);
+      out_ << "      " << v(static_cast<int>(id)) << " = " << finish_reduce(e, "acc") << ";\n"
+           << "    }\n";
+    }
+    row_exprs(static_cast<int>(k_.exprs.size()));
+    bool element_stores = false;
+    for (const auto& st : k_.stores) {
+      if (element_[st.value]) {
+        element_stores = true;
+        continue;
+      }
+      out_ << "    if (threadIdx.x == 0) " << k_.buffers[st.map.buffer].name << "["
+           << offset(st.map) << "] = " << stored_value(st) << ";\n";
+    }
+    if (element_stores) {
+      element_loop("threadIdx.x", row_size, "blockDim.x");
+      element_exprs("        ", static_cast<int>(k_.exprs.size()));
+      for (const auto& st : k_.stores) {
+        if (!element_[st.value]) continue;
+        out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
+             << "] = " << stored_value(st) << ";\n";
+      }
+      out_ << "      }\n";
+    }
+    out_ << "  }\n";
+  }
+
+  /// Split reductions: each block leaves its slice's partial in the workspace; the last block of
+  /// the row (found with a counter, after a fence) combines them in slice order and goes on.
+  void split_combine(const Expr& e, const std::string& acc_type) {
+    const std::string slices = std::to_string(s_.slices);
+    const std::string counters_at = std::to_string(k_.num_rows() * s_.slices * 8);
+    out_ << "      " << acc_type << "* partials = reinterpret_cast<" << acc_type
+         << "*>(workspace);\n"
+         << "      unsigned int* counters = reinterpret_cast<unsigned int*>(workspace + "
+         << counters_at << ");\n"
+         << "      if (threadIdx.x == 0) {\n"
+         << "        partials[row * " << slices << " + slice] = acc;\n"
+         << "        __threadfence();\n"
+         << "        kiln_last = atomicAdd(&counters[row], 1u) == " << slices << " - 1;\n"
+         << "      }\n"
+         << "      __syncthreads();\n"
+         << "      if (!kiln_last) continue;\n"
+         << "      __threadfence();\n"
+         << "      acc = reinterpret_cast<volatile " << acc_type << "*>(partials)[row * " << slices
+         << "];\n"
+         << "      for (int s = 1; s < " << slices << "; ++s) acc = " << combiner(e.reduce)
+         << "(acc, reinterpret_cast<volatile " << acc_type << "*>(partials)[row * " << slices
+         << " + s]);\n"
+         << "      if (threadIdx.x == 0) counters[row] = 0;  // ready for the next launch\n";
+  }
+
+  const Kernel& k_;
+  const CudaSchedule& s_;
+  std::string entry_;
+  std::vector<bool> element_;
+  std::string idx_;
+  int next_row_expr_ = 0;
+  std::ostringstream out_;
+};
+
+std::string identifier(const std::string& name) {
+  std::string id = name.empty() ? "kernel" : name;
+  for (char& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (std::isdigit(static_cast<unsigned char>(id[0]))) id = "k" + id;
+  return id;
+}
+
+}  // namespace
+
+std::string emit_cuda_kernel(const Kernel& kernel, const CudaSchedule& schedule,
+                             const std::string& entry) {
+  kernel::validate(kernel);
+  return Emitter(kernel, schedule, entry).emit();
+}
+
+CudaModuleSource emit_cuda_module(const std::vector<Kernel>& kernels) {
+  CudaModuleSource module;
+  std::string source = kCudaPrelude;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const Kernel collapsed = kernel::collapse_dims(kernels[i]);
+    CudaKernelSource k;
+    k.entry = identifier(kernels[i].name) + "_" + std::to_string(i);
+    k.schedule = choose_cuda_schedule(collapsed);
+    k.num_buffers = static_cast<int>(collapsed.buffers.size());
+    source += "\n" + emit_cuda_kernel(collapsed, k.schedule, k.entry);
+    module.kernels.push_back(std::move(k));
+  }
+  module.source = std::move(source);
+  return module;
+}
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,49 @@
+// Kernel IR to CUDA C: the GPU sibling of the kernel IR printer. Torch-free and CUDA-free (the
+// text is compiled by NVRTC at run time, see runtime/cuda).
+//
+// Each kernel becomes one `extern "C" __global__` function taking its buffers as pointers, in
+// buffer order (inputs `const` and `__restrict__`; the two buffers of an in-place pair lose
+// `__restrict__`), with every size, stride and offset a constant. What a kernel computes is the
+// reference interpreter's definition; the schedule (cuda_schedule.h) only decides how threads
+// walk it.
+//
+//   extern "C" __global__ void __launch_bounds__(256)
+//   k0(const float* __restrict__ b0, float* __restrict__ b1) {
+//     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 4096; i += gridDim.x * blockDim.x) {
+//       const int c0 = i;
+//       const float v0 = b0[c0];
+//       const float v1 = expf(v0);
+//       b1[c0] = v1;
+//     }
+//   }
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/codegen/cuda/cuda_schedule.h"
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen::cuda {
+
+struct CudaKernelSource {
+  std::string entry;  // the __global__ function's name
+  CudaSchedule schedule;
+  int num_buffers = 0;
+};
+
+struct CudaModuleSource {
+  std::string source;  // the prelude, then every kernel
+  std::vector<CudaKernelSource> kernels;
+};
+
+/// One translation unit for all kernels of a plan (each collapsed first). Throws kiln::Error
+/// (Unsupported) for a kernel it cannot express.
+CudaModuleSource emit_cuda_module(const std::vector<kernel::Kernel>& kernels);
+
+/// One kernel's function alone, without the prelude, for tests and dumps. `kernel` must be
+/// collapsed.
+std::string emit_cuda_kernel(const kernel::Kernel& kernel, const CudaSchedule& schedule,
+                             const std::string& entry);
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,105 @@
+#include "backend/codegen/cuda/cuda_schedule.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using kernel::Expr;
+using kernel::IndexMap;
+using kernel::Kernel;
+using kernel::Op;
+
+std::vector<const IndexMap*> maps_of(const Kernel& kernel) {
+  std::vector<const IndexMap*> maps;
+  for (const Expr& e : kernel.exprs)
+    if (e.op == Op::Load) maps.push_back(&e.map);
+  for (const auto& s : kernel.stores)
+    maps.push_back(&s.map);
+  return maps;
+}
+
+/// The largest element offset any map reaches, plus one.
+int64_t offset_extent(const Kernel& kernel) {
+  int64_t extent = 1;
+  for (const IndexMap* m : maps_of(kernel)) {
+    int64_t reach = std::abs(m->offset);
+    for (int d = 0; d < kernel.rank(); ++d)
+      reach += std::max<int64_t>(kernel.sizes[d] - 1, 0) * std::abs(m->strides[d]);
+    extent = std::max(extent, reach + 1);
+  }
+  return extent;
+}
+
+/// Elements per thread on the 16-byte path, or 1 when some access cannot take it: every map is
+/// contiguous or constant along the innermost dimension, each output is stored once, and the
+/// innermost size and every other stride of a contiguous map are multiples of the width.
+int vector_width(const Kernel& kernel) {
+  if (kernel.reduce_rank != 0) return 1;
+  const int inner = kernel.rank() - 1;
+  int64_t widest = 0;
+  for (const IndexMap* m : maps_of(kernel)) {
+    if (m->strides[inner] == 1) {
+      widest = std::max(widest, storage_size(kernel.buffers[m->buffer].dtype));
+    } else if (m->strides[inner] != 0) {
+      return 1;
+    }
+  }
+  for (const auto& s : kernel.stores) {
+    if (s.map.strides[inner] != 1) return 1;
+    const auto stores_to = [&](const auto& other) { return other.map.buffer == s.map.buffer; };
+    if (std::count_if(kernel.stores.begin(), kernel.stores.end(), stores_to) != 1) return 1;
+  }
+  if (widest == 0) return 1;
+  const int width = static_cast<int>(16 / widest);
+  if (width < 2 || kernel.sizes[inner] % width != 0) return 1;
+  for (const IndexMap* m : maps_of(kernel)) {
+    if (m->strides[inner] != 1) continue;
+    if (m->offset % width != 0) return 1;
+    for (int d = 0; d < inner; ++d)
+      if (m->strides[d] % width != 0) return 1;
+  }
+  return width;
+}
+
+int count_reduces(const Kernel& kernel) {
+  return static_cast<int>(std::count_if(kernel.exprs.begin(), kernel.exprs.end(),
+                                        [](const Expr& e) { return e.op == Op::Reduce; }));
+}
+
+}  // namespace
+
+int64_t storage_size(kernel::DType dtype) {
+  return ir::dtype_size(dtype);
+}
+
+CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
+  CudaSchedule s;
+  int64_t numel = 1;
+  for (int64_t size : kernel.sizes)
+    numel *= size;
+  s.index32 = offset_extent(kernel) < (int64_t{1} << 30) && numel < (int64_t{1} << 30);
+  if (kernel.reduce_rank == 0) {
+    s.vector = vector_width(kernel);
+    s.block = kMaxBlock;
+    s.blocks = (numel / s.vector + s.block - 1) / s.block;
+    return s;
+  }
+  const int64_t rows = kernel.num_rows(), row = kernel.row_size();
+  s.block = static_cast<int>(std::clamp<int64_t>((row + 31) / 32 * 32, 32, kMaxBlock));
+  s.blocks = rows;
+  const auto elements = kernel::element_levels(kernel);
+  const bool element_stores = std::any_of(kernel.stores.begin(), kernel.stores.end(),
+                                          [&](const auto& st) { return elements[st.value]; });
+  if (row > kSplitRowElements && rows < kSplitMaxRows && count_reduces(kernel) == 1 &&
+      !element_stores) {
+    s.slices = (row + kSplitSliceElements - 1) / kSplitSliceElements;
+    s.blocks = rows * s.slices;
+    // One 8-byte partial per slice, then one counter per row.
+    s.workspace_bytes = rows * s.slices * 8 + rows * 4;
+  }
+  return s;
+}
+
+}  // namespace kiln::codegen::cuda

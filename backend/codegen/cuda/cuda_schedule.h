@@ -1,0 +1,45 @@
+// The CUDA schedule of a (collapsed) kernel: how threads map onto it. Torch-free and CUDA-free.
+//
+// Elementwise kernels: a grid-stride loop over the elements, `vector` of them per thread and step
+// with 16-byte loads and stores where every contiguous buffer allows it (the kernel checks the
+// pointers' alignment when it runs, and takes the one-element loop otherwise). Reducing kernels:
+// one block per row (a grid-stride loop over rows), its threads striding over the row and
+// combining with warp shuffles, then across warps through shared memory. Rows longer than
+// kSplitRowElements, when there are too few rows to fill the device, are split: several blocks
+// each reduce a slice into a workspace and the last block to finish a row combines the slices
+// and runs the rest of the kernel for that row.
+#pragma once
+
+#include <cstdint>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen::cuda {
+
+inline constexpr int kMaxBlock = 256;
+/// Above this many elements per row (and with fewer rows than kSplitMaxRows) a reduction is
+/// split across blocks.
+inline constexpr int64_t kSplitRowElements = 65536;
+inline constexpr int64_t kSplitMaxRows = 64;
+/// Elements each block of a split reduction takes from its row.
+inline constexpr int64_t kSplitSliceElements = 16384;
+
+struct CudaSchedule {
+  int block = kMaxBlock;  // threads per block, a multiple of 32
+  /// Blocks the kernel can use; the runtime caps the grid (the loops stride over the rest).
+  int64_t blocks = 0;
+  int vector = 1;        // elements per thread per step on the 16-byte path (1: no such path)
+  bool index32 = true;   // every index and offset fits in 32 bits
+  /// Split reductions: slices per row, and the workspace the runtime provides (zeroed once:
+  /// the kernel leaves it zeroed again).
+  int64_t slices = 1;
+  int64_t workspace_bytes = 0;
+};
+
+/// `kernel` must be collapsed (kernel/collapse_dims.h).
+CudaSchedule choose_cuda_schedule(const kernel::Kernel& kernel);
+
+/// Bytes of one element of a buffer of `dtype` in memory.
+int64_t storage_size(kernel::DType dtype);
+
+}  // namespace kiln::codegen::cuda

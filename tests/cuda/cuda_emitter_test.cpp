@@ -1,0 +1,298 @@
+// The CUDA C printer (kernel IR -> CUDA C), checked with CHECK: patterns, and every kernel here
+// compiled by NVRTC for sm_80 and sm_90 and accepted by ptxas (no GPU needed).
+#include <gtest/gtest.h>
+
+#include "backend/codegen/cuda/compile_cuda_kernels.h"
+#include "backend/codegen/cuda/cuda_emitter.h"
+#include "cuda/cuda_test_support.h"
+#include "kiln/error.h"
+#include "passes/kernel/collapse_dims.h"
+#include "runtime/cuda/driver.h"
+#include "tests/support/check_pattern.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using kernel::DType;
+using kernel::Kernel;
+using kernel::KernelBuilder;
+using kernel::Op;
+using kernel::ReduceKind;
+
+Kernel make(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
+            std::vector<DType> outputs) {
+  Kernel k;
+  k.name = "k";
+  k.sizes = std::move(sizes);
+  k.reduce_rank = reduce_rank;
+  for (DType t : inputs)
+    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
+  for (DType t : outputs)
+    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
+  return k;
+}
+
+// out = exp(x) * y over [64, 256], y read through `y_strides`.
+Kernel exp_mul(std::vector<int64_t> y_strides, DType t = DType::Float32) {
+  Kernel k = make({64, 256}, 0, {t, t}, {t});
+  KernelBuilder b(k);
+  const int x = b.load(0, {256, 1});
+  const int y = b.load(1, std::move(y_strides));
+  b.store(2, {256, 1}, b.binary(Op::Mul, b.unary(Op::Exp, x, t), y, t));
+  return k;
+}
+
+// softmax over rows of `n`.
+Kernel softmax(int64_t rows, int64_t n) {
+  Kernel k = make({rows, n}, 1, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int x = b.load(0, {n, 1});
+  const int max = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, max, f), f);
+  const int sum = b.reduce(ReduceKind::Sum, e);
+  b.store(1, {n, 1}, b.binary(Op::Div, e, sum, f));
+  return k;
+}
+
+// Row sums of a [rows, n] input into [rows].
+Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
+               DType t = DType::Float32) {
+  Kernel k = make({rows, n}, 1, {t}, {t});
+  KernelBuilder b(k);
+  b.store(1, {1, 0}, b.reduce(kind, b.load(0, {n, 1})));
+  return k;
+}
+
+std::string source_of(const Kernel& k) {
+  const Kernel c = kernel::collapse_dims(k);
+  return emit_cuda_kernel(c, choose_cuda_schedule(c), "k");
+}
+
+TEST(CudaEmitter, ElementwiseKernelIsAGridStrideLoopWithA16ByteAccessPath) {
+  const std::string text = source_of(exp_mul({256, 1}));
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: extern "C" __global__ void __launch_bounds__(256)
+    CHECK: k(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2)
+    CHECK: if (!((reinterpret_cast<unsigned long long>(b0) % 16)
+    CHECK: for (int g = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x; g < 4096;
+    CHECK: *reinterpret_cast<uint4*>(l0) = *reinterpret_cast<const uint4*>(b0 + (0 + c0 * 1))
+    CHECK: #pragma unroll
+    CHECK: expf(v0)
+    CHECK: *reinterpret_cast<uint4*>(b2 + (0 + c0 * 1)) = *reinterpret_cast<const uint4*>(s0)
+    CHECK: return;
+    CHECK: for (int i = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x; i < 16384;
+    CHECK: b2[(0 + c0 * 1)] = v3;
+  )")) << text;
+}
+
+TEST(CudaEmitter, RowBroadcastInputIsReadOncePerLane) {
+  // y is a [256] row broadcast over 64 rows: contiguous along the inner dim, so still 16 bytes.
+  const std::string text = source_of(exp_mul({0, 1}));
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: *reinterpret_cast<uint4*>(l1) = *reinterpret_cast<const uint4*>(b1 + (0 + c1 * 1))
+  )")) << text;
+  // A column broadcast (stride 0 inside the row) is read directly in each lane.
+  const std::string column = source_of(exp_mul({1, 0}));
+  EXPECT_TRUE(matches_checks(column, R"(
+    CHECK: #pragma unroll
+    CHECK: const float v1 = b1[(0 + c0 * 1)];
+  )")) << column;
+}
+
+TEST(CudaEmitter, TransposedInputHasNoVectorPath) {
+  Kernel k = exp_mul({1, 64});
+  k.sizes = {64, 64};
+  k.exprs[0].map.strides = k.stores[0].map.strides = {64, 1};
+  const std::string text = source_of(k);
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK-NOT: uint4
+    CHECK: for (int i =
+    CHECK: rem % 64
+  )")) << text;
+}
+
+TEST(CudaEmitter, HalfPrecisionLoadsAndStoresConvertAndArithmeticRounds) {
+  const std::string text = source_of(exp_mul({256, 1}, DType::Float16));
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: const unsigned short* __restrict__ b0
+    CHECK: unsigned short l0[8];
+    CHECK: kiln_from_half(l0[lane])
+    CHECK: kiln_round_half(expf(v0))
+    CHECK: s0[lane] = kiln_to_half(v3)
+  )")) << text;
+}
+
+TEST(CudaEmitter, SoftmaxIsOneBlockPerRowWithTwoBlockReductions) {
+  const std::string text = source_of(softmax(128, 1000));
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: __launch_bounds__(256)
+    CHECK: __shared__ long long kiln_shared[32];
+    CHECK: for (int item = blockIdx.x; item < 128; item += gridDim.x)
+    CHECK: float acc = -KILN_INF;
+    CHECK: for (int e = threadIdx.x; e < 1000; e += blockDim.x)
+    CHECK: acc = kiln_max()(acc, static_cast<float>(v0));
+    CHECK: kiln_block_reduce(acc, kiln_max()
+    CHECK: float acc = 0.0f;
+    CHECK: kiln_block_reduce(acc, kiln_sum()
+    CHECK: for (int e = threadIdx.x; e < 1000; e += blockDim.x)
+    CHECK: (v3 / v4)
+    CHECK-NOT: atomicAdd
+  )")) << text;
+}
+
+TEST(CudaEmitter, ShortRowsGetSmallerBlocks) {
+  const Kernel c = kernel::collapse_dims(row_sum(4096, 40));
+  EXPECT_EQ(choose_cuda_schedule(c).block, 64);
+  EXPECT_EQ(choose_cuda_schedule(c).blocks, 4096);
+}
+
+TEST(CudaEmitter, LongRowsWithFewRowsSplitAcrossBlocks) {
+  const Kernel c = kernel::collapse_dims(row_sum(2, 1 << 20, ReduceKind::Max));
+  const CudaSchedule s = choose_cuda_schedule(c);
+  EXPECT_EQ(s.slices, (1 << 20) / kSplitSliceElements);
+  EXPECT_EQ(s.blocks, 2 * s.slices);
+  EXPECT_EQ(s.workspace_bytes, 2 * s.slices * 8 + 2 * 4);
+  const std::string text = emit_cuda_kernel(c, s, "k");
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: unsigned char* __restrict__ workspace
+    CHECK: const int row = item / 64;
+    CHECK: const int slice = item % 64;
+    CHECK: for (int e = slice * 16384 + threadIdx.x; e < min(static_cast<int>(1048576), (slice + 1) * 16384)
+    CHECK: __threadfence();
+    CHECK: atomicAdd(&counters[row], 1u) == 64 - 1
+    CHECK: if (!kiln_last) continue;
+    CHECK: counters[row] = 0;
+    CHECK: if (threadIdx.x == 0) b1[
+  )")) << text;
+  // Softmax needs the whole row twice: it stays one block per row however long.
+  EXPECT_EQ(choose_cuda_schedule(kernel::collapse_dims(softmax(2, 1 << 20))).slices, 1);
+}
+
+TEST(CudaEmitter, InPlacePairLosesRestrict) {
+  Kernel k = exp_mul({256, 1});
+  k.in_place = {{0, 2}};
+  const std::string text = source_of(k);
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: k(const float* b0, const float* __restrict__ b1, float* b2)
+  )")) << text;
+}
+
+TEST(CudaEmitter, IntegerArithmeticWrapsAndDivisionByZeroGivesZero) {
+  Kernel k = make({1000}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {1}), y = b.load(1, {1});
+  b.store(2, {1}, b.binary(Op::Div, b.binary(Op::Add, x, y, DType::Int32), y, DType::Int32));
+  const std::string text = source_of(k);
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: static_cast<int>(static_cast<unsigned long long>(v0) + static_cast<unsigned long long>(v1))
+    CHECK: (v1 == 0 ? static_cast<int>(0) : static_cast<int>(v2 / v1))
+  )")) << text;
+}
+
+TEST(CudaEmitter, LargeTensorsIndexWith64Bits) {
+  Kernel k = make({int64_t{3} << 30}, 0, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  b.store(1, {1}, b.unary(Op::Neg, b.load(0, {1}), DType::Float32));
+  const std::string text = source_of(k);
+  EXPECT_TRUE(matches_checks(text, "CHECK: for (long long g = static_cast<long long>(blockIdx.x)"))
+      << text;
+}
+
+// Every kernel of this file, and one per op and dtype, through NVRTC and ptxas.
+std::vector<Kernel> every_kernel_here() {
+  std::vector<Kernel> kernels = {exp_mul({256, 1}), exp_mul({0, 1}), exp_mul({1, 0}),
+                                 exp_mul({256, 1}, DType::Float16),
+                                 exp_mul({256, 1}, DType::BFloat16),
+                                 exp_mul({256, 1}, DType::Float64),
+                                 softmax(128, 1000), softmax(2, 1 << 20),
+                                 row_sum(4096, 40), row_sum(2, 1 << 20, ReduceKind::Max),
+                                 row_sum(3, 1 << 20, ReduceKind::Mean, DType::Float64),
+                                 row_sum(8, 100, ReduceKind::Min, DType::Int64),
+                                 row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32)};
+  const DType types[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                         DType::Int64,   DType::Int32,   DType::Int16,   DType::Int8,
+                         DType::UInt8,   DType::Bool};
+  for (DType from : types) {
+    for (DType to : types) {
+      Kernel k = make({300}, 0, {from}, {to});
+      KernelBuilder b(k);
+      b.store(1, {1}, b.cast(b.load(0, {1}), to));
+      kernels.push_back(k);
+    }
+  }
+  for (DType t : types) {
+    const bool is_bool = t == DType::Bool;
+    const bool floating = ir::is_floating(t);
+    std::vector<Op> ops = {Op::Max, Op::Min, Op::Eq, Op::Lt, Op::Ge};
+    if (!is_bool) ops.insert(ops.end(), {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Neg, Op::Abs});
+    if (is_bool) ops.insert(ops.end(), {Op::And, Op::Or, Op::Not});
+    if (floating) {
+      ops.insert(ops.end(), {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Erf,
+                             Op::Tanh, Op::Sigmoid, Op::Floor, Op::Trunc, Op::Pow});
+    }
+    for (Op op : ops) {
+      Kernel k = make({7, 33}, 0, {t, t}, {kernel::is_comparison(op) ? DType::Bool : t});
+      KernelBuilder b(k);
+      const int x = b.load(0, {33, 1}), y = b.load(1, {0, 1});
+      int r;
+      if (kernel::op_arity(op) == 1) {
+        r = b.unary(op, x, t);
+      } else {
+        r = b.binary(op, x, y, kernel::is_comparison(op) ? DType::Bool : t);
+      }
+      const int c = b.constant(floating ? 0.5 : 1, t);
+      if (!kernel::is_comparison(op)) r = b.where(b.binary(Op::Gt, x, c, DType::Bool), r, c, t);
+      b.store(2, {33, 1}, r);
+      kernels.push_back(k);
+    }
+  }
+  return kernels;
+}
+
+TEST(CudaEmitter, EveryKernelCompilesForSm80AndSm90) {
+  const CudaModuleSource module = emit_cuda_module(every_kernel_here());
+  EXPECT_GT(module.kernels.size(), 200u);
+  cuda_test::expect_compiles_for_all_architectures(module.source, "every_kernel_here");
+}
+
+TEST(CudaEmitter, NvrtcErrorsCarryTheLog) {
+  if (!kiln::cuda::nvrtc_unavailable_reason().empty()) GTEST_SKIP() << "no NVRTC here";
+  try {
+    kiln::cuda::nvrtc_compile("extern \"C\" __global__ void f() { undefined_thing(); }", 90, "bad");
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Backend);
+    EXPECT_NE(std::string(e.what()).find("undefined_thing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sm_90"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaEmitter, CompilesAreCachedPerSourceAndArchitecture) {
+  if (!kiln::cuda::nvrtc_unavailable_reason().empty()) GTEST_SKIP() << "no NVRTC here";
+  const std::string source = emit_cuda_module({softmax(4, 64)}).source;
+  const int before = kiln::cuda::nvrtc_cache_misses();
+  auto first = kiln::cuda::nvrtc_compile_cached(source, 80, "cached");
+  auto again = kiln::cuda::nvrtc_compile_cached(source, 80, "cached");
+  auto other = kiln::cuda::nvrtc_compile_cached(source, 90, "cached");
+  EXPECT_EQ(first.get(), again.get());
+  EXPECT_NE(first.get(), other.get());
+  EXPECT_EQ(kiln::cuda::nvrtc_cache_misses() - before, 2);
+}
+
+TEST(CudaEmitter, WithoutAGpuCompilingForCudaSaysWhy) {
+  const std::string why = cuda_codegen_unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "this machine can run CUDA kernels";
+  try {
+    compile_cuda_kernels({softmax(4, 64)}, {});
+    FAIL() << "compiled without CUDA";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("CUDA code generation is unavailable: " + why),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::codegen::cuda
