@@ -4,6 +4,11 @@ interleaved rounds, and ratios from the same run. Prints the table; writes
 bench/results/latest.json, a timestamped copy and latest.png.
 
     python bench/run.py [--suite quick|full] [--threads N] [--budget S] [--cases a,b] [--backends a,b]
+                        [--device cpu|cuda] [--name latest]
+
+With --device cuda (scripts/gpu-check) the cases run on the GPU, every timed call ends with a
+synchronize, and the report adds the bandwidth of the fused elementwise chain next to a
+device-to-device copy of the same size, measured in the same run.
 """
 
 from __future__ import annotations
@@ -39,6 +44,37 @@ class Progress:
         self.done += 1
 
 
+def _bandwidth() -> dict:
+    """GB/s of a device-to-device copy and of the five-op elementwise chain under eager and kiln,
+    over 256M floats (large enough that launch overheads vanish), each timed with CUDA events
+    over back-to-back calls; medians of the same run. The chain reads and writes as many bytes as
+    the copy."""
+    import statistics
+    x = torch.randn(256 * 1024 * 1024, device="cuda")
+    y = torch.empty_like(x)
+    chain = zoo.Chain()
+    runners = {"copy": lambda: y.copy_(x), "eager": lambda: chain(x),
+               "kiln": torch.compile(chain, backend="kiln", dynamic=False)}
+    moved = 2 * x.numel() * x.element_size()
+    result = {}
+    with torch.no_grad():
+        for name, run in runners.items():
+            run()
+            times = []
+            for _ in range(15):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(5):
+                    run()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 5)
+            result[f"{name}_gbps"] = moved / (statistics.median(times) * 1e-3) / 1e9
+    result["kiln_chain_vs_copy"] = result["kiln_gbps"] / result["copy_gbps"]
+    result["eager_chain_vs_copy"] = result["eager_gbps"] / result["copy_gbps"]
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=["quick", "full"], default="quick")
@@ -49,9 +85,14 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", default="", help="comma-separated backends (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--debug", action="store_true", help="print backend tracebacks")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--name", default="latest", help="stem of the result files")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but this PyTorch finds no GPU")
+    measure.DEVICE = args.device
     warnings.filterwarnings("ignore")
     cases = zoo.cases(args.suite)
     if args.cases:
@@ -75,7 +116,12 @@ def main(argv=None) -> int:
     data = {"suite": args.suite, "machine": report.machine(args.threads),
             "versions": backends.versions(), "threads": args.threads,
             "seconds": round(time.time() - started, 1), "results": results,
-            "geomean": report.geomeans(results)}
+            "geomean": report.geomeans(results), "device": args.device}
+    if args.device == "cuda":
+        data["bandwidth"] = b = _bandwidth()
+        print(f"bandwidth (256M float32): copy {b['copy_gbps']:.0f} GB/s; elementwise chain: "
+              f"kiln {b['kiln_gbps']:.0f} GB/s ({b['kiln_chain_vs_copy']:.2f} of the copy), "
+              f"eager {b['eager_gbps']:.0f} GB/s")
     m = data["machine"]
     print(f"machine: {m['cpu']} ({', '.join(m['isa'])}), {m['cores']} cores, {args.threads} threads")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
@@ -84,7 +130,7 @@ def main(argv=None) -> int:
     print(f"geomean over ok rows: kiln vs eager {report._fmt(g['kiln_vs_eager'], '.2f')}x, "
           f"kiln vs inductor {report._fmt(g['kiln_vs_inductor'], '.2f')}x "
           f"({data['seconds']:.0f} s)")
-    path = report.write(pathlib.Path(args.out), data)
+    path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")
     return 0
 

@@ -19,3 +19,18 @@ set_target_properties(kiln::torch_cpu PROPERTIES
     "${KILN_TORCH_DIR}/include;${KILN_TORCH_DIR}/include/torch/csrc/api/include"
   INTERFACE_LINK_LIBRARIES "${KILN_TORCH_DIR}/lib/libtorch_cpu.so;${KILN_TORCH_DIR}/lib/libc10.so"
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=${KILN_TORCH_CXX11_ABI}")
+
+# KILN_TORCH_CUDA: kiln's C++ test programs (tests, the fuzzer) also load libtorch_cuda, so they
+# can make CUDA tensors (scripts/gpu-check turns it on). libkiln itself never links CUDA: it finds
+# CUDA at run time (the device guard registry, NVRTC and the driver through dlopen).
+option(KILN_TORCH_CUDA "Link kiln's C++ test programs with libtorch_cuda" OFF)
+add_library(kiln::torch_cuda_for_tests INTERFACE IMPORTED GLOBAL)
+if(KILN_TORCH_CUDA)
+  if(NOT EXISTS "${KILN_TORCH_DIR}/lib/libtorch_cuda.so")
+    message(FATAL_ERROR "KILN_TORCH_CUDA=ON, but ${KILN_TORCH_DIR}/lib has no libtorch_cuda.so "
+                        "(this torch was built without CUDA)")
+  endif()
+  # --no-as-needed: nothing references its symbols; loading it registers CUDA with ATen.
+  set_target_properties(kiln::torch_cuda_for_tests PROPERTIES INTERFACE_LINK_LIBRARIES
+    "-Wl,--no-as-needed;${KILN_TORCH_DIR}/lib/libtorch_cuda.so;-Wl,--as-needed")
+endif()

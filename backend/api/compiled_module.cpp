@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "backend/api/environment.h"
 #include "backend/api/signature.h"
@@ -152,9 +153,13 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
 
 CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options) {
   if (options.target == Target::CUDA && !at::hasCUDA()) {
-    throw Error(ErrorKind::InvalidInput,
-                "target=cuda, but CUDA is not available in this process (this LibTorch has no "
-                "CUDA support or no GPU was found); allowed here: target=auto or target=cpu");
+    // libtorch_cuda registers CUDA's device guard when it is loaded.
+    const std::string why = c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)
+                                ? "LibTorch's CUDA part is loaded but found no GPU"
+                                : "no CUDA-enabled LibTorch is loaded: libtorch_cuda is not in "
+                                  "this process";
+    throw Error(ErrorKind::InvalidInput, "target=cuda, but CUDA is not available in this process (" +
+                                             why + "); allowed here: target=auto or target=cpu");
   }
   auto impl = std::make_shared<CompiledModule::Impl>();
   impl->original = module;

@@ -11,6 +11,22 @@ import torch
 
 from . import backends
 
+# Where the cases run ("cpu" or "cuda"); bench/run.py --device sets it. On CUDA every timed call
+# ends with a synchronize, so a time is the GPU's, not the launch's.
+DEVICE = "cpu"
+
+
+def _on_device(step):
+    if DEVICE == "cpu":
+        return step
+
+    def synchronized():
+        out = step()
+        torch.cuda.synchronize()
+        return out
+
+    return synchronized
+
 
 def max_abs_diff(actual, expected) -> float:
     if isinstance(actual, (tuple, list)):
@@ -65,7 +81,7 @@ def _prepare(contender, case, model, inputs, reference, progress):
             out = step()
             contender.compile_s = time.perf_counter() - start
             contender.diff = max_abs_diff(out, reference)
-        contender.step = step
+        contender.step = _on_device(step)
     except Exception as error:  # the backend fails on this model: its row says why
         contender.error = _first_line(error)
         if "--debug" in __import__("sys").argv:
@@ -78,6 +94,8 @@ def run_case(case, names, budget_s, progress) -> list[dict]:
     torch._dynamo.reset()
     torch.manual_seed(0)
     model, inputs = case.build()
+    model = model.to(DEVICE)
+    inputs = tuple(i.to(DEVICE) for i in inputs)
     if case.training:
         eager_step, reference = backends.training_step("eager", model, inputs)
         eager_step()  # the reference: parameters after one step from the same weights

@@ -23,8 +23,13 @@ def machine(threads: int) -> dict:
         pass
     isa = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
                        "avx512_bf16", "amx_tile") if f in flags]
-    return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "threads": threads,
+    info = {"cpu": model, "isa": isa, "cores": os.cpu_count(), "threads": threads,
             "os": platform.platform(), "python": platform.python_version()}
+    import torch
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = torch.version.cuda
+    return info
 
 
 def _geomean(values):
@@ -63,14 +68,17 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write(out_dir: pathlib.Path, report: dict) -> pathlib.Path:
+def write(out_dir: pathlib.Path, report: dict, name: str = "latest") -> pathlib.Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     text = json.dumps(report, indent=2)
-    (out_dir / "latest.json").write_text(text)
+    (out_dir / f"{name}.json").write_text(text)
     (out_dir / f"{report['suite']}-{stamp}.json").write_text(text)
-    chart(report["results"], out_dir / "latest.png", report)
-    return out_dir / "latest.json"
+    try:
+        chart(report["results"], out_dir / f"{name}.png", report)
+    except ImportError as error:  # a machine without matplotlib still gets the JSON
+        print(f"no chart: {error}")
+    return out_dir / f"{name}.json"
 
 
 def chart(results: list[dict], path: pathlib.Path, report: dict) -> None:

@@ -14,7 +14,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from . import _fx, _options, _stats
+from . import _cuda_graphs, _fx, _options, _stats
 from ._errors import KilnError
 
 _graph_ids = itertools.count()
@@ -33,9 +33,19 @@ def _fx_compiler(options: dict[str, str], kind: str):
                           stacklevel=2)
             _stats.add("graph_fallbacks")
             compiled = gm
+        # Inference graphs only: a training forward hands saved tensors to its backward.
+        if (options.get("mode") == "reduce-overhead" and kind == "inference"
+                and _cuda_graphs.can_replay(gm, example_inputs)):
+            compiled = _cuda_graphs.CudaGraphReplay(compiled)
         return make_boxed_func(compiled)
 
     return compile_fx
+
+
+def _cuda_unavailable_reason() -> str:
+    if torch.version.cuda is None:
+        return f"this PyTorch ({torch.__version__}) was built without CUDA"
+    return f"PyTorch {torch.__version__} has CUDA {torch.version.cuda} but finds no GPU"
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
@@ -49,8 +59,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     """
     values = _options.normalize(options, mode)
     if values.get("target") == "cuda" and not torch.cuda.is_available():
-        raise KilnError("target=cuda, but CUDA is not available in this process; "
-                        "allowed here: target=auto or target=cpu")
+        raise KilnError("target=cuda, but CUDA is not available in this process ("
+                        + _cuda_unavailable_reason() + "); allowed here: target=auto or target=cpu")
     compiler = aot_autograd(
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),

@@ -7,7 +7,7 @@ import threading
 from . import _C
 
 _lock = threading.Lock()
-_python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0}
+_python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0}
 
 
 def add(key: str, amount: int = 1) -> None:
@@ -21,6 +21,7 @@ def stats() -> dict:
     graphs: FX graphs kiln's backend received (forward and backward count separately);
     regions: parts of them kiln compiles; eager_ops: ops left to eager PyTorch (kiln cannot
     compile them); graph_fallbacks: graphs that failed to compile and run eagerly;
+    cuda_graphs: graphs captured as CUDA graphs (mode="reduce-overhead" on CUDA);
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; extern_steps: ops in them that call ATen;
     fallbacks: specializations that run without kiln; compile_seconds: time spent compiling.

@@ -73,12 +73,14 @@ struct CaseResult {
   std::string report;      // on failure: what differs, and the reproducer
 };
 
-/// Compiles the case (fusion on, strict, memory planned), runs the plan on the case's inputs and
-/// compares every output with the eager result. Consumes fuzz_case.graph.
-CaseResult run_case(FuzzCase& fuzz_case);
+/// Compiles the case (fusion on, strict, memory planned) for `device`, runs the plan on the
+/// case's inputs (copied there) and compares every output with the eager result (computed on
+/// the CPU, within the case's bounds). Consumes fuzz_case.graph.
+CaseResult run_case(FuzzCase& fuzz_case, c10::Device device = c10::Device(c10::kCPU));
 
 /// make_case + run_case.
-CaseResult run_seed(uint64_t seed, bool all_outputs = false);
+CaseResult run_seed(uint64_t seed, bool all_outputs = false,
+                    c10::Device device = c10::Device(c10::kCPU));
 
 /// The reproducer of a case: seed, graph IR, inputs and constants, followed by `what`.
 std::string reproducer(const FuzzCase& fuzz_case, const std::string& what);

@@ -1,8 +1,10 @@
 // kiln_fuzz: runs the differential fuzzer on a range of seeds and prints a summary (cases, fused
 // kernels, failures with their reproducers). Exit code 1 when a case fails.
 //
-//   kiln_fuzz --seeds A:B [--verbose] [--show] [--all-outputs]
+//   kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] [--all-outputs]
 //     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
+//     --device D    where kiln compiles and runs the cases (cuda: CUDA kernels; the eager
+//                   reference is computed on the CPU)
 //     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
 //     --show        print each case's graph and inputs before running it
 //     --all-outputs every op's result is also a graph output: shows which op differs first
@@ -12,13 +14,17 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Context.h>
+
+#include "backend/codegen/cuda/compile_cuda_kernels.h"
 #include "fuzz/fuzz_case.h"
 
 namespace {
 
 int usage(const char* why) {
   std::fprintf(stderr,
-               "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--verbose] [--show] [--all-outputs]\n",
+               "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] "
+               "[--all-outputs]\n",
                why);
   return 2;
 }
@@ -28,6 +34,7 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   uint64_t first = 0, last = 100;
   bool verbose = false, show = false, all_outputs = false;
+  c10::Device device(c10::kCPU);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--verbose") {
@@ -36,6 +43,10 @@ int main(int argc, char** argv) {
       show = true;
     } else if (arg == "--all-outputs") {
       all_outputs = true;
+    } else if (arg == "--device" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      if (name != "cpu" && name != "cuda") return usage(("unknown device '" + name + "'").c_str());
+      device = c10::Device(name == "cpu" ? c10::kCPU : c10::kCUDA, 0);
     } else if (arg == "--seeds" && i + 1 < argc) {
       const std::string range = argv[++i];
       const size_t colon = range.find(':');
@@ -56,6 +67,18 @@ int main(int argc, char** argv) {
     }
   }
   if (!verbose) setenv("KILN_LOG", "error", /*overwrite=*/0);
+  if (device.is_cuda()) {
+    if (!at::hasCUDA()) {
+      std::fprintf(stderr, "kiln_fuzz: --device cuda, but this build cannot make CUDA tensors "
+                           "(configure with -DKILN_TORCH_CUDA=ON on a machine with a GPU)\n");
+      return 2;
+    }
+    const std::string why = kiln::codegen::cuda::cuda_codegen_unavailable_reason();
+    if (!why.empty()) {
+      std::fprintf(stderr, "kiln_fuzz: no CUDA code generation here: %s\n", why.c_str());
+      return 2;
+    }
+  }
 
   const auto start = std::chrono::steady_clock::now();
   int cases = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, unlowered = 0;
@@ -67,9 +90,9 @@ int main(int argc, char** argv) {
     if (show) {
       kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed, all_outputs);
       std::printf("%s", kiln::fuzz::reproducer(c, "case").c_str());
-      r = kiln::fuzz::run_case(c);
+      r = kiln::fuzz::run_case(c, device);
     } else {
-      r = kiln::fuzz::run_seed(seed, all_outputs);
+      r = kiln::fuzz::run_seed(seed, all_outputs, device);
     }
     ++cases;
     cases_with_kernels += r.kernels > 0;

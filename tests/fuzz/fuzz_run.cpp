@@ -110,7 +110,7 @@ std::string reproducer(const FuzzCase& c, const std::string& what) {
   return s.str();
 }
 
-CaseResult run_case(FuzzCase& c) {
+CaseResult run_case(FuzzCase& c, c10::Device device) {
   CaseResult result;
   result.seed = c.seed;
   result.ops = c.num_ops;
@@ -129,15 +129,19 @@ CaseResult run_case(FuzzCase& c) {
   } catch (const std::exception& e) {
     return fail(std::string("the printed graph does not parse: ") + e.what());
   }
-  std::vector<at::Tensor> before;
-  for (const auto& t : c.inputs)
+  std::vector<at::Tensor> inputs, constants, before;
+  for (const auto& t : c.inputs) {
+    inputs.push_back(t.to(device));
     before.push_back(t.clone());
+  }
+  for (const auto& t : c.constants)
+    constants.push_back(t.to(device));
   CompileOptions options;
   options.fusion = true;
   options.strict = true;  // a group that fails code generation is a failure, not a fallback
   std::shared_ptr<CompiledRegion> region;
   try {
-    region = compile_graph(std::move(c.graph), c.constants, c10::Device(c10::kCPU), options,
+    region = compile_graph(std::move(c.graph), constants, device, options,
                            "fuzz" + std::to_string(c.seed), /*plan_memory=*/true);
   } catch (const std::exception& e) {
     return fail(std::string("compile_graph threw: ") + e.what());
@@ -150,7 +154,9 @@ CaseResult run_case(FuzzCase& c) {
   }
   std::vector<at::Tensor> outputs;
   try {
-    outputs = run_plan(region->plan, c.inputs);
+    outputs = run_plan(region->plan, inputs);
+    for (auto& output : outputs)
+      if (output.defined()) output = output.cpu();
   } catch (const std::exception& e) {
     return fail(std::string("run_plan threw: ") + e.what() + "\nplacement:\n" + placement(*region));
   }
@@ -177,7 +183,7 @@ CaseResult run_case(FuzzCase& c) {
     }
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    if (!same_values(c.inputs[i], before[i]))
+    if (!same_values(inputs[i].cpu(), before[i]))
       differences += "input " + std::to_string(i) + " was modified by the run\n";
   }
   if (!differences.empty())
@@ -187,7 +193,7 @@ CaseResult run_case(FuzzCase& c) {
   return result;
 }
 
-CaseResult run_seed(uint64_t seed, bool all_outputs) {
+CaseResult run_seed(uint64_t seed, bool all_outputs, c10::Device device) {
   FuzzCase c;
   try {
     c = make_case(seed, all_outputs);
@@ -198,7 +204,7 @@ CaseResult run_seed(uint64_t seed, bool all_outputs) {
                     ": the generator threw (a fuzzer bug): " + e.what() + "\n";
     return result;
   }
-  return run_case(c);
+  return run_case(c, device);
 }
 
 }  // namespace kiln::fuzz
