@@ -65,6 +65,7 @@ std::vector<std::string> disable_names() {
   names.push_back("prepack_weights");  // capture: oneDNN weights for convolutional models
   names.push_back("fusion");
   names.push_back("llvm");
+  names.push_back("cuda");  // CUDA code generation (CUDA ops then run through ATen)
   return names;
 }
 
