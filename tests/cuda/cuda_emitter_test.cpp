@@ -5,6 +5,7 @@
 #include "backend/codegen/cuda/compile_cuda_kernels.h"
 #include "backend/codegen/cuda/cuda_emitter.h"
 #include "cuda/cuda_test_support.h"
+#include "cuda/test_kernels.h"
 #include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
 #include "runtime/cuda/driver.h"
@@ -18,51 +19,7 @@ using kernel::Kernel;
 using kernel::KernelBuilder;
 using kernel::Op;
 using kernel::ReduceKind;
-
-Kernel make(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
-            std::vector<DType> outputs) {
-  Kernel k;
-  k.name = "k";
-  k.sizes = std::move(sizes);
-  k.reduce_rank = reduce_rank;
-  for (DType t : inputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
-  for (DType t : outputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
-  return k;
-}
-
-// out = exp(x) * y over [64, 256], y read through `y_strides`.
-Kernel exp_mul(std::vector<int64_t> y_strides, DType t = DType::Float32) {
-  Kernel k = make({64, 256}, 0, {t, t}, {t});
-  KernelBuilder b(k);
-  const int x = b.load(0, {256, 1});
-  const int y = b.load(1, std::move(y_strides));
-  b.store(2, {256, 1}, b.binary(Op::Mul, b.unary(Op::Exp, x, t), y, t));
-  return k;
-}
-
-// softmax over rows of `n`.
-Kernel softmax(int64_t rows, int64_t n) {
-  Kernel k = make({rows, n}, 1, {DType::Float32}, {DType::Float32});
-  KernelBuilder b(k);
-  const auto f = DType::Float32;
-  const int x = b.load(0, {n, 1});
-  const int max = b.reduce(ReduceKind::Max, x);
-  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, max, f), f);
-  const int sum = b.reduce(ReduceKind::Sum, e);
-  b.store(1, {n, 1}, b.binary(Op::Div, e, sum, f));
-  return k;
-}
-
-// Row sums of a [rows, n] input into [rows].
-Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
-               DType t = DType::Float32) {
-  Kernel k = make({rows, n}, 1, {t}, {t});
-  KernelBuilder b(k);
-  b.store(1, {1, 0}, b.reduce(kind, b.load(0, {n, 1})));
-  return k;
-}
+using namespace cuda_test::kernels;
 
 std::string source_of(const Kernel& k) {
   const Kernel c = kernel::collapse_dims(k);
@@ -199,61 +156,10 @@ TEST(CudaEmitter, LargeTensorsIndexWith64Bits) {
       << text;
 }
 
-// Every kernel of this file, and one per op and dtype, through NVRTC and ptxas.
-std::vector<Kernel> every_kernel_here() {
-  std::vector<Kernel> kernels = {exp_mul({256, 1}), exp_mul({0, 1}), exp_mul({1, 0}),
-                                 exp_mul({256, 1}, DType::Float16),
-                                 exp_mul({256, 1}, DType::BFloat16),
-                                 exp_mul({256, 1}, DType::Float64),
-                                 softmax(128, 1000), softmax(2, 1 << 20),
-                                 row_sum(4096, 40), row_sum(2, 1 << 20, ReduceKind::Max),
-                                 row_sum(3, 1 << 20, ReduceKind::Mean, DType::Float64),
-                                 row_sum(8, 100, ReduceKind::Min, DType::Int64),
-                                 row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32)};
-  const DType types[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                         DType::Int64,   DType::Int32,   DType::Int16,   DType::Int8,
-                         DType::UInt8,   DType::Bool};
-  for (DType from : types) {
-    for (DType to : types) {
-      Kernel k = make({300}, 0, {from}, {to});
-      KernelBuilder b(k);
-      b.store(1, {1}, b.cast(b.load(0, {1}), to));
-      kernels.push_back(k);
-    }
-  }
-  for (DType t : types) {
-    const bool is_bool = t == DType::Bool;
-    const bool floating = ir::is_floating(t);
-    std::vector<Op> ops = {Op::Max, Op::Min, Op::Eq, Op::Lt, Op::Ge};
-    if (!is_bool) ops.insert(ops.end(), {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Neg, Op::Abs});
-    if (is_bool) ops.insert(ops.end(), {Op::And, Op::Or, Op::Not});
-    if (floating) {
-      ops.insert(ops.end(), {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Erf,
-                             Op::Tanh, Op::Sigmoid, Op::Floor, Op::Trunc, Op::Pow});
-    }
-    for (Op op : ops) {
-      Kernel k = make({7, 33}, 0, {t, t}, {kernel::is_comparison(op) ? DType::Bool : t});
-      KernelBuilder b(k);
-      const int x = b.load(0, {33, 1}), y = b.load(1, {0, 1});
-      int r;
-      if (kernel::op_arity(op) == 1) {
-        r = b.unary(op, x, t);
-      } else {
-        r = b.binary(op, x, y, kernel::is_comparison(op) ? DType::Bool : t);
-      }
-      const int c = b.constant(floating ? 0.5 : 1, t);
-      if (!kernel::is_comparison(op)) r = b.where(b.binary(Op::Gt, x, c, DType::Bool), r, c, t);
-      b.store(2, {33, 1}, r);
-      kernels.push_back(k);
-    }
-  }
-  return kernels;
-}
-
 TEST(CudaEmitter, EveryKernelCompilesForSm80AndSm90) {
-  const CudaModuleSource module = emit_cuda_module(every_kernel_here());
+  const CudaModuleSource module = emit_cuda_module(test_kernels());
   EXPECT_GT(module.kernels.size(), 200u);
-  cuda_test::expect_compiles_for_all_architectures(module.source, "every_kernel_here");
+  cuda_test::expect_compiles_for_all_architectures(module.source, "test_kernels");
 }
 
 TEST(CudaEmitter, NvrtcErrorsCarryTheLog) {

@@ -1,0 +1,114 @@
+// Kernels the CUDA code generator tests share: elementwise chains with broadcasts, softmax,
+// row reductions (split ones too), casts between every pair of dtypes, every op on every dtype.
+#pragma once
+
+#include <vector>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::cuda_test::kernels {
+
+using kernel::DType;
+using kernel::Kernel;
+using kernel::KernelBuilder;
+using kernel::Op;
+using kernel::ReduceKind;
+
+inline Kernel make(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
+            std::vector<DType> outputs) {
+  Kernel k;
+  k.name = "k";
+  k.sizes = std::move(sizes);
+  k.reduce_rank = reduce_rank;
+  for (DType t : inputs)
+    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
+  for (DType t : outputs)
+    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
+  return k;
+}
+
+// out = exp(x) * y over [64, 256], y read through `y_strides`.
+inline Kernel exp_mul(std::vector<int64_t> y_strides, DType t = DType::Float32) {
+  Kernel k = make({64, 256}, 0, {t, t}, {t});
+  KernelBuilder b(k);
+  const int x = b.load(0, {256, 1});
+  const int y = b.load(1, std::move(y_strides));
+  b.store(2, {256, 1}, b.binary(Op::Mul, b.unary(Op::Exp, x, t), y, t));
+  return k;
+}
+
+// softmax over rows of `n`.
+inline Kernel softmax(int64_t rows, int64_t n) {
+  Kernel k = make({rows, n}, 1, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int x = b.load(0, {n, 1});
+  const int max = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, max, f), f);
+  const int sum = b.reduce(ReduceKind::Sum, e);
+  b.store(1, {n, 1}, b.binary(Op::Div, e, sum, f));
+  return k;
+}
+
+// Row sums of a [rows, n] input into [rows].
+inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
+               DType t = DType::Float32) {
+  Kernel k = make({rows, n}, 1, {t}, {t});
+  KernelBuilder b(k);
+  b.store(1, {1, 0}, b.reduce(kind, b.load(0, {n, 1})));
+  return k;
+}
+
+/// The kernels above, and one per op and dtype (with a broadcast operand, a constant and a
+/// where).
+inline std::vector<Kernel> test_kernels() {
+  std::vector<Kernel> kernels = {exp_mul({256, 1}), exp_mul({0, 1}), exp_mul({1, 0}),
+                                 exp_mul({256, 1}, DType::Float16),
+                                 exp_mul({256, 1}, DType::BFloat16),
+                                 exp_mul({256, 1}, DType::Float64),
+                                 softmax(128, 1000), softmax(2, 1 << 20),
+                                 row_sum(4096, 40), row_sum(2, 1 << 20, ReduceKind::Max),
+                                 row_sum(3, 1 << 20, ReduceKind::Mean, DType::Float64),
+                                 row_sum(8, 100, ReduceKind::Min, DType::Int64),
+                                 row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32)};
+  const DType types[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                         DType::Int64,   DType::Int32,   DType::Int16,   DType::Int8,
+                         DType::UInt8,   DType::Bool};
+  for (DType from : types) {
+    for (DType to : types) {
+      Kernel k = make({300}, 0, {from}, {to});
+      KernelBuilder b(k);
+      b.store(1, {1}, b.cast(b.load(0, {1}), to));
+      kernels.push_back(k);
+    }
+  }
+  for (DType t : types) {
+    const bool is_bool = t == DType::Bool;
+    const bool floating = ir::is_floating(t);
+    std::vector<Op> ops = {Op::Max, Op::Min, Op::Eq, Op::Lt, Op::Ge};
+    if (!is_bool) ops.insert(ops.end(), {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Neg, Op::Abs});
+    if (is_bool) ops.insert(ops.end(), {Op::And, Op::Or, Op::Not});
+    if (floating) {
+      ops.insert(ops.end(), {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Erf,
+                             Op::Tanh, Op::Sigmoid, Op::Floor, Op::Trunc, Op::Pow});
+    }
+    for (Op op : ops) {
+      Kernel k = make({7, 33}, 0, {t, t}, {kernel::is_comparison(op) ? DType::Bool : t});
+      KernelBuilder b(k);
+      const int x = b.load(0, {33, 1}), y = b.load(1, {0, 1});
+      int r;
+      if (kernel::op_arity(op) == 1) {
+        r = b.unary(op, x, t);
+      } else {
+        r = b.binary(op, x, y, kernel::is_comparison(op) ? DType::Bool : t);
+      }
+      const int c = b.constant(floating ? 0.5 : 1, t);
+      if (!kernel::is_comparison(op)) r = b.where(b.binary(Op::Gt, x, c, DType::Bool), r, c, t);
+      b.store(2, {33, 1}, r);
+      kernels.push_back(k);
+    }
+  }
+  return kernels;
+}
+
+}  // namespace kiln::cuda_test::kernels
