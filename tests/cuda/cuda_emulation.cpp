@@ -3,11 +3,17 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+
+#include "passes/kernel/interpreter.h"
+#include "passes/kernel/printer.h"
+#include "passes/kernel/scalar_convert.h"
 
 namespace kiln::cuda_test {
 namespace {
@@ -73,6 +79,21 @@ inline double __longlong_as_double(long long x) { return kiln_bits<double>(x); }
 template <typename A, typename B>
 inline auto min(A a, B b) { return a < b ? a : b; }
 
+// Float math as the reference interpreter does it: in double, rounded once. Kernels without a
+// reduction must then match the interpreter bit for bit; what is left to compare loosely is the
+// order of sums.
+inline float kiln_float_math(double value) { return static_cast<float>(value); }
+#define expf(x) kiln_float_math(exp(static_cast<double>(x)))
+#define logf(x) kiln_float_math(log(static_cast<double>(x)))
+#define sqrtf(x) kiln_float_math(sqrt(static_cast<double>(x)))
+#define erff(x) kiln_float_math(erf(static_cast<double>(x)))
+#define tanhf(x) kiln_float_math(tanh(static_cast<double>(x)))
+#define powf(x, y) kiln_float_math(pow(static_cast<double>(x), static_cast<double>(y)))
+inline float kiln_sigmoid(float x) { return kiln_float_math(1.0 / (1.0 + exp(-static_cast<double>(x)))); }
+inline double kiln_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+inline float kiln_rsqrt(float x) { return kiln_float_math(1.0 / sqrt(static_cast<double>(x))); }
+inline double kiln_rsqrt(double x) { return 1.0 / sqrt(x); }
+
 inline float kiln_from_half(unsigned short h) { return static_cast<float>(kiln_bits<_Float16>(h)); }
 inline unsigned short kiln_to_half(float f) {
   return kiln_bits<unsigned short>(static_cast<_Float16>(f));
@@ -109,6 +130,187 @@ std::string compiler() {
 }
 
 }  // namespace
+
+using kernel::DType;
+using kernel::Kernel;
+using kernel::Op;
+
+namespace {
+
+int64_t elements(const Kernel& k, int buffer) {
+  int64_t extent = 0;
+  auto reach = [&](const kernel::IndexMap& m) {
+    if (m.buffer != buffer) return;
+    int64_t last = m.offset;
+    for (int d = 0; d < k.rank(); ++d)
+      last += std::max<int64_t>(k.sizes[d] - 1, 0) * m.strides[d];
+    extent = std::max(extent, last + 1);
+  };
+  for (const auto& e : k.exprs)
+    if (e.op == Op::Load) reach(e.map);
+  for (const auto& s : k.stores)
+    reach(s.map);
+  return extent;
+}
+
+double read(DType t, const uint8_t* p) {
+  auto get = [&](auto sample) {
+    std::memcpy(&sample, p, sizeof sample);
+    return static_cast<double>(sample);
+  };
+  switch (t) {
+    case DType::Float32: return get(float{});
+    case DType::Float64: return get(double{});
+    case DType::Float16: return kernel::float_from_half(static_cast<uint16_t>(get(uint16_t{})));
+    case DType::BFloat16:
+      return kernel::float_from_bfloat16(static_cast<uint16_t>(get(uint16_t{})));
+    case DType::Int64: return get(int64_t{});
+    case DType::Int32: return get(int32_t{});
+    case DType::Int16: return get(int16_t{});
+    case DType::Int8: return get(int8_t{});
+    default: return get(uint8_t{});  // uint8, bool
+  }
+}
+
+void write(DType t, uint8_t* p, double v) {
+  auto put = [&](auto sample) { std::memcpy(p, &sample, sizeof sample); };
+  switch (t) {
+    case DType::Float32: put(static_cast<float>(v)); break;
+    case DType::Float64: put(v); break;
+    case DType::Float16: put(kernel::half_from_float(static_cast<float>(v))); break;
+    case DType::BFloat16: put(kernel::bfloat16_from_float(static_cast<float>(v))); break;
+    case DType::Int64: put(static_cast<int64_t>(v)); break;
+    case DType::Int32: put(static_cast<int32_t>(v)); break;
+    case DType::Int16: put(static_cast<int16_t>(v)); break;
+    case DType::Int8: put(static_cast<int8_t>(v)); break;
+    case DType::Bool: put(static_cast<uint8_t>(v != 0)); break;
+    default: put(static_cast<uint8_t>(v)); break;
+  }
+}
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::Float64: return 0x1p-53;
+    case DType::Float16: return 0x1p-11;
+    case DType::BFloat16: return 0x1p-8;
+    default: return 0x1p-24;
+  }
+}
+
+/// The same kernel with every float reduction's result scaled by (1 + n u) (n elements per row,
+/// u the unit roundoff of its dtype), about the most another summation order can change a sum of
+/// like-signed terms: how far that moves an output measures how much the sums' rounding is
+/// amplified on the way to it (a sum close to 1 under a log, then a division by the result).
+Kernel sums_nudged(const Kernel& k) {
+  Kernel nudged = k;
+  nudged.exprs.clear();
+  kernel::KernelBuilder b(nudged);
+  std::vector<int> moved(k.exprs.size());
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    kernel::Expr e = k.exprs[i];
+    for (int& arg : e.args)
+      arg = moved[arg];
+    nudged.exprs.push_back(e);
+    moved[i] = static_cast<int>(nudged.exprs.size()) - 1;
+    if (e.op == Op::Reduce && ir::is_floating(e.dtype)) {
+      const double scale = 1 + static_cast<double>(k.row_size()) * unit_roundoff(e.dtype);
+      moved[i] = b.binary(Op::Mul, moved[i], b.constant(scale, e.dtype), e.dtype);
+    }
+  }
+  for (auto& s : nudged.stores)
+    s.value = moved[s.value];
+  return nudged;
+}
+
+}  // namespace
+
+Bytes random_buffer(DType t, int64_t n, std::mt19937_64& rng) {
+  Bytes bytes(n * ir::dtype_size(t));
+  std::uniform_real_distribution<double> real(-3, 3);
+  std::uniform_int_distribution<int> integer(t == DType::UInt8 ? 0 : -60, 60);
+  const double specials[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 1.0};
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    if (t == DType::Bool) {
+      v = integer(rng) & 1;
+    } else if (!ir::is_floating(t)) {
+      v = integer(rng);
+    } else {
+      v = i % 97 < 6 && n > 97 ? specials[i % 97] : real(rng);
+    }
+    write(t, bytes.data() + i * ir::dtype_size(t), v);
+  }
+  return bytes;
+}
+
+std::string emulation_differences(const std::vector<Kernel>& kernels, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto module = codegen::cuda::emit_cuda_module(kernels);
+  EmulatedModule emulated(module);
+  std::string report;
+  for (size_t index = 0; index < kernels.size(); ++index) {
+    const Kernel& k = kernels[index];
+    std::vector<Bytes> want, got;
+    double max_input = 0;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      const DType t = k.buffers[b].dtype;
+      const int64_t n = elements(k, static_cast<int>(b));
+      want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB) : random_buffer(t, n, rng));
+      got.push_back(want.back());
+      if (!k.buffers[b].is_output) {
+        for (int64_t i = 0; i < n; ++i) {
+          const double v = read(t, want.back().data() + i * ir::dtype_size(t));
+          if (std::isfinite(v)) max_input = std::max(max_input, std::fabs(v));
+        }
+      }
+    }
+    std::vector<void*> want_pointers, got_pointers;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      want_pointers.push_back(want[b].data());
+      got_pointers.push_back(got[b].data());
+    }
+    kernel::interpret(k, want_pointers);
+    // For reducing kernels, the reference again with the sums nudged (sums_nudged): how far
+    // that moves an element bounds how far the threads' summation order may move it.
+    std::vector<Bytes> nudged;
+    if (k.reduce_rank > 0) {
+      std::vector<void*> nudged_pointers;
+      for (size_t b = 0; b < k.buffers.size(); ++b) {
+        nudged.push_back(want[b]);
+        nudged_pointers.push_back(nudged[b].data());
+      }
+      kernel::interpret(sums_nudged(k), nudged_pointers);
+    }
+    // Two blocks: every grid-stride loop goes round more than once.
+    emulated.launch(static_cast<int>(index), got_pointers, 2);
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      if (!k.buffers[b].is_output) continue;
+      const DType t = k.buffers[b].dtype;
+      const int64_t size = ir::dtype_size(t);
+      const double u = unit_roundoff(t);
+      const double row = k.reduce_rank ? static_cast<double>(k.row_size()) : 0;
+      for (int64_t i = 0; i < static_cast<int64_t>(want[b].size()) / size; ++i) {
+        const double w = read(t, want[b].data() + i * size);
+        const double g = read(t, got[b].data() + i * size);
+        bool same = w == g || (std::isnan(w) && std::isnan(g));
+        if (!same && row > 0 && ir::is_floating(t) && std::isfinite(w) && std::isfinite(g)) {
+          // Sums in another order: the rounding of each partial sum, carried to the result.
+          const double tolerance = 2 * row * std::max(u, 0x1p-24) * std::max(max_input, 1.0) *
+                                   std::max(1.0, std::fabs(w));
+          const double moved = read(t, nudged[b].data() + i * size);
+          same = !std::isfinite(moved) || std::fabs(w - g) <= tolerance + 2 * std::fabs(moved - w);
+        }
+        if (!same) {
+          report += "kernel " + std::to_string(index) + " buffer b" + std::to_string(b) +
+                    " element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+                    std::to_string(w) + "\n" + kernel::print_kernel(k);
+          break;
+        }
+      }
+    }
+  }
+  return report;
+}
 
 std::string emulation_unavailable_reason() {
   const std::string command = compiler() + " --version > /dev/null 2>&1";

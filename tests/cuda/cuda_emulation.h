@@ -5,7 +5,8 @@
 // scripts/gpu-check. What it checks is the generated code's indexing, schedules and arithmetic.
 #pragma once
 
-#include <memory>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,20 @@ class EmulatedModule {
 
 /// "" when a host C++ compiler that can build the emulation is available, else why not.
 std::string emulation_unavailable_reason();
+
+using Bytes = std::vector<uint8_t>;
+
+/// Random values for a buffer of `dtype`; float buffers also get NaN, +-inf and -0.
+Bytes random_buffer(kernel::DType dtype, int64_t elements, std::mt19937_64& rng);
+
+/// Runs every kernel emulated (two blocks, so every grid-stride loop goes round more than once)
+/// and through the reference interpreter on the same random inputs. "" when every output agrees,
+/// else the first difference of each kernel that differs, with the kernel. The emulation computes
+/// float exp/log/tanh/erf/sigmoid/pow/sqrt/rsqrt as the interpreter does (in double, rounded
+/// once), so kernels without a reduction must match bit for bit; results of reducing kernels
+/// (whose sums the threads add in another order) may differ by 2 n u max(max|x|, 1) max(|want|, 1)
+/// for rows of n elements and the result's unit roundoff u (at least 2^-24), plus twice what
+/// scaling every sum by (1 + n u) moves the reference (results that amplify a sum's rounding).
+std::string emulation_differences(const std::vector<kernel::Kernel>& kernels, uint64_t seed = 7);
 
 }  // namespace kiln::cuda_test

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "backend/codegen/cuda/cuda_emitter.h"
+#include "cuda/cuda_emulation.h"
 #include "cuda/cuda_test_support.h"
 #include "fuzz/fuzz_case.h"
 #include "passes/pipeline.h"
@@ -67,6 +68,24 @@ TEST(Fuzz, KernelsCompileForCuda) {
   std::printf("fuzz: %zu kernels of seeds 0:%llu compiled for CUDA in %.1f s\n", kernels.size(),
               static_cast<unsigned long long>(kSeeds),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// The kernels of the first seeds, rendered to CUDA C, run on the CPU through the emulation of
+// CUDA's threads (tests/cuda/cuda_emulation.h) and compared with the reference interpreter.
+TEST(Fuzz, KernelsRunOnEmulatedCuda) {
+  if (const std::string why = cuda_test::emulation_unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  constexpr uint64_t kEmulatedSeeds = 150;
+  std::vector<kernel::Kernel> kernels;
+  for (uint64_t seed = 0; seed < kEmulatedSeeds; ++seed) {
+    FuzzCase c = make_case(seed);
+    PipelineResult result = run_pipeline(*c.graph, PipelineOptions{});
+    kernels.insert(kernels.end(), result.kernels.begin(), result.kernels.end());
+  }
+  std::printf("fuzz: %zu kernels of seeds 0:%llu run on emulated CUDA\n", kernels.size(),
+              static_cast<unsigned long long>(kEmulatedSeeds));
+  EXPECT_EQ(cuda_test::emulation_differences(kernels), "");
 }
 
 TEST(Fuzz, SameSeedGivesSameCase) {

@@ -231,11 +231,11 @@ class Emitter {
       case Op::Exp: return float_call("exp", t, x);
       case Op::Log: return float_call("log", t, x);
       case Op::Sqrt: return float_call("sqrt", t, x);
-      case Op::Rsqrt: return "(" + one + " / " + float_call("sqrt", t, x) + ")";
+      case Op::Rsqrt: return "kiln_rsqrt(" + x + ")";
       case Op::Reciprocal: return "(" + one + " / " + x + ")";
       case Op::Erf: return float_call("erf", t, x);
       case Op::Tanh: return float_call("tanh", t, x);
-      case Op::Sigmoid: return "(" + one + " / (" + one + " + " + float_call("exp", t, "-" + x) + "))";
+      case Op::Sigmoid: return "kiln_sigmoid(" + x + ")";
       case Op::Floor: return float_call("floor", t, x);
       case Op::Trunc: return float_call("trunc", t, x);
       case Op::Add: return "(" + x + " + " + y + ")";

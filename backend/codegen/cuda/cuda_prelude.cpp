@@ -35,6 +35,13 @@ __device__ __forceinline__ unsigned short kiln_to_bf16(float f) {
 __device__ __forceinline__ float kiln_round_half(float x) { return kiln_from_half(kiln_to_half(x)); }
 __device__ __forceinline__ float kiln_round_bf16(float x) { return kiln_from_bf16(kiln_to_bf16(x)); }
 
+#ifndef KILN_HOST_EMULATION
+__device__ __forceinline__ float kiln_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double kiln_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ float kiln_rsqrt(float x) { return 1.0f / sqrtf(x); }
+__device__ __forceinline__ double kiln_rsqrt(double x) { return 1.0 / sqrt(x); }
+#endif
+
 // torch.maximum/minimum: NaN if either is NaN.
 __device__ __forceinline__ float kiln_fmax(float a, float b) {
   return (a != a || b != b) ? KILN_NAN : fmaxf(a, b);
