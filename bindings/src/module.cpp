@@ -4,6 +4,9 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <map>
+
+#include "backend/codegen/cuda/compile_cuda_kernels.h"
 #include "bindings/src/fx_program.h"
 #include "bindings/src/script_module.h"
 #include "kiln/error.h"
@@ -11,6 +14,7 @@
 #include "kiln/stats.h"
 #include "passes/kernel/lower_ops.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/nvrtc.h"
 
 namespace py = pybind11;
 
@@ -66,6 +70,16 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("pass_names", &pipeline_pass_names,
         "The pass pipeline in order; each name works in KILN_DISABLE.");
+  m.def(
+      "cuda_status",
+      [] {
+        return std::map<std::string, std::string>{
+            {"nvrtc", cuda::nvrtc_library_path()},
+            {"nvrtc_version", std::to_string(cuda::nvrtc_version())},
+            {"unavailable", codegen::cuda::cuda_codegen_unavailable_reason()}};
+      },
+      "CUDA code generation here: the NVRTC library in use, its version (major * 1000 + minor * "
+      "10), and why kiln cannot generate CUDA kernels (\"\" when it can).");
   m.def("native_ops", &kernel::lowered_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 

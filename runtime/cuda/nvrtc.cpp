@@ -1,6 +1,9 @@
 #include "runtime/cuda/nvrtc.h"
 
+#include <link.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -15,6 +18,28 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 constexpr nvrtcResult kNvrtcSuccess = 0;
+
+/// The path of a library loaded in this process whose file name starts with `prefix` (but is not
+/// NVRTC's builtins), or "".
+std::string loaded_library_path(const std::string& prefix) {
+  struct Search {
+    std::string prefix;
+    std::string found;
+  } search{prefix, ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        const std::string path = info->dlpi_name ? info->dlpi_name : "";
+        const std::string file = std::filesystem::path(path).filename().string();
+        if (file.rfind(s->prefix, 0) == 0 && file.find("builtins") == std::string::npos) {
+          s->found = path;
+          return 1;
+        }
+        return 0;
+      },
+      &search);
+  return search.found;
+}
 
 struct Nvrtc {
   DynamicLibrary library;
@@ -53,8 +78,20 @@ struct Nvrtc {
   static std::vector<std::string> candidates() {
     std::vector<std::string> names;
     if (const char* path = std::getenv("KILN_NVRTC"); path && *path) names.push_back(path);
+    // One the process already loaded (PyTorch's own), then the loader's search path.
+    if (std::string loaded = loaded_library_path("libnvrtc.so"); !loaded.empty())
+      names.push_back(loaded);
     for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
       names.push_back(name);
+    // The CUDA torch wheels' NVIDIA packages, beside the torch package whose libc10 is loaded.
+    if (std::string c10 = loaded_library_path("libc10.so"); !c10.empty()) {
+      const auto site = std::filesystem::path(c10).parent_path().parent_path().parent_path();
+      for (const char* relative : {"nvidia/cu13/lib/libnvrtc.so.13",
+                                   "nvidia/cuda_nvrtc/lib/libnvrtc.so.13",
+                                   "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"}) {
+        if (std::filesystem::exists(site / relative)) names.push_back((site / relative).string());
+      }
+    }
     if (const char* home = std::getenv("CUDA_HOME"); home && *home)
       names.push_back(std::string(home) + "/lib64/libnvrtc.so");
     names.push_back("/usr/local/cuda/lib64/libnvrtc.so");
@@ -89,6 +126,10 @@ int misses = 0;
 
 std::string nvrtc_unavailable_reason() {
   return nvrtc().unavailable;
+}
+
+std::string nvrtc_library_path() {
+  return nvrtc().unavailable.empty() ? nvrtc().library.path() : "";
 }
 
 int nvrtc_version() {

@@ -15,9 +15,14 @@ struct NvrtcOutput {
 };
 
 /// "" when NVRTC can be used here; else why not (which libraries were tried and what the loader
-/// said). Looks in KILN_NVRTC (a full path), then the loader's search path for libnvrtc.so,
-/// .so.13 and .so.12, then $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
+/// said). Looks in KILN_NVRTC (a full path), then an NVRTC this process already loaded, then the
+/// loader's search path for libnvrtc.so, .so.13 and .so.12, then the NVIDIA pip packages beside
+/// the loaded torch (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib), then $CUDA_HOME/lib64 and
+/// /usr/local/cuda/lib64.
 std::string nvrtc_unavailable_reason();
+
+/// The NVRTC library in use ("" when none loads).
+std::string nvrtc_library_path();
 
 /// NVRTC's version as major * 1000 + minor * 10 (13.0 -> 13000), or 0 when unavailable.
 int nvrtc_version();
