@@ -74,8 +74,9 @@ struct CaseResult {
 };
 
 /// Compiles the case (fusion on, strict, memory planned) for `device`, runs the plan on the
-/// case's inputs (copied there) and compares every output with the eager result (computed on
-/// the CPU, within the case's bounds). Consumes fuzz_case.graph.
+/// case's inputs (copied there) and compares every output with the eager result on that device
+/// (for a GPU: the graph op by op through ATen's kernels there), within the case's bounds.
+/// Consumes fuzz_case.graph.
 CaseResult run_case(FuzzCase& fuzz_case, c10::Device device = c10::Device(c10::kCPU));
 
 /// make_case + run_case.

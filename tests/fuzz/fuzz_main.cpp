@@ -3,8 +3,8 @@
 //
 //   kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] [--all-outputs]
 //     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
-//     --device D    where kiln compiles and runs the cases (cuda: CUDA kernels; the eager
-//                   reference is computed on the CPU)
+//     --device D    where kiln compiles and runs the cases (cuda: CUDA kernels, against eager
+//                   CUDA: the graph op by op through ATen's CUDA kernels)
 //     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
 //     --show        print each case's graph and inputs before running it
 //     --all-outputs every op's result is also a graph output: shows which op differs first

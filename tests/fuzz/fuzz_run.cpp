@@ -110,6 +110,21 @@ std::string reproducer(const FuzzCase& c, const std::string& what) {
   return s.str();
 }
 
+/// The graph run op by op through ATen on `device` (what eager PyTorch computes there), on the CPU.
+std::vector<at::Tensor> eager_on(c10::Device device, const std::string& ir_text,
+                                 const std::vector<at::Tensor>& constants,
+                                 const std::vector<at::Tensor>& inputs) {
+  CompileOptions options;
+  options.fusion = false;
+  options.strict = true;
+  auto region = compile_graph(ir::parse_graph(ir_text), constants, device, options, "eager",
+                              /*plan_memory=*/false);
+  std::vector<at::Tensor> outputs = run_plan(region->plan, inputs);
+  for (auto& output : outputs)
+    if (output.defined()) output = output.cpu();
+  return outputs;
+}
+
 CaseResult run_case(FuzzCase& c, c10::Device device) {
   CaseResult result;
   result.seed = c.seed;
@@ -159,6 +174,14 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
       if (output.defined()) output = output.cpu();
   } catch (const std::exception& e) {
     return fail(std::string("run_plan threw: ") + e.what() + "\nplacement:\n" + placement(*region));
+  }
+  if (!device.is_cpu()) {
+    // The reference on that device: every op through ATen's kernels there (eager), no fusion.
+    try {
+      c.expected = eager_on(device, c.ir_text, constants, inputs);
+    } catch (const std::exception& e) {
+      return fail(std::string("eager on ") + device.str() + " threw: " + e.what());
+    }
   }
   if (outputs.size() != c.expected.size()) {
     return fail("kiln returned " + std::to_string(outputs.size()) + " outputs, eager " +
