@@ -56,7 +56,7 @@ MemoryPlan plan_memory(const ir::Graph& graph,
            v->type().storage_bytes() > 0;
   };
   std::vector<Interval> intervals;
-  std::vector<int> interval_of(n, -1);  // value id -> its interval
+  std::vector<int> interval_of(n, -1);   // value id -> its interval
   std::vector<int> written_over(n, -1);  // output id -> the input whose memory it takes
   std::vector<InPlaceWrite> in_place_writes;
   for (int pos = 0; pos < static_cast<int>(nodes.size()); ++pos) {

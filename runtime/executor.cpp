@@ -132,8 +132,8 @@ void launch_on_current_stream(const DeviceKernel& kernel, std::vector<void*>& po
                               c10::Device device) {
   at::Tensor workspace;
   if (kernel.workspace_bytes() > 0) {
-    workspace = at::zeros({kernel.workspace_bytes()},
-                          at::TensorOptions().dtype(at::kByte).device(device));
+    workspace =
+        at::zeros({kernel.workspace_bytes()}, at::TensorOptions().dtype(at::kByte).device(device));
     pointers.push_back(workspace.data_ptr());
   }
   const auto* guard = c10::impl::getDeviceGuardImpl(device.type());

@@ -163,11 +163,10 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   std::vector<KernelBinding> bindings;
   std::shared_ptr<void> code;
   if (!result.kernels.empty()) {
-    const std::string dump_prefix =
-        pipeline.dump_dir.empty() ? "" : pipeline.dump_dir + "/" + name;
+    const std::string dump_prefix = pipeline.dump_dir.empty() ? "" : pipeline.dump_dir + "/" + name;
     try {
-      bindings = generate_kernels(result.kernels, device, dump_prefix, code,
-                                  compiled->codegen_seconds);
+      bindings =
+          generate_kernels(result.kernels, device, dump_prefix, code, compiled->codegen_seconds);
     } catch (const Error& e) {
       // Code generation failed: this specialization runs op by op through ATen instead.
       if (options.strict) throw;

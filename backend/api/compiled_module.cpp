@@ -158,8 +158,9 @@ CompiledModule compile(const torch::jit::Module& module, const CompileOptions& o
                                 ? "LibTorch's CUDA part is loaded but found no GPU"
                                 : "no CUDA-enabled LibTorch is loaded: libtorch_cuda is not in "
                                   "this process";
-    throw Error(ErrorKind::InvalidInput, "target=cuda, but CUDA is not available in this process (" +
-                                             why + "); allowed here: target=auto or target=cpu");
+    throw Error(ErrorKind::InvalidInput,
+                "target=cuda, but CUDA is not available in this process (" + why +
+                    "); allowed here: target=auto or target=cpu");
   }
   auto impl = std::make_shared<CompiledModule::Impl>();
   impl->original = module;

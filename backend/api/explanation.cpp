@@ -71,8 +71,8 @@ std::string Explanation::to_json() const {
       << ", \"layout_conversions\": " << layout_conversions
       << ", \"compile_seconds\": " << compile_seconds
       << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
-      << ", \"unshared_bytes\": " << unshared_bytes
-      << ", \"in_place_writes\": " << in_place_writes << ", \"entries\": [";
+      << ", \"unshared_bytes\": " << unshared_bytes << ", \"in_place_writes\": " << in_place_writes
+      << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)
         << ", \"where\": " << json_string(entries[i].where)

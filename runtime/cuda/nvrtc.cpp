@@ -62,16 +62,14 @@ struct Nvrtc {
       unavailable = "NVRTC (the CUDA runtime compiler) was not found: " + library.error();
       return;
     }
-    const bool bound = library.bind(version, "nvrtcVersion") &&
-                       library.bind(create, "nvrtcCreateProgram") &&
-                       library.bind(destroy, "nvrtcDestroyProgram") &&
-                       library.bind(compile, "nvrtcCompileProgram") &&
-                       library.bind(ptx_size, "nvrtcGetPTXSize") && library.bind(ptx, "nvrtcGetPTX") &&
-                       library.bind(cubin_size, "nvrtcGetCUBINSize") &&
-                       library.bind(cubin, "nvrtcGetCUBIN") &&
-                       library.bind(log_size, "nvrtcGetProgramLogSize") &&
-                       library.bind(log, "nvrtcGetProgramLog") &&
-                       library.bind(error_string, "nvrtcGetErrorString");
+    const bool bound =
+        library.bind(version, "nvrtcVersion") && library.bind(create, "nvrtcCreateProgram") &&
+        library.bind(destroy, "nvrtcDestroyProgram") &&
+        library.bind(compile, "nvrtcCompileProgram") && library.bind(ptx_size, "nvrtcGetPTXSize") &&
+        library.bind(ptx, "nvrtcGetPTX") && library.bind(cubin_size, "nvrtcGetCUBINSize") &&
+        library.bind(cubin, "nvrtcGetCUBIN") && library.bind(log_size, "nvrtcGetProgramLogSize") &&
+        library.bind(log, "nvrtcGetProgramLog") &&
+        library.bind(error_string, "nvrtcGetErrorString");
     if (!bound) unavailable = "NVRTC is too old or incomplete: " + library.error();
   }
 
@@ -86,9 +84,9 @@ struct Nvrtc {
     // The CUDA torch wheels' NVIDIA packages, beside the torch package whose libc10 is loaded.
     if (std::string c10 = loaded_library_path("libc10.so"); !c10.empty()) {
       const auto site = std::filesystem::path(c10).parent_path().parent_path().parent_path();
-      for (const char* relative : {"nvidia/cu13/lib/libnvrtc.so.13",
-                                   "nvidia/cuda_nvrtc/lib/libnvrtc.so.13",
-                                   "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"}) {
+      for (const char* relative :
+           {"nvidia/cu13/lib/libnvrtc.so.13", "nvidia/cuda_nvrtc/lib/libnvrtc.so.13",
+            "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"}) {
         if (std::filesystem::exists(site / relative)) names.push_back((site / relative).string());
       }
     }
@@ -176,8 +174,8 @@ NvrtcOutput nvrtc_compile(const std::string& source, int arch, const std::string
   }
   n.destroy(&program);
   if (cubin && output.cubin.empty()) {
-    throw Error(ErrorKind::Backend, "NVRTC produced no CUBIN for " + file + " (sm_" +
-                                        std::to_string(arch) + ")");
+    throw Error(ErrorKind::Backend,
+                "NVRTC produced no CUBIN for " + file + " (sm_" + std::to_string(arch) + ")");
   }
   return output;
 }

@@ -26,8 +26,7 @@ TEST(Cuda, MlpOnCudaMatchesLibTorchAndRunsGeneratedKernels) {
   std::vector<c10::IValue> inputs = {torch::randn({8, 64}, torch::kCUDA)};
   const c10::IValue got = compiled.forward(inputs);
   ASSERT_TRUE(got.toTensor().is_cuda());
-  EXPECT_EQ(compare(got.toTensor().cpu(), module.forward(inputs).toTensor().cpu(), 1e-4, 1e-4),
-            "");
+  EXPECT_EQ(compare(got.toTensor().cpu(), module.forward(inputs).toTensor().cpu(), 1e-4, 1e-4), "");
   const Explanation explanation = compiled.explain(inputs);
   EXPECT_GE(explanation.fused_kernels, 2) << explanation.to_text();
   EXPECT_EQ(explanation.fallback_regions, 0) << explanation.to_text();

@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -159,41 +159,73 @@ double read(DType t, const uint8_t* p) {
     return static_cast<double>(sample);
   };
   switch (t) {
-    case DType::Float32: return get(float{});
-    case DType::Float64: return get(double{});
-    case DType::Float16: return kernel::float_from_half(static_cast<uint16_t>(get(uint16_t{})));
+    case DType::Float32:
+      return get(float{});
+    case DType::Float64:
+      return get(double{});
+    case DType::Float16:
+      return kernel::float_from_half(static_cast<uint16_t>(get(uint16_t{})));
     case DType::BFloat16:
       return kernel::float_from_bfloat16(static_cast<uint16_t>(get(uint16_t{})));
-    case DType::Int64: return get(int64_t{});
-    case DType::Int32: return get(int32_t{});
-    case DType::Int16: return get(int16_t{});
-    case DType::Int8: return get(int8_t{});
-    default: return get(uint8_t{});  // uint8, bool
+    case DType::Int64:
+      return get(int64_t{});
+    case DType::Int32:
+      return get(int32_t{});
+    case DType::Int16:
+      return get(int16_t{});
+    case DType::Int8:
+      return get(int8_t{});
+    default:
+      return get(uint8_t{});  // uint8, bool
   }
 }
 
 void write(DType t, uint8_t* p, double v) {
   auto put = [&](auto sample) { std::memcpy(p, &sample, sizeof sample); };
   switch (t) {
-    case DType::Float32: put(static_cast<float>(v)); break;
-    case DType::Float64: put(v); break;
-    case DType::Float16: put(kernel::half_from_float(static_cast<float>(v))); break;
-    case DType::BFloat16: put(kernel::bfloat16_from_float(static_cast<float>(v))); break;
-    case DType::Int64: put(static_cast<int64_t>(v)); break;
-    case DType::Int32: put(static_cast<int32_t>(v)); break;
-    case DType::Int16: put(static_cast<int16_t>(v)); break;
-    case DType::Int8: put(static_cast<int8_t>(v)); break;
-    case DType::Bool: put(static_cast<uint8_t>(v != 0)); break;
-    default: put(static_cast<uint8_t>(v)); break;
+    case DType::Float32:
+      put(static_cast<float>(v));
+      break;
+    case DType::Float64:
+      put(v);
+      break;
+    case DType::Float16:
+      put(kernel::half_from_float(static_cast<float>(v)));
+      break;
+    case DType::BFloat16:
+      put(kernel::bfloat16_from_float(static_cast<float>(v)));
+      break;
+    case DType::Int64:
+      put(static_cast<int64_t>(v));
+      break;
+    case DType::Int32:
+      put(static_cast<int32_t>(v));
+      break;
+    case DType::Int16:
+      put(static_cast<int16_t>(v));
+      break;
+    case DType::Int8:
+      put(static_cast<int8_t>(v));
+      break;
+    case DType::Bool:
+      put(static_cast<uint8_t>(v != 0));
+      break;
+    default:
+      put(static_cast<uint8_t>(v));
+      break;
   }
 }
 
 double unit_roundoff(DType t) {
   switch (t) {
-    case DType::Float64: return 0x1p-53;
-    case DType::Float16: return 0x1p-11;
-    case DType::BFloat16: return 0x1p-8;
-    default: return 0x1p-24;
+    case DType::Float64:
+      return 0x1p-53;
+    case DType::Float16:
+      return 0x1p-11;
+    case DType::BFloat16:
+      return 0x1p-8;
+    default:
+      return 0x1p-24;
   }
 }
 
@@ -255,7 +287,8 @@ std::string emulation_differences(const std::vector<Kernel>& kernels, uint64_t s
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const DType t = k.buffers[b].dtype;
       const int64_t n = elements(k, static_cast<int>(b));
-      want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB) : random_buffer(t, n, rng));
+      want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB)
+                                            : random_buffer(t, n, rng));
       got.push_back(want.back());
       if (!k.buffers[b].is_output) {
         for (int64_t i = 0; i < n; ++i) {
@@ -318,9 +351,9 @@ std::string emulation_unavailable_reason() {
 }
 
 EmulatedModule::EmulatedModule(const codegen::cuda::CudaModuleSource& module) : module_(module) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("kiln_emulation_" + std::to_string(getpid()) + "_" +
-                    std::to_string(reinterpret_cast<uintptr_t>(this)));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_emulation_" + std::to_string(getpid()) + "_" +
+                                                std::to_string(reinterpret_cast<uintptr_t>(this)));
   std::filesystem::create_directories(dir);
   std::string source = std::string(kEmulation) + module.source;
   for (size_t i = 0; i < module.kernels.size(); ++i) {
@@ -332,8 +365,8 @@ EmulatedModule::EmulatedModule(const codegen::cuda::CudaModuleSource& module) : 
   path_ = (dir / "module.so").string();
   const std::string log = (dir / "compile.log").string();
   std::ofstream(cpp) << source;
-  const std::string command = compiler() + " -std=c++20 -O1 -shared -fPIC -pthread -w -o " +
-                              path_ + " " + cpp + " > " + log + " 2>&1";
+  const std::string command = compiler() + " -std=c++20 -O1 -shared -fPIC -pthread -w -o " + path_ +
+                              " " + cpp + " > " + log + " 2>&1";
   if (std::system(command.c_str()) != 0) {
     std::ifstream in(log);
     std::string text(std::istreambuf_iterator<char>(in), {});

@@ -20,8 +20,9 @@ inline const int kArchitectures[] = {80, 90};
 
 /// The toolkit's ptxas, or "" when there is none.
 inline std::string find_ptxas() {
-  for (const std::string dir : {std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : ""),
-                                std::string("/usr/local/cuda")}) {
+  for (const std::string dir :
+       {std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : ""),
+        std::string("/usr/local/cuda")}) {
     if (dir.empty()) continue;
     const std::string path = dir + "/bin/ptxas";
     if (std::filesystem::exists(path)) return path;
@@ -39,8 +40,8 @@ inline std::string ptxas_rejects(const std::string& ptxas, const std::string& pt
   const std::string output = (dir / (name + ".cubin")).string();
   const std::string log = (dir / (name + ".ptxas.log")).string();
   std::ofstream(input) << ptx;
-  const std::string command = ptxas + " -arch=sm_" + std::to_string(arch) + " -o " + output +
-                              " " + input + " > " + log + " 2>&1";
+  const std::string command = ptxas + " -arch=sm_" + std::to_string(arch) + " -o " + output + " " +
+                              input + " > " + log + " 2>&1";
   const int status = std::system(command.c_str());
   std::string text;
   if (status != 0) {

@@ -15,7 +15,7 @@ using kernel::Op;
 using kernel::ReduceKind;
 
 inline Kernel make(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
-            std::vector<DType> outputs) {
+                   std::vector<DType> outputs) {
   Kernel k;
   k.name = "k";
   k.sizes = std::move(sizes);
@@ -52,7 +52,7 @@ inline Kernel softmax(int64_t rows, int64_t n) {
 
 // Row sums of a [rows, n] input into [rows].
 inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
-               DType t = DType::Float32) {
+                      DType t = DType::Float32) {
   Kernel k = make({rows, n}, 1, {t}, {t});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(kind, b.load(0, {n, 1})));
@@ -62,12 +62,16 @@ inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum
 /// The kernels above, and one per op and dtype (with a broadcast operand, a constant and a
 /// where).
 inline std::vector<Kernel> test_kernels() {
-  std::vector<Kernel> kernels = {exp_mul({256, 1}), exp_mul({0, 1}), exp_mul({1, 0}),
+  std::vector<Kernel> kernels = {exp_mul({256, 1}),
+                                 exp_mul({0, 1}),
+                                 exp_mul({1, 0}),
                                  exp_mul({256, 1}, DType::Float16),
                                  exp_mul({256, 1}, DType::BFloat16),
                                  exp_mul({256, 1}, DType::Float64),
-                                 softmax(128, 1000), softmax(2, 1 << 20),
-                                 row_sum(4096, 40), row_sum(2, 1 << 20, ReduceKind::Max),
+                                 softmax(128, 1000),
+                                 softmax(2, 1 << 20),
+                                 row_sum(4096, 40),
+                                 row_sum(2, 1 << 20, ReduceKind::Max),
                                  row_sum(3, 1 << 20, ReduceKind::Mean, DType::Float64),
                                  row_sum(8, 100, ReduceKind::Min, DType::Int64),
                                  row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32)};

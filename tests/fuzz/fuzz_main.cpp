@@ -22,10 +22,11 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr,
-               "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] "
-               "[--all-outputs]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] "
+      "[--all-outputs]\n",
+      why);
   return 2;
 }
 
@@ -69,8 +70,9 @@ int main(int argc, char** argv) {
   if (!verbose) setenv("KILN_LOG", "error", /*overwrite=*/0);
   if (device.is_cuda()) {
     if (!at::hasCUDA()) {
-      std::fprintf(stderr, "kiln_fuzz: --device cuda, but this build cannot make CUDA tensors "
-                           "(configure with -DKILN_TORCH_CUDA=ON on a machine with a GPU)\n");
+      std::fprintf(stderr,
+                   "kiln_fuzz: --device cuda, but this build cannot make CUDA tensors "
+                   "(configure with -DKILN_TORCH_CUDA=ON on a machine with a GPU)\n");
       return 2;
     }
     const std::string why = kiln::codegen::cuda::cuda_codegen_unavailable_reason();

@@ -63,8 +63,8 @@ TEST(Fuzz, KernelsCompileForCuda) {
   }
   const auto start = std::chrono::steady_clock::now();
   EXPECT_GT(kernels.size(), kSeeds);
-  cuda_test::expect_compiles_for_all_architectures(
-      codegen::cuda::emit_cuda_module(kernels).source, "fuzz_kernels", false);
+  cuda_test::expect_compiles_for_all_architectures(codegen::cuda::emit_cuda_module(kernels).source,
+                                                   "fuzz_kernels", false);
   std::printf("fuzz: %zu kernels of seeds 0:%llu compiled for CUDA in %.1f s\n", kernels.size(),
               static_cast<unsigned long long>(kSeeds),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

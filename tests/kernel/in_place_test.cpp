@@ -14,8 +14,8 @@ Kernel add_kernel(std::vector<int64_t> b1_strides, DType out_dtype = DType::Floa
   Kernel k;
   k.name = "k";
   k.sizes = {4, 8};
-  k.buffers = {{"b0", DType::Float32, false}, {"b1", DType::Float32, false},
-               {"b2", out_dtype, true}};
+  k.buffers = {
+      {"b0", DType::Float32, false}, {"b1", DType::Float32, false}, {"b2", out_dtype, true}};
   KernelBuilder b(k);
   const int x = b.load(0, {8, 1});
   const int y = b.load(1, std::move(b1_strides));

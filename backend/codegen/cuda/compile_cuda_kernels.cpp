@@ -27,8 +27,7 @@ int multiprocessors(int device) {
 
 class CudaKernel final : public DeviceKernel {
  public:
-  CudaKernel(std::shared_ptr<const kiln::cuda::CudaModule> module, int index,
-             CudaSchedule schedule)
+  CudaKernel(std::shared_ptr<const kiln::cuda::CudaModule> module, int index, CudaSchedule schedule)
       : module_(std::move(module)), index_(index), schedule_(schedule) {}
 
   void launch(const std::vector<void*>& buffers, int device, void* stream) const override {
@@ -37,8 +36,7 @@ class CudaKernel final : public DeviceKernel {
     const int64_t resident = int64_t{2} * multiprocessors(device) * (2048 / schedule_.block);
     const int64_t grid = std::min(schedule_.blocks, std::max<int64_t>(resident, 1));
     module_->launch(index_, device, stream,
-                    {static_cast<unsigned>(grid), static_cast<unsigned>(schedule_.block)},
-                    buffers);
+                    {static_cast<unsigned>(grid), static_cast<unsigned>(schedule_.block)}, buffers);
   }
 
   int64_t workspace_bytes() const override { return schedule_.workspace_bytes; }

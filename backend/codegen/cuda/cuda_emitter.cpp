@@ -36,17 +36,26 @@ bool is_half(DType t) {
 /// The C type a value of `t` is computed in (16-bit floats: float, rounded after every op).
 std::string value_type(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "unsigned char";
-    case DType::Int8: return "signed char";
-    case DType::Int16: return "short";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
+    case DType::Bool:
+      return "bool";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int16:
+      return "short";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
     case DType::Float16:
     case DType::BFloat16:
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    default: unsupported(std::string("dtype ") + ir::dtype_name(t));
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
+    default:
+      unsupported(std::string("dtype ") + ir::dtype_name(t));
   }
 }
 
@@ -128,7 +137,9 @@ std::string wrapping(const char* op, const std::string& a, const std::string& b,
 class Emitter {
  public:
   Emitter(const Kernel& kernel, const CudaSchedule& schedule, std::string entry)
-      : k_(kernel), s_(schedule), entry_(std::move(entry)),
+      : k_(kernel),
+        s_(schedule),
+        entry_(std::move(entry)),
         element_(kernel::element_levels(kernel)) {}
 
   std::string emit() {
@@ -154,8 +165,7 @@ class Emitter {
   }
 
   void signature() {
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << s_.block << ")\n"
-         << entry_ << "(";
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << s_.block << ")\n" << entry_ << "(";
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const auto& b = k_.buffers[i];
       out_ << (i ? ", " : "") << (b.is_output ? "" : "const ") << storage_type(b.dtype) << "* "
@@ -206,12 +216,18 @@ class Emitter {
     auto arg_type = [&](int k) { return k_.exprs[e.args[k]].dtype; };
     const DType t = e.dtype;
     switch (e.op) {
-      case Op::Load: return load(id, e);
-      case Op::Constant: return constant(e.constant, t);
-      case Op::Cast: return convert(a(0), arg_type(0), t);
-      case Op::Where: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
-      case Op::Reduce: unsupported("a reduction outside a reducing kernel");
-      default: break;
+      case Op::Load:
+        return load(id, e);
+      case Op::Constant:
+        return constant(e.constant, t);
+      case Op::Cast:
+        return convert(a(0), arg_type(0), t);
+      case Op::Where:
+        return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+      case Op::Reduce:
+        unsupported("a reduction outside a reducing kernel");
+      default:
+        break;
     }
     if (kernel::is_comparison(e.op)) {
       static const char* const symbols[] = {"==", "!=", "<", "<=", ">", ">="};
@@ -226,26 +242,46 @@ class Emitter {
     const DType t = e.dtype;
     const std::string one = t == DType::Float64 ? "1.0" : "1.0f";
     switch (e.op) {
-      case Op::Neg: return "(-" + x + ")";
-      case Op::Abs: return float_call("fabs", t, x);
-      case Op::Exp: return float_call("exp", t, x);
-      case Op::Log: return float_call("log", t, x);
-      case Op::Sqrt: return float_call("sqrt", t, x);
-      case Op::Rsqrt: return "kiln_rsqrt(" + x + ")";
-      case Op::Reciprocal: return "(" + one + " / " + x + ")";
-      case Op::Erf: return float_call("erf", t, x);
-      case Op::Tanh: return float_call("tanh", t, x);
-      case Op::Sigmoid: return "kiln_sigmoid(" + x + ")";
-      case Op::Floor: return float_call("floor", t, x);
-      case Op::Trunc: return float_call("trunc", t, x);
-      case Op::Add: return "(" + x + " + " + y + ")";
-      case Op::Sub: return "(" + x + " - " + y + ")";
-      case Op::Mul: return "(" + x + " * " + y + ")";
-      case Op::Div: return "(" + x + " / " + y + ")";
-      case Op::Max: return "kiln_fmax(" + x + ", " + y + ")";
-      case Op::Min: return "kiln_fmin(" + x + ", " + y + ")";
-      case Op::Pow: return float_call("pow", t, x + ", " + y);
-      default: unsupported(std::string("float op ") + kernel::op_name(e.op));
+      case Op::Neg:
+        return "(-" + x + ")";
+      case Op::Abs:
+        return float_call("fabs", t, x);
+      case Op::Exp:
+        return float_call("exp", t, x);
+      case Op::Log:
+        return float_call("log", t, x);
+      case Op::Sqrt:
+        return float_call("sqrt", t, x);
+      case Op::Rsqrt:
+        return "kiln_rsqrt(" + x + ")";
+      case Op::Reciprocal:
+        return "(" + one + " / " + x + ")";
+      case Op::Erf:
+        return float_call("erf", t, x);
+      case Op::Tanh:
+        return float_call("tanh", t, x);
+      case Op::Sigmoid:
+        return "kiln_sigmoid(" + x + ")";
+      case Op::Floor:
+        return float_call("floor", t, x);
+      case Op::Trunc:
+        return float_call("trunc", t, x);
+      case Op::Add:
+        return "(" + x + " + " + y + ")";
+      case Op::Sub:
+        return "(" + x + " - " + y + ")";
+      case Op::Mul:
+        return "(" + x + " * " + y + ")";
+      case Op::Div:
+        return "(" + x + " / " + y + ")";
+      case Op::Max:
+        return "kiln_fmax(" + x + ", " + y + ")";
+      case Op::Min:
+        return "kiln_fmin(" + x + ", " + y + ")";
+      case Op::Pow:
+        return float_call("pow", t, x + ", " + y);
+      default:
+        unsupported(std::string("float op ") + kernel::op_name(e.op));
     }
   }
 
@@ -253,22 +289,34 @@ class Emitter {
     const DType t = e.dtype;
     const std::string type = value_type(t);
     switch (e.op) {
-      case Op::Neg: return wrapping("-", "0", x, t);
-      case Op::Abs: return "(" + x + " < 0 ? " + wrapping("-", "0", x, t) + " : " + x + ")";
-      case Op::Not: return "(!" + x + ")";
+      case Op::Neg:
+        return wrapping("-", "0", x, t);
+      case Op::Abs:
+        return "(" + x + " < 0 ? " + wrapping("-", "0", x, t) + " : " + x + ")";
+      case Op::Not:
+        return "(!" + x + ")";
       case Op::Floor:
-      case Op::Trunc: return x;
-      case Op::Add: return wrapping("+", x, y, t);
-      case Op::Sub: return wrapping("-", x, y, t);
-      case Op::Mul: return wrapping("*", x, y, t);
+      case Op::Trunc:
+        return x;
+      case Op::Add:
+        return wrapping("+", x, y, t);
+      case Op::Sub:
+        return wrapping("-", x, y, t);
+      case Op::Mul:
+        return wrapping("*", x, y, t);
       case Op::Div:
         return "(" + y + " == 0 ? static_cast<" + type + ">(0) : static_cast<" + type + ">(" + x +
                " / " + y + "))";
-      case Op::Max: return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
-      case Op::Min: return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
-      case Op::And: return "(" + x + " && " + y + ")";
-      case Op::Or: return "(" + x + " || " + y + ")";
-      default: unsupported(std::string("integer op ") + kernel::op_name(e.op));
+      case Op::Max:
+        return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+      case Op::Min:
+        return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+      case Op::And:
+        return "(" + x + " && " + y + ")";
+      case Op::Or:
+        return "(" + x + " || " + y + ")";
+      default:
+        unsupported(std::string("integer op ") + kernel::op_name(e.op));
     }
   }
 
@@ -286,8 +334,10 @@ class Emitter {
   // ---- elementwise kernels ----------------------------------------------------------------
 
   std::string grid_stride(const std::string& var, const std::string& end) const {
-    return "for (" + idx_ + " " + var + " = static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + "
-           "threadIdx.x; " + var + " < " + end + "; " + var + " += static_cast<" + idx_ +
+    return "for (" + idx_ + " " + var + " = static_cast<" + idx_ +
+           ">(blockIdx.x) * blockDim.x + "
+           "threadIdx.x; " +
+           var + " < " + end + "; " + var + " += static_cast<" + idx_ +
            ">(gridDim.x) * blockDim.x)";
   }
 
@@ -305,8 +355,8 @@ class Emitter {
     for (size_t id = 0; id < k_.exprs.size(); ++id)
       define("    ", static_cast<int>(id), load);
     for (const auto& s : k_.stores) {
-      out_ << "    " << k_.buffers[s.map.buffer].name << "[" << offset(s.map) << "] = "
-           << stored_value(s) << ";\n";
+      out_ << "    " << k_.buffers[s.map.buffer].name << "[" << offset(s.map)
+           << "] = " << stored_value(s) << ";\n";
     }
     out_ << "  }\n";
   }
@@ -314,11 +364,16 @@ class Emitter {
   /// The unsigned type of `bytes` bytes that one vector access moves.
   static std::string vector_type(int64_t bytes) {
     switch (bytes) {
-      case 16: return "uint4";
-      case 8: return "uint2";
-      case 4: return "unsigned int";
-      case 2: return "unsigned short";
-      default: return "unsigned char";
+      case 16:
+        return "uint4";
+      case 8:
+        return "uint2";
+      case 4:
+        return "unsigned int";
+      case 2:
+        return "unsigned short";
+      default:
+        return "unsigned char";
     }
   }
 
@@ -334,8 +389,8 @@ class Emitter {
       seen[m.buffer] = true;
       const int64_t bytes = width * storage_size(k_.buffers[m.buffer].dtype);
       misaligned += std::string(misaligned.empty() ? "" : " || ") +
-                    "(reinterpret_cast<unsigned long long>(" + k_.buffers[m.buffer].name +
-                    ") % " + std::to_string(bytes) + ")";
+                    "(reinterpret_cast<unsigned long long>(" + k_.buffers[m.buffer].name + ") % " +
+                    std::to_string(bytes) + ")";
     };
     for (const Expr& e : k_.exprs)
       if (e.op == Op::Load) check(e.map);
@@ -347,8 +402,7 @@ class Emitter {
     auto access = [&](const IndexMap& m) {
       const auto& b = k_.buffers[m.buffer];
       return "*reinterpret_cast<" + std::string(b.is_output ? "" : "const ") +
-             vector_type(width * storage_size(b.dtype)) + "*>(" + b.name + " + " + offset(m) +
-             ")";
+             vector_type(width * storage_size(b.dtype)) + "*>(" + b.name + " + " + offset(m) + ")";
     };
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       const Expr& e = k_.exprs[id];
@@ -392,9 +446,12 @@ class Emitter {
 
   static std::string combiner(ReduceKind kind) {
     switch (kind) {
-      case ReduceKind::Max: return "kiln_max()";
-      case ReduceKind::Min: return "kiln_min()";
-      default: return "kiln_sum()";
+      case ReduceKind::Max:
+        return "kiln_max()";
+      case ReduceKind::Min:
+        return "kiln_min()";
+      default:
+        return "kiln_sum()";
     }
   }
 
@@ -416,7 +473,8 @@ class Emitter {
     const DType t = e.dtype;
     const std::string n = std::to_string(k_.row_size());
     if (e.reduce == ReduceKind::Mean) {
-      if (is_float(t)) return rounded(acc + " / static_cast<" + accumulator_type(t) + ">(" + n + ")", t);
+      if (is_float(t))
+        return rounded(acc + " / static_cast<" + accumulator_type(t) + ">(" + n + ")", t);
       return convert("static_cast<double>(" + acc + ") / " + n, DType::Float64, t);
     }
     if (is_float(t)) return rounded(acc, t);
@@ -473,9 +531,10 @@ class Emitter {
            << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
       if (split) {
         const std::string slice = std::to_string(kSplitSliceElements);
-        element_loop("slice * " + slice + " + threadIdx.x",
-                     "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " + slice + ")",
-                     "blockDim.x");
+        element_loop(
+            "slice * " + slice + " + threadIdx.x",
+            "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " + slice + ")",
+            "blockDim.x");
       } else {
         element_loop("threadIdx.x", row_size, "blockDim.x");
       }

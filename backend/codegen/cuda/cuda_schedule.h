@@ -28,8 +28,8 @@ struct CudaSchedule {
   int block = kMaxBlock;  // threads per block, a multiple of 32
   /// Blocks the kernel can use; the runtime caps the grid (the loops stride over the rest).
   int64_t blocks = 0;
-  int vector = 1;        // elements per thread per step on the 16-byte path (1: no such path)
-  bool index32 = true;   // every index and offset fits in 32 bits
+  int vector = 1;       // elements per thread per step on the 16-byte path (1: no such path)
+  bool index32 = true;  // every index and offset fits in 32 bits
   /// Split reductions: slices per row, and the workspace the runtime provides (zeroed once:
   /// the kernel leaves it zeroed again).
   int64_t slices = 1;
