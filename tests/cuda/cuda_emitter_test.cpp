@@ -82,20 +82,34 @@ TEST(CudaEmitter, HalfPrecisionLoadsAndStoresConvertAndArithmeticRounds) {
 
 TEST(CudaEmitter, SoftmaxIsOneBlockPerRowWithTwoBlockReductions) {
   const std::string text = source_of(softmax(128, 1000));
+  // 1000 elements over 256 threads: each keeps its 4 in registers, so x is read once.
   EXPECT_TRUE(matches_checks(text, R"(
     CHECK: __launch_bounds__(256)
     CHECK: __shared__ long long kiln_shared[32];
     CHECK: for (int item = blockIdx.x; item < 128; item += gridDim.x)
+    CHECK: float r0[4];
     CHECK: float acc = -KILN_INF;
-    CHECK: for (int e = threadIdx.x; e < 1000; e += blockDim.x)
+    CHECK: for (int j = 0; j < 4; ++j) {
+    CHECK: const int e = threadIdx.x + j * blockDim.x;
+    CHECK: if (e < 1000) {
+    CHECK: const float v0 = b0[
+    CHECK: r0[j] = v0;
     CHECK: acc = kiln_max()(acc, static_cast<float>(v0));
     CHECK: kiln_block_reduce(acc, kiln_max()
     CHECK: float acc = 0.0f;
+    CHECK-NOT: b0[
+    CHECK: const float v0 = r0[j];
     CHECK: kiln_block_reduce(acc, kiln_sum()
-    CHECK: for (int e = threadIdx.x; e < 1000; e += blockDim.x)
+    CHECK-NOT: b0[
     CHECK: (v3 / v4)
     CHECK-NOT: atomicAdd
   )")) << text;
+  // Rows longer than 8 elements per thread are walked from memory each time.
+  const std::string long_rows = source_of(softmax(16, 4096));
+  EXPECT_TRUE(matches_checks(long_rows, R"(
+    CHECK-NOT: r0[
+    CHECK: for (int e = threadIdx.x; e < 4096; e += blockDim.x)
+  )")) << long_rows;
 }
 
 TEST(CudaEmitter, ShortRowsGetSmallerBlocks) {

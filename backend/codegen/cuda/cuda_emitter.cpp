@@ -481,11 +481,27 @@ class Emitter {
     return "static_cast<" + value_type(t) + ">(" + acc + ")";
   }
 
-  /// Every element-level expr before `end`, inside an element loop.
+  /// Every element-level expr before `end`, inside an element loop. With a row cache, a load an
+  /// earlier walk made comes from the thread's registers, and a new one is kept there.
   void element_exprs(const std::string& indent, int end) {
-    const LoadCode load = [&](int, const Expr& e) { return direct_load(e); };
-    for (int id = 0; id < end; ++id)
-      if (element_[id]) define(indent, id, load);
+    const LoadCode load = [&](int id, const Expr& e) {
+      return s_.cached && id < walked_ ? "r" + std::to_string(id) + "[j]" : direct_load(e);
+    };
+    for (int id = 0; id < end; ++id) {
+      if (!element_[id]) continue;
+      define(indent, id, load);
+      if (s_.cached && id >= walked_ && k_.exprs[id].op == Op::Load)
+        out_ << indent << "r" << id << "[j] = " << v(id) << ";\n";
+    }
+    walked_ = std::max(walked_, end);
+  }
+
+  /// With a row cache: one register array per element-level load, per row.
+  void declare_row_cache() {
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      if (!element_[id] || k_.exprs[id].op != Op::Load) continue;
+      out_ << "    " << value_type(k_.exprs[id].dtype) << " r" << id << "[" << s_.cached << "];\n";
+    }
   }
 
   /// Row-level exprs before `end` not yet defined (none of them a Reduce).
@@ -498,11 +514,22 @@ class Emitter {
     }
   }
 
+  /// Opens a loop over this thread's elements of the row; close_element_loop() ends it.
   void element_loop(const std::string& first, const std::string& end, const std::string& step) {
-    out_ << "      for (" << idx_ << " e = " << first << "; e < " << end << "; e += " << step
-         << ") {\n";
+    if (s_.cached) {
+      // Unrolled, so the row cache's arrays stay in registers.
+      out_ << "      #pragma unroll\n"
+           << "      for (int j = 0; j < " << s_.cached << "; ++j) {\n"
+           << "      const " << idx_ << " e = " << first << " + j * " << step << ";\n"
+           << "      if (e < " << end << ") {\n";
+    } else {
+      out_ << "      for (" << idx_ << " e = " << first << "; e < " << end << "; e += " << step
+           << ") {\n";
+    }
     coordinates("        ", "e", k_.row_rank(), k_.rank());
   }
+
+  void close_element_loop() { out_ << (s_.cached ? "      }}\n" : "      }\n"); }
 
   void reduction() {
     const int row_rank = k_.row_rank();
@@ -521,6 +548,8 @@ class Emitter {
       out_ << "    const " << idx_ << " row = item;\n";
     }
     coordinates("    ", "row", 0, row_rank);
+    walked_ = 0;
+    if (s_.cached) declare_row_cache();
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       const Expr& e = k_.exprs[id];
       if (e.op != Op::Reduce) continue;
@@ -540,9 +569,9 @@ class Emitter {
       }
       element_exprs("        ", static_cast<int>(id));
       out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
-           << v(e.args[0]) << "));\n"
-           << "      }\n"
-           << "      acc = kiln_block_reduce(acc, " << combiner(e.reduce) << ", reinterpret_cast<"
+           << v(e.args[0]) << "));\n";
+      close_element_loop();
+      out_ << "      acc = kiln_block_reduce(acc, " << combiner(e.reduce) << ", reinterpret_cast<"
            << acc_type << "*>(kiln_shared));\n";
       if (split) split_combine(e, acc_type);
       out_ << "      " << v(static_cast<int>(id)) << " = " << finish_reduce(e, "acc") << ";\n"
@@ -566,7 +595,7 @@ class Emitter {
         out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
              << "] = " << stored_value(st) << ";\n";
       }
-      out_ << "      }\n";
+      close_element_loop();
     }
     out_ << "  }\n";
   }
@@ -602,6 +631,7 @@ class Emitter {
   std::vector<bool> element_;
   std::string idx_;
   int next_row_expr_ = 0;
+  int walked_ = 0;  // element-level exprs below this were computed by an earlier walk of the row
   std::ostringstream out_;
 };
 

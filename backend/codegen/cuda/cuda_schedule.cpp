@@ -99,6 +99,10 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
     // One 8-byte partial per slice, then one counter per row.
     s.workspace_bytes = rows * s.slices * 8 + rows * 4;
   }
+  const int walks = count_reduces(kernel) + (element_stores ? 1 : 0);
+  if (s.slices == 1 && walks > 1 && row <= int64_t{s.block} * kMaxCachedPerThread) {
+    s.cached = static_cast<int>((row + s.block - 1) / s.block);
+  }
   return s;
 }
 

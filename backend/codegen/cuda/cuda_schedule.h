@@ -7,7 +7,8 @@
 // combining with warp shuffles, then across warps through shared memory. Rows longer than
 // kSplitRowElements, when there are too few rows to fill the device, are split: several blocks
 // each reduce a slice into a workspace and the last block to finish a row combines the slices
-// and runs the rest of the kernel for that row.
+// and runs the rest of the kernel for that row. A row walked several times (softmax, layer_norm)
+// and short enough is kept in registers between the walks.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ inline constexpr int kMaxBlock = 256;
 /// split across blocks.
 inline constexpr int64_t kSplitRowElements = 65536;
 inline constexpr int64_t kSplitMaxRows = 64;
+/// Most elements per thread a row cache holds (registers).
+inline constexpr int kMaxCachedPerThread = 8;
 /// Elements each block of a split reduction takes from its row.
 inline constexpr int64_t kSplitSliceElements = 16384;
 
@@ -28,7 +31,11 @@ struct CudaSchedule {
   int block = kMaxBlock;  // threads per block, a multiple of 32
   /// Blocks the kernel can use; the runtime caps the grid (the loops stride over the rest).
   int64_t blocks = 0;
-  int vector = 1;       // elements per thread per step on the 16-byte path (1: no such path)
+  int vector = 1;  // elements per thread per step on the 16-byte path (1: no such path)
+  /// Reducing kernels that walk a row more than once (softmax: max, sum, then the stores) with
+  /// at most kMaxCachedPerThread elements per thread: each thread keeps the elements it loads in
+  /// registers, so the row is read from memory once. 0: not cached.
+  int cached = 0;
   bool index32 = true;  // every index and offset fits in 32 bits
   /// Split reductions: slices per row, and the workspace the runtime provides (zeroed once:
   /// the kernel leaves it zeroed again).
