@@ -41,6 +41,7 @@
 #include "passes/kernel/printer.h"
 #include "passes/kernel/scalar_convert.h"
 #include "runtime/jit/orc_jit.h"
+#include "tests/support/kernel_maker.h"
 
 namespace kiln::codegen {
 namespace codegen_test {
@@ -201,18 +202,7 @@ inline Case make_case(Kernel k, std::vector<Fill> fills, ToleranceFor tolerance 
   return c;
 }
 
-inline Kernel make_kernel(std::string name, std::vector<int64_t> sizes, int reduce_rank,
-                          std::vector<DType> inputs, std::vector<DType> outputs) {
-  Kernel k;
-  k.name = std::move(name);
-  k.sizes = std::move(sizes);
-  k.reduce_rank = reduce_rank;
-  for (DType t : inputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
-  for (DType t : outputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
-  return k;
-}
+using kiln::testing::make_kernel;
 
 /// Every buffer of a case: its inputs, then outputs filled with a marker byte.
 inline std::vector<Bytes> fresh_buffers(const Case& c) {

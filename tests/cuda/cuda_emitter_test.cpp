@@ -150,7 +150,7 @@ TEST(CudaEmitter, InPlacePairLosesRestrict) {
 }
 
 TEST(CudaEmitter, IntegerArithmeticWrapsAndDivisionByZeroGivesZero) {
-  Kernel k = make({1000}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
+  Kernel k = make_kernel("k", {1000}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
   KernelBuilder b(k);
   const int x = b.load(0, {1}), y = b.load(1, {1});
   b.store(2, {1}, b.binary(Op::Div, b.binary(Op::Add, x, y, DType::Int32), y, DType::Int32));
@@ -162,7 +162,7 @@ TEST(CudaEmitter, IntegerArithmeticWrapsAndDivisionByZeroGivesZero) {
 }
 
 TEST(CudaEmitter, LargeTensorsIndexWith64Bits) {
-  Kernel k = make({int64_t{3} << 30}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {int64_t{3} << 30}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1}, b.unary(Op::Neg, b.load(0, {1}), DType::Float32));
   const std::string text = source_of(k);

@@ -30,7 +30,7 @@ TEST(CudaEmulation, GeneratedKernelsComputeWhatTheInterpreterDoes) {
 TEST(CudaEmulation, InPlaceKernelReadsBeforeItWrites) {
   if (const std::string why = emulation_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   // out = x * y + x over [64, 256]: exact arithmetic, so the bytes must match.
-  Kernel k = make({64, 256}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {64, 256}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x0 = b.load(0, {256, 1}), y0 = b.load(1, {256, 1});
   b.store(2, {256, 1},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "passes/kernel/kernel.h"
+#include "tests/support/kernel_maker.h"
 
 namespace kiln::cuda_test::kernels {
 
@@ -13,23 +14,11 @@ using kernel::Kernel;
 using kernel::KernelBuilder;
 using kernel::Op;
 using kernel::ReduceKind;
-
-inline Kernel make(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
-                   std::vector<DType> outputs) {
-  Kernel k;
-  k.name = "k";
-  k.sizes = std::move(sizes);
-  k.reduce_rank = reduce_rank;
-  for (DType t : inputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
-  for (DType t : outputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
-  return k;
-}
+using testing::make_kernel;
 
 // out = exp(x) * y over [64, 256], y read through `y_strides`.
 inline Kernel exp_mul(std::vector<int64_t> y_strides, DType t = DType::Float32) {
-  Kernel k = make({64, 256}, 0, {t, t}, {t});
+  Kernel k = make_kernel("k", {64, 256}, 0, {t, t}, {t});
   KernelBuilder b(k);
   const int x = b.load(0, {256, 1});
   const int y = b.load(1, std::move(y_strides));
@@ -39,7 +28,7 @@ inline Kernel exp_mul(std::vector<int64_t> y_strides, DType t = DType::Float32) 
 
 // softmax over rows of `n`.
 inline Kernel softmax(int64_t rows, int64_t n) {
-  Kernel k = make({rows, n}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {rows, n}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const auto f = DType::Float32;
   const int x = b.load(0, {n, 1});
@@ -53,7 +42,7 @@ inline Kernel softmax(int64_t rows, int64_t n) {
 // Row sums of a [rows, n] input into [rows].
 inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
                       DType t = DType::Float32) {
-  Kernel k = make({rows, n}, 1, {t}, {t});
+  Kernel k = make_kernel("k", {rows, n}, 1, {t}, {t});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(kind, b.load(0, {n, 1})));
   return k;
@@ -80,7 +69,7 @@ inline std::vector<Kernel> test_kernels() {
                          DType::UInt8,   DType::Bool};
   for (DType from : types) {
     for (DType to : types) {
-      Kernel k = make({300}, 0, {from}, {to});
+      Kernel k = make_kernel("k", {300}, 0, {from}, {to});
       KernelBuilder b(k);
       b.store(1, {1}, b.cast(b.load(0, {1}), to));
       kernels.push_back(k);
@@ -97,7 +86,8 @@ inline std::vector<Kernel> test_kernels() {
                              Op::Tanh, Op::Sigmoid, Op::Floor, Op::Trunc, Op::Pow});
     }
     for (Op op : ops) {
-      Kernel k = make({7, 33}, 0, {t, t}, {kernel::is_comparison(op) ? DType::Bool : t});
+      Kernel k =
+          make_kernel("k", {7, 33}, 0, {t, t}, {kernel::is_comparison(op) ? DType::Bool : t});
       KernelBuilder b(k);
       const int x = b.load(0, {33, 1}), y = b.load(1, {0, 1});
       int r;

@@ -11,6 +11,7 @@
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/kernel.h"
 #include "passes/kernel/scalar_convert.h"
+#include "tests/support/kernel_maker.h"
 
 namespace kiln::kernel {
 namespace {
@@ -18,18 +19,7 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-Kernel make_kernel(std::vector<int64_t> sizes, int reduce_rank, std::vector<DType> inputs,
-                   std::vector<DType> outputs) {
-  Kernel k;
-  k.name = "k";
-  k.sizes = std::move(sizes);
-  k.reduce_rank = reduce_rank;
-  for (DType t : inputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, false});
-  for (DType t : outputs)
-    k.buffers.push_back({"b" + std::to_string(k.buffers.size()), t, true});
-  return k;
-}
+using testing::make_kernel;
 
 // The message of the std::invalid_argument that validate(kernel) throws, or a marker.
 std::string validation_error(const Kernel& kernel) {
@@ -52,7 +42,7 @@ Expr raw_expr(Op op, DType dtype, std::vector<int> args) {
 
 // A [n] kernel that loads b0, converts it to `out` and stores it into b1.
 Kernel convert_kernel(int64_t n, DType in, DType out) {
-  Kernel k = make_kernel({n}, 0, {in}, {out});
+  Kernel k = make_kernel("k", {n}, 0, {in}, {out});
   KernelBuilder b(k);
   b.store(1, {1}, b.cast(b.load(0, {1}), out));
   return k;
@@ -62,7 +52,7 @@ Kernel convert_kernel(int64_t n, DType in, DType out) {
 
 TEST(InterpreterTest, AddBroadcastsARowThroughStrideZero) {
   // out[i][j] = a[i][j] + row[j] over [2,3].
-  Kernel k = make_kernel({2, 3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(2, {3, 1}, b.binary(Op::Add, b.load(0, {3, 1}), b.load(1, {0, 1}), DType::Float32));
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, row = {10, 20, 30}, out(6, -1);
@@ -71,7 +61,7 @@ TEST(InterpreterTest, AddBroadcastsARowThroughStrideZero) {
 }
 
 TEST(InterpreterTest, AddBroadcastsAColumnThroughStrideZero) {
-  Kernel k = make_kernel({2, 3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(2, {3, 1}, b.binary(Op::Add, b.load(0, {3, 1}), b.load(1, {1, 0}), DType::Float32));
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, col = {100, 200}, out(6, -1);
@@ -81,7 +71,7 @@ TEST(InterpreterTest, AddBroadcastsAColumnThroughStrideZero) {
 
 TEST(InterpreterTest, StoreThroughTransposedStrides) {
   // out is [3,2] row-major, written as the transpose of the [2,3] input.
-  Kernel k = make_kernel({2, 3}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 2}, b.load(0, {3, 1}));
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, out(6, -1);
@@ -90,7 +80,7 @@ TEST(InterpreterTest, StoreThroughTransposedStrides) {
 }
 
 TEST(InterpreterTest, OffsetsShiftLoadsAndStores) {
-  Kernel k = make_kernel({3}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {3}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1}, b.load(0, {1}, 2), 1);
   std::vector<float> a = {0, 1, 2, 3, 4}, out(4, -1);
@@ -100,7 +90,7 @@ TEST(InterpreterTest, OffsetsShiftLoadsAndStores) {
 
 TEST(InterpreterTest, Float32OpsRoundAfterEveryOp) {
   // (1 + 2^-30) - 1 is 0 in float32 (the sum rounds to 1), not 2^-30 as in double.
-  Kernel k = make_kernel({1}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {1}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int one = b.load(0, {0});
   const int sum = b.binary(Op::Add, one, b.load(1, {0}), DType::Float32);
@@ -111,7 +101,7 @@ TEST(InterpreterTest, Float32OpsRoundAfterEveryOp) {
 }
 
 TEST(InterpreterTest, UnaryFloatOps) {
-  Kernel k = make_kernel({1}, 0, {DType::Float32},
+  Kernel k = make_kernel("k", {1}, 0, {DType::Float32},
                          {DType::Float32, DType::Float32, DType::Float32, DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {0});
@@ -128,7 +118,8 @@ TEST(InterpreterTest, UnaryFloatOps) {
 }
 
 TEST(InterpreterTest, WhereSelectsByCondition) {
-  Kernel k = make_kernel({4}, 0, {DType::Bool, DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k =
+      make_kernel("k", {4}, 0, {DType::Bool, DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(3, {1}, b.where(b.load(0, {1}), b.load(1, {1}), b.load(2, {0}), DType::Float32));
   std::vector<uint8_t> cond = {1, 0, 0, 1};
@@ -182,7 +173,7 @@ TEST(InterpreterTest, BoolToFloatCastIsZeroOrOne) {
 
 TEST(InterpreterTest, StoreConvertsAValueOfAnotherDtype) {
   // An f32 value stored into an i32 buffer is converted like a cast.
-  Kernel k = make_kernel({2}, 0, {DType::Float32}, {DType::Int32});
+  Kernel k = make_kernel("k", {2}, 0, {DType::Float32}, {DType::Int32});
   KernelBuilder b(k);
   b.store(1, {1}, b.load(0, {1}));
   std::vector<float> in = {7.9f, -7.9f};
@@ -194,7 +185,7 @@ TEST(InterpreterTest, StoreConvertsAValueOfAnotherDtype) {
 // ---- Integer arithmetic ------------------------------------------------------------------------
 
 TEST(InterpreterTest, Int32AdditionWrapsAround) {
-  Kernel k = make_kernel({2}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
+  Kernel k = make_kernel("k", {2}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
   KernelBuilder b(k);
   b.store(2, {1}, b.binary(Op::Add, b.load(0, {1}), b.load(1, {1}), DType::Int32));
   std::vector<int32_t> x = {std::numeric_limits<int32_t>::max(),
@@ -207,7 +198,7 @@ TEST(InterpreterTest, Int32AdditionWrapsAround) {
 
 TEST(InterpreterTest, Int32MultiplicationWrapsAround) {
   // 65536 * 65536 = 2^32 wraps to 0; 65537 * 65537 = 2^32 + 2^17 + 1 wraps to 131073.
-  Kernel k = make_kernel({2}, 0, {DType::Int32}, {DType::Int32});
+  Kernel k = make_kernel("k", {2}, 0, {DType::Int32}, {DType::Int32});
   KernelBuilder b(k);
   const int x = b.load(0, {1});
   b.store(1, {1}, b.binary(Op::Mul, x, x, DType::Int32));
@@ -217,7 +208,7 @@ TEST(InterpreterTest, Int32MultiplicationWrapsAround) {
 }
 
 TEST(InterpreterTest, IntegerDivisionTruncates) {
-  Kernel k = make_kernel({2}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
+  Kernel k = make_kernel("k", {2}, 0, {DType::Int32, DType::Int32}, {DType::Int32});
   KernelBuilder b(k);
   b.store(2, {1}, b.binary(Op::Div, b.load(0, {1}), b.load(1, {1}), DType::Int32));
   std::vector<int32_t> x = {7, -7}, y = {2, 2}, out(2, 0);
@@ -228,7 +219,7 @@ TEST(InterpreterTest, IntegerDivisionTruncates) {
 // ---- NaN propagation ---------------------------------------------------------------------------
 
 TEST(InterpreterTest, MaxPropagatesNaNFromEitherSide) {
-  Kernel k = make_kernel({3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(2, {1}, b.binary(Op::Max, b.load(0, {1}), b.load(1, {1}), DType::Float32));
   std::vector<float> x = {kNaN, 1.0f, 1.0f}, y = {1.0f, kNaN, 2.0f}, out(3, 0);
@@ -239,7 +230,7 @@ TEST(InterpreterTest, MaxPropagatesNaNFromEitherSide) {
 }
 
 TEST(InterpreterTest, MinPropagatesNaNFromEitherSide) {
-  Kernel k = make_kernel({2}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2}, 0, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(2, {1}, b.binary(Op::Min, b.load(0, {1}), b.load(1, {1}), DType::Float32));
   std::vector<float> x = {kNaN, 1.0f}, y = {1.0f, kNaN}, out(2, 0);
@@ -250,7 +241,7 @@ TEST(InterpreterTest, MinPropagatesNaNFromEitherSide) {
 
 TEST(InterpreterTest, ReduceMaxPropagatesNaN) {
   // NaN in the middle of the first row, not at its end, so a plain max(acc, x) would lose it.
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(ReduceKind::Max, b.load(0, {3, 1})));
   std::vector<float> in = {1, kNaN, 2, 4, 6, 5}, out(2, 0);
@@ -262,7 +253,7 @@ TEST(InterpreterTest, ReduceMaxPropagatesNaN) {
 // ---- Reductions --------------------------------------------------------------------------------
 
 TEST(InterpreterTest, RowSum) {
-  Kernel k = make_kernel({3, 4}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {3, 4}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {4, 1})));
   std::vector<float> in = {1, 2, 3, 4, 10, 20, 30, 40, -1, -1, 1, 1}, out(3, 0);
@@ -271,7 +262,7 @@ TEST(InterpreterTest, RowSum) {
 }
 
 TEST(InterpreterTest, RowMeanAndMin) {
-  Kernel k = make_kernel({2, 4}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  Kernel k = make_kernel("k", {2, 4}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {4, 1});
   b.store(1, {1, 0}, b.reduce(ReduceKind::Mean, x));
@@ -283,7 +274,7 @@ TEST(InterpreterTest, RowMeanAndMin) {
 }
 
 TEST(InterpreterTest, ReduceOverTwoTrailingDims) {
-  Kernel k = make_kernel({2, 2, 3}, 2, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 2, 3}, 2, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0, 0}, b.reduce(ReduceKind::Sum, b.load(0, {6, 3, 1})));
   std::vector<float> in = {1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60}, out(2, 0);
@@ -293,7 +284,7 @@ TEST(InterpreterTest, ReduceOverTwoTrailingDims) {
 
 TEST(InterpreterTest, ReduceOverAColumnThroughPermutedStrides) {
   // The [3,2] input is read as its transpose: the kernel's rows are the input's columns.
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {1, 2})));
   std::vector<float> in = {1, 10, 2, 20, 3, 30}, out(2, 0);
@@ -302,7 +293,7 @@ TEST(InterpreterTest, ReduceOverAColumnThroughPermutedStrides) {
 }
 
 TEST(InterpreterTest, Int32SumWrapsAround) {
-  Kernel k = make_kernel({1, 2}, 1, {DType::Int32}, {DType::Int32});
+  Kernel k = make_kernel("k", {1, 2}, 1, {DType::Int32}, {DType::Int32});
   KernelBuilder b(k);
   b.store(1, {0, 0}, b.reduce(ReduceKind::Sum, b.load(0, {2, 1})));
   std::vector<int32_t> in = {std::numeric_limits<int32_t>::max(), 2}, out(1, 0);
@@ -311,7 +302,7 @@ TEST(InterpreterTest, Int32SumWrapsAround) {
 }
 
 TEST(InterpreterTest, SoftmaxFromExprsMatchesAHandComputation) {
-  Kernel k = make_kernel({2, 4}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 4}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {4, 1});
   const int max = b.reduce(ReduceKind::Max, x);
@@ -334,7 +325,7 @@ TEST(InterpreterTest, SoftmaxFromExprsMatchesAHandComputation) {
 
 TEST(InterpreterTest, RowLevelAndElementLevelStoresInOneKernel) {
   // The row max (row-level) and x - max (element-level) from one kernel.
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {3, 1});
   const int max = b.reduce(ReduceKind::Max, x);
@@ -348,7 +339,7 @@ TEST(InterpreterTest, RowLevelAndElementLevelStoresInOneKernel) {
 
 TEST(InterpreterTest, RowLevelLoadBroadcastsAcrossTheRow) {
   // out[i][j] = x[i][j] * scale[i], with scale loaded at stride 0 on the reduced dim.
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32, DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32, DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {3, 1});
   const int scale = b.load(1, {1, 0});
@@ -502,7 +493,7 @@ TEST(InterpreterTest, Float32StoredAsBFloat16RoundsToNearestEven) {
 TEST(InterpreterTest, HalfArithmeticRoundsEachResultToHalf) {
   // An f16 expr rounds its result to f16: 1 + 2^-11 is a tie that rounds to 1, so (x + y) - x
   // is 0 in f16.
-  Kernel k = make_kernel({1}, 0, {DType::Float16, DType::Float16}, {DType::Float32});
+  Kernel k = make_kernel("k", {1}, 0, {DType::Float16, DType::Float16}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {0});
   const int sum = b.binary(Op::Add, x, b.load(1, {0}), DType::Float16);
@@ -516,28 +507,28 @@ TEST(InterpreterTest, HalfArithmeticRoundsEachResultToHalf) {
 // ---- validate() --------------------------------------------------------------------------------
 
 TEST(ValidateTest, AcceptsAWellFormedKernel) {
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {3, 1})));
   EXPECT_EQ(validation_error(k), "<valid>");
 }
 
 TEST(ValidateTest, RejectsAStoreIntoAnInputBuffer) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(0, {1}, b.load(0, {1}));
   EXPECT_EQ(validation_error(k), "kernel k: store into an input buffer");
 }
 
 TEST(ValidateTest, RejectsALoadFromAnOutputBuffer) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1}, b.load(1, {1}));
   EXPECT_EQ(validation_error(k), "kernel k: load from an output buffer");
 }
 
 TEST(ValidateTest, RejectsAnExprReadingALaterExpr) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {1});
   k.exprs.push_back(raw_expr(Op::Add, DType::Float32, {x, 2}));  // reads itself + 1
@@ -547,7 +538,7 @@ TEST(ValidateTest, RejectsAnExprReadingALaterExpr) {
 }
 
 TEST(ValidateTest, RejectsAnExprReadingItself) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.load(0, {1});
   k.exprs.push_back(raw_expr(Op::Neg, DType::Float32, {1}));
@@ -556,7 +547,7 @@ TEST(ValidateTest, RejectsAnExprReadingItself) {
 }
 
 TEST(ValidateTest, RejectsAWrongArity) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {1});
   k.exprs.push_back(raw_expr(Op::Add, DType::Float32, {x}));
@@ -565,21 +556,21 @@ TEST(ValidateTest, RejectsAWrongArity) {
 }
 
 TEST(ValidateTest, RejectsAnIndexMapOfTheWrongRank) {
-  Kernel k = make_kernel({4, 2}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4, 2}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {2, 1}, b.load(0, {1}));
   EXPECT_EQ(validation_error(k), "kernel k: index map of wrong rank");
 }
 
 TEST(ValidateTest, RejectsAMapNamingNoBuffer) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(2, {1}, b.load(0, {1}));
   EXPECT_EQ(validation_error(k), "kernel k: index map names no buffer");
 }
 
 TEST(ValidateTest, RejectsInputsAfterOutputs) {
-  Kernel k = make_kernel({4}, 0, {}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {}, {DType::Float32});
   k.buffers.push_back({"b1", DType::Float32, false});
   KernelBuilder b(k);
   b.store(0, {1}, b.load(1, {1}));
@@ -587,14 +578,14 @@ TEST(ValidateTest, RejectsInputsAfterOutputs) {
 }
 
 TEST(ValidateTest, RejectsAReduceWithoutReducedDims) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1}, b.reduce(ReduceKind::Sum, b.load(0, {1})));
   EXPECT_EQ(validation_error(k), "kernel k: reduce in a kernel without reduced dimensions");
 }
 
 TEST(ValidateTest, RejectsAReduceOfARowLevelValue) {
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int row_value = b.load(0, {1, 0});
   // Built by hand: KernelBuilder::reduce folds such a reduction into arithmetic.
@@ -606,7 +597,7 @@ TEST(ValidateTest, RejectsAReduceOfARowLevelValue) {
 
 TEST(KernelBuilderTest, ReduceOfARowLevelValueNeedsNoPass) {
   // Each row of x[2] broadcast over 3 elements: sum = 3x, mean = max = x.
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {1, 0});
   b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, x));
@@ -620,21 +611,21 @@ TEST(KernelBuilderTest, ReduceOfARowLevelValueNeedsNoPass) {
 }
 
 TEST(ValidateTest, RejectsARowLevelValueStoredPerElement) {
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {3, 1}, b.reduce(ReduceKind::Sum, b.load(0, {3, 1})));
   EXPECT_EQ(validation_error(k), "kernel k: store level does not match its value's level");
 }
 
 TEST(ValidateTest, RejectsAnElementLevelValueStoredPerRow) {
-  Kernel k = make_kernel({2, 3}, 1, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.load(0, {3, 1}));
   EXPECT_EQ(validation_error(k), "kernel k: store level does not match its value's level");
 }
 
 TEST(ValidateTest, RejectsAComparisonThatIsNotBool) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   const int x = b.load(0, {1});
   k.exprs.push_back(raw_expr(Op::Lt, DType::Float32, {x, x}));
@@ -643,12 +634,12 @@ TEST(ValidateTest, RejectsAComparisonThatIsNotBool) {
 }
 
 TEST(ValidateTest, RejectsABadReduceRank) {
-  Kernel k = make_kernel({4}, 2, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 2, {DType::Float32}, {DType::Float32});
   EXPECT_EQ(validation_error(k), "kernel k: bad reduce_rank");
 }
 
 TEST(ValidateTest, RejectsAStoreOfAnUnknownExpr) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.load(0, {1});
   b.store(1, {1}, 5);
@@ -656,7 +647,7 @@ TEST(ValidateTest, RejectsAStoreOfAnUnknownExpr) {
 }
 
 TEST(InterpreterTest, RefusesAnInvalidKernel) {
-  Kernel k = make_kernel({4}, 0, {DType::Float32}, {DType::Float32});
+  Kernel k = make_kernel("k", {4}, 0, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(0, {1}, b.load(0, {1}));
   std::vector<float> in(4), out(4);
