@@ -41,6 +41,7 @@
 #include "passes/kernel/printer.h"
 #include "passes/kernel/scalar_convert.h"
 #include "runtime/jit/orc_jit.h"
+#include "tests/support/kernel_buffers.h"
 #include "tests/support/kernel_maker.h"
 
 namespace kiln::codegen {
@@ -63,37 +64,8 @@ constexpr DType F32 = DType::Float32, F64 = DType::Float64, F16 = DType::Float16
 
 // ---- Values in buffers -------------------------------------------------------------------------
 
-inline void put(DType t, uint8_t* p, double v) {
-  auto as = [&](auto x) { std::memcpy(p, &x, sizeof x); };
-  auto integer = [&] { return static_cast<int64_t>(v); };  // only for integer dtypes: v is finite
-  if (t == F32) return as(static_cast<float>(v));
-  if (t == F64) return as(v);
-  if (t == F16) return as(kernel::half_from_float(static_cast<float>(v)));
-  if (t == BF16) return as(kernel::bfloat16_from_float(static_cast<float>(v)));
-  if (t == B8) return as(static_cast<uint8_t>(v != 0));
-  if (t == U8) return as(static_cast<uint8_t>(integer()));
-  if (t == I8) return as(static_cast<int8_t>(integer()));
-  if (t == I32) return as(static_cast<int32_t>(integer()));
-  if (t == I64) return as(integer());
-  FAIL() << "no test values for " << ir::dtype_name(t);
-}
-
-inline double get(DType t, const uint8_t* p) {
-  auto as = [&](auto x) {
-    std::memcpy(&x, p, sizeof x);
-    return static_cast<double>(x);
-  };
-  auto bits16 = [&] { return static_cast<uint16_t>(p[0] | p[1] << 8); };  // little-endian host
-  if (t == F32) return as(float{});
-  if (t == F64) return as(double{});
-  if (t == F16) return kernel::float_from_half(bits16());
-  if (t == BF16) return kernel::float_from_bfloat16(bits16());
-  if (t == B8 || t == U8) return as(uint8_t{});
-  if (t == I8) return as(int8_t{});
-  if (t == I32) return as(int32_t{});
-  if (t == I64) return as(int64_t{});
-  return kNaN;
-}
+inline constexpr auto& put = kiln::testing::put_element;
+inline constexpr auto& get = kiln::testing::get_element;
 
 // Floats as integers ordered like the floats, so that neighbours differ by one.
 inline int64_t ordered(DType t, const uint8_t* p) {
@@ -105,22 +77,7 @@ inline int64_t ordered(DType t, const uint8_t* p) {
   return bits & sign ? -magnitude : magnitude;
 }
 
-/// Elements a buffer needs so that every map of the kernel on it stays inside.
-inline int64_t buffer_elements(const Kernel& k, int buffer) {
-  int64_t n = 1;
-  auto visit = [&](const kernel::IndexMap& m) {
-    if (m.buffer != buffer) return;
-    int64_t last = m.offset;
-    for (int d = 0; d < k.rank(); ++d)
-      last += std::max<int64_t>(k.sizes[d] - 1, 0) * m.strides[d];
-    n = std::max(n, last + 1);
-  };
-  for (const auto& e : k.exprs)
-    if (e.op == Op::Load) visit(e.map);
-  for (const auto& s : k.stores)
-    visit(s.map);
-  return n;
-}
+using kiln::testing::buffer_elements;
 
 // Fills an input buffer of `n` elements of dtype `t`.
 using Fill = std::function<Bytes(DType t, int64_t n, std::mt19937_64& rng)>;

@@ -13,7 +13,7 @@
 
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/printer.h"
-#include "passes/kernel/scalar_convert.h"
+#include "tests/support/kernel_buffers.h"
 
 namespace kiln::cuda_test {
 namespace {
@@ -137,85 +137,6 @@ using kernel::Op;
 
 namespace {
 
-int64_t elements(const Kernel& k, int buffer) {
-  int64_t extent = 0;
-  auto reach = [&](const kernel::IndexMap& m) {
-    if (m.buffer != buffer) return;
-    int64_t last = m.offset;
-    for (int d = 0; d < k.rank(); ++d)
-      last += std::max<int64_t>(k.sizes[d] - 1, 0) * m.strides[d];
-    extent = std::max(extent, last + 1);
-  };
-  for (const auto& e : k.exprs)
-    if (e.op == Op::Load) reach(e.map);
-  for (const auto& s : k.stores)
-    reach(s.map);
-  return extent;
-}
-
-double read(DType t, const uint8_t* p) {
-  auto get = [&](auto sample) {
-    std::memcpy(&sample, p, sizeof sample);
-    return static_cast<double>(sample);
-  };
-  switch (t) {
-    case DType::Float32:
-      return get(float{});
-    case DType::Float64:
-      return get(double{});
-    case DType::Float16:
-      return kernel::float_from_half(static_cast<uint16_t>(get(uint16_t{})));
-    case DType::BFloat16:
-      return kernel::float_from_bfloat16(static_cast<uint16_t>(get(uint16_t{})));
-    case DType::Int64:
-      return get(int64_t{});
-    case DType::Int32:
-      return get(int32_t{});
-    case DType::Int16:
-      return get(int16_t{});
-    case DType::Int8:
-      return get(int8_t{});
-    default:
-      return get(uint8_t{});  // uint8, bool
-  }
-}
-
-void write(DType t, uint8_t* p, double v) {
-  auto put = [&](auto sample) { std::memcpy(p, &sample, sizeof sample); };
-  switch (t) {
-    case DType::Float32:
-      put(static_cast<float>(v));
-      break;
-    case DType::Float64:
-      put(v);
-      break;
-    case DType::Float16:
-      put(kernel::half_from_float(static_cast<float>(v)));
-      break;
-    case DType::BFloat16:
-      put(kernel::bfloat16_from_float(static_cast<float>(v)));
-      break;
-    case DType::Int64:
-      put(static_cast<int64_t>(v));
-      break;
-    case DType::Int32:
-      put(static_cast<int32_t>(v));
-      break;
-    case DType::Int16:
-      put(static_cast<int16_t>(v));
-      break;
-    case DType::Int8:
-      put(static_cast<int8_t>(v));
-      break;
-    case DType::Bool:
-      put(static_cast<uint8_t>(v != 0));
-      break;
-    default:
-      put(static_cast<uint8_t>(v));
-      break;
-  }
-}
-
 double unit_roundoff(DType t) {
   switch (t) {
     case DType::Float64:
@@ -270,7 +191,7 @@ Bytes random_buffer(DType t, int64_t n, std::mt19937_64& rng) {
     } else {
       v = i % 97 < 6 && n > 97 ? specials[i % 97] : real(rng);
     }
-    write(t, bytes.data() + i * ir::dtype_size(t), v);
+    testing::put_element(t, bytes.data() + i * ir::dtype_size(t), v);
   }
   return bytes;
 }
@@ -286,13 +207,13 @@ std::string emulation_differences(const std::vector<Kernel>& kernels, uint64_t s
     double max_input = 0;
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const DType t = k.buffers[b].dtype;
-      const int64_t n = elements(k, static_cast<int>(b));
+      const int64_t n = testing::buffer_elements(k, static_cast<int>(b));
       want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB)
                                             : random_buffer(t, n, rng));
       got.push_back(want.back());
       if (!k.buffers[b].is_output) {
         for (int64_t i = 0; i < n; ++i) {
-          const double v = read(t, want.back().data() + i * ir::dtype_size(t));
+          const double v = testing::get_element(t, want.back().data() + i * ir::dtype_size(t));
           if (std::isfinite(v)) max_input = std::max(max_input, std::fabs(v));
         }
       }
@@ -323,14 +244,14 @@ std::string emulation_differences(const std::vector<Kernel>& kernels, uint64_t s
       const double u = unit_roundoff(t);
       const double row = k.reduce_rank ? static_cast<double>(k.row_size()) : 0;
       for (int64_t i = 0; i < static_cast<int64_t>(want[b].size()) / size; ++i) {
-        const double w = read(t, want[b].data() + i * size);
-        const double g = read(t, got[b].data() + i * size);
+        const double w = testing::get_element(t, want[b].data() + i * size);
+        const double g = testing::get_element(t, got[b].data() + i * size);
         bool same = w == g || (std::isnan(w) && std::isnan(g));
         if (!same && row > 0 && ir::is_floating(t) && std::isfinite(w) && std::isfinite(g)) {
           // Sums in another order: the rounding of each partial sum, carried to the result.
           const double tolerance = 2 * row * std::max(u, 0x1p-24) * std::max(max_input, 1.0) *
                                    std::max(1.0, std::fabs(w));
-          const double moved = read(t, nudged[b].data() + i * size);
+          const double moved = testing::get_element(t, nudged[b].data() + i * size);
           same = !std::isfinite(moved) || std::fabs(w - g) <= tolerance + 2 * std::fabs(moved - w);
         }
         if (!same) {
