@@ -18,16 +18,26 @@ inline void put_element(kernel::DType t, uint8_t* p, double v) {
   using kernel::DType;
   auto as = [&](auto x) { std::memcpy(p, &x, sizeof x); };
   switch (t) {
-    case DType::Float32: return as(static_cast<float>(v));
-    case DType::Float64: return as(v);
-    case DType::Float16: return as(kernel::half_from_float(static_cast<float>(v)));
-    case DType::BFloat16: return as(kernel::bfloat16_from_float(static_cast<float>(v)));
-    case DType::Bool: return as(static_cast<uint8_t>(v != 0));
-    case DType::Int64: return as(static_cast<int64_t>(v));
-    case DType::Int32: return as(static_cast<int32_t>(v));
-    case DType::Int16: return as(static_cast<int16_t>(v));
-    case DType::Int8: return as(static_cast<int8_t>(v));
-    default: return as(static_cast<uint8_t>(static_cast<int64_t>(v)));  // uint8
+    case DType::Float32:
+      return as(static_cast<float>(v));
+    case DType::Float64:
+      return as(v);
+    case DType::Float16:
+      return as(kernel::half_from_float(static_cast<float>(v)));
+    case DType::BFloat16:
+      return as(kernel::bfloat16_from_float(static_cast<float>(v)));
+    case DType::Bool:
+      return as(static_cast<uint8_t>(v != 0));
+    case DType::Int64:
+      return as(static_cast<int64_t>(v));
+    case DType::Int32:
+      return as(static_cast<int32_t>(v));
+    case DType::Int16:
+      return as(static_cast<int16_t>(v));
+    case DType::Int8:
+      return as(static_cast<int8_t>(v));
+    default:
+      return as(static_cast<uint8_t>(static_cast<int64_t>(v)));  // uint8
   }
 }
 
@@ -41,15 +51,24 @@ inline double get_element(kernel::DType t, const uint8_t* p) {
   uint16_t bits16 = 0;
   std::memcpy(&bits16, p, sizeof bits16);
   switch (t) {
-    case DType::Float32: return as(float{});
-    case DType::Float64: return as(double{});
-    case DType::Float16: return kernel::float_from_half(bits16);
-    case DType::BFloat16: return kernel::float_from_bfloat16(bits16);
-    case DType::Int64: return as(int64_t{});
-    case DType::Int32: return as(int32_t{});
-    case DType::Int16: return as(int16_t{});
-    case DType::Int8: return as(int8_t{});
-    default: return as(uint8_t{});  // uint8, bool
+    case DType::Float32:
+      return as(float{});
+    case DType::Float64:
+      return as(double{});
+    case DType::Float16:
+      return kernel::float_from_half(bits16);
+    case DType::BFloat16:
+      return kernel::float_from_bfloat16(bits16);
+    case DType::Int64:
+      return as(int64_t{});
+    case DType::Int32:
+      return as(int32_t{});
+    case DType::Int16:
+      return as(int16_t{});
+    case DType::Int8:
+      return as(int8_t{});
+    default:
+      return as(uint8_t{});  // uint8, bool
   }
 }
 
