@@ -62,6 +62,10 @@ class Canonicalizer {
         inputs_(graph.inputs().begin(), graph.inputs().end()) {}
 
   int run() {
+    for (const Node* node : graph_.nodes()) {
+      for (const Value* in : node->inputs())
+        read_.insert(in);
+    }
     for (Node* node : graph_.nodes())
       visit(*node);
     graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
@@ -97,6 +101,18 @@ class Canonicalizer {
       Node* inner = produced_by(node.input(0), op.c_str());
       if (inner && is_contiguous(inner->input(0)->type())) {
         replace(node, op, {inner->input(0)}, node.attrs());
+      }
+    } else if (op == "aten::max_pool2d_with_indices") {
+      // The indices only matter to a backward; without readers this is ATen's (much faster)
+      // max_pool2d, whose arguments have the same names.
+      if (!is_read(node.output(1))) replace_first_output(node, "aten::max_pool2d", node.attrs());
+    } else if (op == "aten::_native_batch_norm_legit_no_training") {
+      // AOTAutograd's eval-mode batch norm; its saved mean/invstd outputs are for a backward.
+      if (!is_read(node.output(1)) && !is_read(node.output(2))) {
+        ir::AttrList attrs = node.attrs();
+        attrs.push_back({"training", false});
+        attrs.push_back({"cudnn_enabled", false});
+        replace_first_output(node, "aten::batch_norm", std::move(attrs));
       }
     } else if (op == "aten::to.dtype" || op == "aten::type_as" || op == "aten::contiguous") {
       const auto& in = node.input(0)->type();
@@ -177,6 +193,20 @@ class Canonicalizer {
     return transpose->output();
   }
 
+  bool is_read(const Value* v) const { return read_.contains(v) || outputs_.contains(v); }
+
+  // A single-output `op` on the same inputs takes over node's first output (the others are
+  // unread).
+  void replace_first_output(Node& node, const std::string& op, ir::AttrList attrs) {
+    Node* fresh = graph_.append(op, node.inputs(), {node.output(0)->type()}, std::move(attrs));
+    fresh->output()->set_name(node.output(0)->name());
+    move_before(*fresh, node);
+    if (outputs_.contains(node.output(0))) outputs_.insert(fresh->output());
+    graph_.replace_all_uses(node.output(0), fresh->output());
+    removed_.insert(&node);
+    ++rewrites_;
+  }
+
   // Uses of node's output read `value` instead; skipped where a graph output would alias.
   void forward(Node& node, Value* value) {
     if (outputs_.contains(node.output()) && (inputs_.contains(value) || outputs_.contains(value))) {
@@ -214,6 +244,7 @@ class Canonicalizer {
   ir::Graph& graph_;
   std::unordered_set<const Value*> outputs_;
   std::unordered_set<const Value*> inputs_;
+  std::unordered_set<const Value*> read_;  // values some node takes as an input
   std::unordered_set<const Node*> removed_;
   int rewrites_ = 0;
 };

@@ -9,6 +9,10 @@
 //   aten::t(aten::t(%x)), transpose twice, permute of permute   ==>  %x (or one permute)
 //   aten::view(aten::view(%x)) of a contiguous %x               ==>  one view (reshape likewise)
 //   aten::to.dtype / type_as to the same dtype, contiguous of a contiguous value  ==>  the input
+//   %p, %i = aten::max_pool2d_with_indices(%x) {...}, %i unread  ==>  %p = aten::max_pool2d(%x)
+//   %y, %m, %s = aten::_native_batch_norm_legit_no_training(%x, %w, %b, %mean, %var) {...}, %m
+//     and %s unread (AOTAutograd's eval batch norm)  ==>  %y = aten::batch_norm(...)
+//     {training=false}
 //
 // A division is turned into a multiplication only by a power of two, whose reciprocal is exact.
 // A rewrite that would make a graph output alias a graph input or another output is skipped.

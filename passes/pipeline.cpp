@@ -98,16 +98,11 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"canonicalize",
-                                                 "fold_batch_norm",
-                                                 "fold_constants",
-                                                 "eliminate_dead_code",
-                                                 "eliminate_common_subexpressions",
-                                                 "fuse_reductions",
-                                                 "fuse_epilogue",
-                                                 "fuse_elementwise",
-                                                 "lower_kernels",
-                                                 "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",    "fold_batch_norm",     "assign_layout",
+      "fold_constants",  "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
+      "lower_kernels",   "plan_memory"};
   return names;
 }
 
@@ -116,9 +111,16 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   if (options.verify) ir::check_graph(graph, "capture");
   PassRunner passes(graph, options, result);
   passes.run("canonicalize", "", [&] { canonicalize(graph); });
-  // Batch-norm folding writes the new weights as ops on constants; fold_constants computes them.
+  // Batch-norm folding writes the new weights as ops on constants, and layout assignment the
+  // channels-last copies of frozen convolution weights; fold_constants computes them.
   if (options.evaluate_constant) {
     passes.run("fold_batch_norm", "", [&] { fold_batch_norm(graph); });
+  }
+  if (options.infer_types) {
+    passes.run("assign_layout", "",
+               [&] { result.layout_conversions = assign_layout(graph, options.infer_types); });
+  }
+  if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });
   }
   passes.run("eliminate_dead_code", "", [&] { eliminate_dead_code(graph); });

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/assign_layout.h"
 #include "passes/fold_constants.h"
 #include "passes/ir/graph.h"
 #include "passes/kernel/kernel.h"
@@ -28,6 +29,9 @@ struct PipelineOptions {
   /// Computes nodes on frozen constants at compile time (the runtime's); without it neither
   /// fold_batch_norm nor fold_constants runs.
   ConstantEvaluator evaluate_constant;
+  /// Output types of a node for other input types (the runtime's meta run); without it
+  /// assign_layout does not run.
+  TypeInferrer infer_types;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };
@@ -39,6 +43,8 @@ struct PipelineResult {
   /// Groups that could not be lowered were inlined back: why, for explain and logs.
   std::vector<std::string> unfused;
   std::vector<std::string> passes_run;
+  /// Layout conversions assign_layout inserted (0 when it did not change the graph).
+  int layout_conversions = 0;
 };
 
 /// The names of all passes, in pipeline order.

@@ -91,6 +91,8 @@ struct Plan {
   int64_t unshared_bytes = 0;
   /// Kernel outputs written over an input that dies there (see passes/plan_memory.h).
   int in_place_writes = 0;
+  /// Layout conversions assign_layout inserted (channels-last in, back at the boundary).
+  int layout_conversions = 0;
   /// Where the arena lives: the device of the inputs.
   c10::Device device = c10::Device(c10::DeviceType::CPU);
 };

@@ -23,6 +23,7 @@
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "runtime/plan_builder.h"
+#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {
@@ -121,6 +122,52 @@ at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& in
   return result;
 }
 
+// Runs `node` alone on tensors of `types` made by `make` and returns its outputs' types.
+std::vector<ir::TensorType> run_for_types(
+    const ir::Node& node, const std::vector<ir::TensorType>& types, c10::Device device,
+    const std::function<at::Tensor(const ir::TensorType&, c10::Device)>& make) {
+  ir::Graph graph;
+  std::vector<ir::Value*> values;
+  std::vector<at::Tensor> inputs;
+  for (const ir::TensorType& type : types) {
+    values.push_back(graph.add_input(type));
+    inputs.push_back(make(type, device));
+  }
+  std::vector<ir::TensorType> output_types;
+  for (const ir::Value* out : node.outputs())
+    output_types.push_back(out->type());
+  for (ir::Value* out : graph.append(node.op(), values, output_types, node.attrs())->outputs())
+    graph.add_output(out);
+  at::NoGradGuard no_grad;
+  std::vector<ir::TensorType> result;
+  for (const at::Tensor& t : run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs)) {
+    ir::TensorType type = output_types.at(result.size());
+    type.sizes = t.sizes().vec();
+    type.strides = t.strides().vec();
+    type.dtype = to_ir_dtype(t.scalar_type()).value_or(type.dtype);
+    result.push_back(std::move(type));
+  }
+  return result;
+}
+
+// assign_layout's type inference: the node run once on zeros on the device. Not on meta
+// tensors: the meta convolution returns a contiguous output for a channels-last input, where
+// oneDNN's returns channels-last, and the types must be what the ops really return.
+std::optional<std::vector<ir::TensorType>> infer_types(const ir::Node& node,
+                                                       const std::vector<ir::TensorType>& types,
+                                                       c10::Device device) {
+  auto zeros = [](const ir::TensorType& t, c10::Device on) {
+    auto options = at::TensorOptions().dtype(to_aten_dtype(t.dtype)).device(on);
+    return at::empty_strided(t.sizes, t.strides, options).zero_();
+  };
+  try {
+    return run_for_types(node, types, device, zeros);
+  } catch (const std::exception& e) {
+    log(LogLevel::Debug, "layout: cannot run " + node.op() + " on new strides: " + e.what());
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
@@ -152,6 +199,12 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
     }
     return static_cast<int64_t>(all_constants.size()) - 1;
   };
+  if (device.is_cpu()) {
+    pipeline.infer_types = [device](const ir::Node& node,
+                                    const std::vector<ir::TensorType>& types) {
+      return infer_types(node, types, device);
+    };
+  }
   // Kept to start over without fusion if code generation fails.
   std::unique_ptr<ir::Graph> unfused =
       pipeline.fusion ? ir::parse_graph(ir::print_graph(*graph)) : nullptr;
@@ -177,6 +230,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
     }
   }
   compiled->plan = build_plan(*graph, all_constants, result.memory, device, bindings, code);
+  compiled->plan.layout_conversions = result.layout_conversions;
   for (const ir::Node* node : graph->nodes()) {
     if (node->op() == "kiln::fused") {
       explain_fused(*node, compiled->entries);

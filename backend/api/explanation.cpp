@@ -27,10 +27,10 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 void Explanation::tally() {
-  nodes = kernels = extern_calls = interpreter = layout_conversions = 0;
+  nodes = kernels = extern_calls = interpreter = onednn_conversions = 0;
   for (const auto& entry : entries) {
     ++nodes;
-    if (entry.op == "aten::to_mkldnn" || entry.op == "aten::to_dense") ++layout_conversions;
+    if (entry.op == "aten::to_mkldnn" || entry.op == "aten::to_dense") ++onednn_conversions;
     if (entry.where == "extern ATen")
       ++extern_calls;
     else if (entry.where == "fused kernel" || entry.where == "native kernel")
@@ -38,6 +38,7 @@ void Explanation::tally() {
     else
       ++interpreter;
   }
+  layout_conversions = onednn_conversions + channels_last_conversions;
 }
 
 std::string Explanation::to_text() const {
@@ -58,7 +59,9 @@ std::string Explanation::to_text() const {
       << codegen_seconds << " s in LLVM)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
       << " without sharing), " << in_place_writes << " kernel outputs written in place\n"
-      << "layout conversions (to and from oneDNN's layout): " << layout_conversions << "\n";
+      << "layout conversions: " << layout_conversions << " (" << onednn_conversions
+      << " to and from oneDNN's layout, " << channels_last_conversions
+      << " to and from channels-last)\n";
   return out.str();
 }
 
@@ -69,6 +72,8 @@ std::string Explanation::to_json() const {
       << ", \"interpreter\": " << interpreter << ", \"regions\": " << regions
       << ", \"fallback_regions\": " << fallback_regions
       << ", \"layout_conversions\": " << layout_conversions
+      << ", \"onednn_conversions\": " << onednn_conversions
+      << ", \"channels_last_conversions\": " << channels_last_conversions
       << ", \"compile_seconds\": " << compile_seconds
       << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
       << ", \"unshared_bytes\": " << unshared_bytes << ", \"in_place_writes\": " << in_place_writes

@@ -140,6 +140,7 @@ void RegionRunner::explain_into(Explanation& explanation) const {
     explanation.planned_bytes += spec->compiled->plan.arena_bytes;
     explanation.unshared_bytes += spec->compiled->plan.unshared_bytes;
     explanation.in_place_writes += spec->compiled->plan.in_place_writes;
+    explanation.channels_last_conversions += spec->compiled->plan.layout_conversions;
     return;
   }
   ++explanation.fallback_regions;

@@ -1,6 +1,8 @@
 #include "passes/kernel/collapse_dims.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <numeric>
 
 namespace kiln::kernel {
 namespace {
@@ -21,6 +23,28 @@ void erase_dim(Kernel& kernel, std::vector<IndexMap*>& maps, int d) {
     m->strides.erase(m->strides.begin() + d);
 }
 
+// Puts the row dimensions in the memory order of the first output, outermost first (stable: ties
+// keep their order), so that a channels-last or transposed output is written in runs and the
+// merge below finds them. Reduced dimensions keep their order: it is the order of the sums.
+void order_rows_like_first_output(Kernel& kernel, std::vector<IndexMap*>& maps, int row_rank) {
+  if (kernel.stores.empty() || row_rank < 2) return;
+  const std::vector<int64_t> strides = kernel.stores.front().map.strides;
+  std::vector<int> order(row_rank);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return std::abs(strides[a]) > std::abs(strides[b]); });
+  if (std::is_sorted(order.begin(), order.end())) return;
+  auto permute = [&](std::vector<int64_t>& v) {
+    std::vector<int64_t> rows(row_rank);
+    for (int i = 0; i < row_rank; ++i)
+      rows[i] = v[order[i]];
+    std::copy(rows.begin(), rows.end(), v.begin());
+  };
+  permute(kernel.sizes);
+  for (IndexMap* m : maps)
+    permute(m->strides);
+}
+
 }  // namespace
 
 Kernel collapse_dims(const Kernel& original) {
@@ -35,6 +59,7 @@ Kernel collapse_dims(const Kernel& original) {
     erase_dim(kernel, maps, d);
     if (!reduced) --row_rank;
   }
+  order_rows_like_first_output(kernel, maps, row_rank);
   // Merge d into d+1 when every map walks them as one run.
   for (int d = kernel.rank() - 2; d >= 0; --d) {
     if ((d < row_rank) != (d + 1 < row_rank)) continue;

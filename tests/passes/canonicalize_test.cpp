@@ -171,5 +171,50 @@ TEST(CanonicalizeTest, AGraphOutputNeverBecomesAGraphInput) {
   EXPECT_EQ(canonical(text, 0), text);
 }
 
+TEST(CanonicalizeTest, MaxPoolWithUnreadIndicesIsMaxPool) {
+  EXPECT_EQ(canonical("graph(%x : f32[1,2,4,4]):\n"
+                      "  %p : f32[1,2,2,2], %i : i64[1,2,2,2] = aten::max_pool2d_with_indices(%x) "
+                      "{kernel_size=[2,2], stride=[2,2]}\n"
+                      "  return (%p)\n",
+                      1),
+            "graph(%x : f32[1,2,4,4]):\n"
+            "  %p : f32[1,2,2,2] = aten::max_pool2d(%x) {kernel_size=[2,2], stride=[2,2]}\n"
+            "  return (%p)\n");
+}
+
+TEST(CanonicalizeTest, MaxPoolWhoseIndicesAreReturnedStays) {
+  const std::string text =
+      "graph(%x : f32[1,2,4,4]):\n"
+      "  %p : f32[1,2,2,2], %i : i64[1,2,2,2] = aten::max_pool2d_with_indices(%x) "
+      "{kernel_size=[2,2], stride=[2,2]}\n"
+      "  return (%p, %i)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
+TEST(CanonicalizeTest, InferenceBatchNormOfAotAutogradIsBatchNorm) {
+  EXPECT_EQ(
+      canonical("graph(%x : f32[1,2,3], %w : f32[2], %b : f32[2], %m : f32[2], %v : f32[2]):\n"
+                "  %y : f32[1,2,3], %sm : f32[2], %si : f32[2] = "
+                "aten::_native_batch_norm_legit_no_training(%x, %w, %b, %m, %v) "
+                "{momentum=0.5, eps=0.25}\n"
+                "  return (%y)\n",
+                1),
+      "graph(%x : f32[1,2,3], %w : f32[2], %b : f32[2], %m : f32[2], %v : f32[2]):\n"
+      "  %y : f32[1,2,3] = aten::batch_norm(%x, %w, %b, %m, %v) {momentum=0.5, eps=0.25, "
+      "training=false, cudnn_enabled=false}\n"
+      "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, BatchNormWhoseStatisticsAreReadStays) {
+  const std::string text =
+      "graph(%x : f32[1,2,3], %m : f32[2], %v : f32[2]):\n"
+      "  %y : f32[1,2,3], %sm : f32[2], %si : f32[2] = "
+      "aten::_native_batch_norm_legit_no_training(%x, %m, %v) "
+      "{weight=None, bias=None, momentum=0.5, eps=0.25}\n"
+      "  %z : f32[2] = aten::mul.Tensor(%sm, %si)\n"
+      "  return (%y, %z)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
 }  // namespace
 }  // namespace kiln

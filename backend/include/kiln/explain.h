@@ -24,13 +24,16 @@ struct Explanation {
   int regions = 0;
   int fallback_regions = 0;
   double compile_seconds = 0;
-  double codegen_seconds = 0;  // the part of compile_seconds spent in LLVM
-  int64_t planned_bytes = 0;   // arena bytes of the memory plans
-  int64_t unshared_bytes = 0;  // what the planned intermediates would take without sharing
-  int in_place_writes = 0;     // kernel outputs written over an input that dies there
-  int layout_conversions = 0;  // to_mkldnn / to_dense around prepacked (oneDNN) convolutions
+  double codegen_seconds = 0;         // the part of compile_seconds spent in LLVM
+  int64_t planned_bytes = 0;          // arena bytes of the memory plans
+  int64_t unshared_bytes = 0;         // what the planned intermediates would take without sharing
+  int in_place_writes = 0;            // kernel outputs written over an input that dies there
+  int layout_conversions = 0;         // all of them: onednn_conversions + channels_last_conversions
+  int onednn_conversions = 0;         // to_mkldnn / to_dense around prepacked (oneDNN) convolutions
+  int channels_last_conversions = 0;  // copies assign_layout inserted at region boundaries
 
-  /// Sets the counts from the entries: nodes, kernels, extern_calls, layout_conversions, and
+  /// Sets the counts from the entries: nodes, kernels, extern_calls, onednn_conversions (and
+  /// layout_conversions, adding channels_last_conversions, which the regions report), and
   /// interpreter (everything that runs outside kiln: the TorchScript interpreter, eager PyTorch).
   void tally();
   std::string to_text() const;

@@ -1,0 +1,251 @@
+#include "passes/assign_layout.h"
+
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/ir/op_table.h"
+
+namespace kiln {
+namespace {
+
+using ir::Node;
+using ir::TensorType;
+using ir::Value;
+
+bool is_channels_last(const TensorType& type) {
+  return type.rank() == 4 && type.strides == channels_last_strides(type.sizes);
+}
+
+bool is_nchw(const TensorType& type) {
+  return type.rank() == 4 && type.is_contiguous() && !is_channels_last(type);
+}
+
+bool is_floating_cpu_4d(const Value* v) {
+  const TensorType& t = v->type();
+  return t.rank() == 4 && ir::is_floating(t.dtype) && t.device.kind == ir::DeviceKind::CPU;
+}
+
+// A 2-D convolution (not transposed) over a floating-point CPU tensor.
+bool is_conv2d(const Node& node) {
+  const std::string& op = node.op();
+  if (op != "aten::convolution" && op != "aten::conv2d" && op != "aten::_convolution") {
+    return false;
+  }
+  const auto* transposed = std::get_if<bool>(node.find_attr("transposed"));
+  return !(transposed && *transposed) && is_floating_cpu_4d(node.input(0)) &&
+         node.input(1)->type().rank() == 4;
+}
+
+bool is_max_pool2d(const Node& node) {
+  return node.op() == "aten::max_pool2d" && is_floating_cpu_4d(node.input(0));
+}
+
+// True for frozen weights and what is computed from them alone (fold_constants computes it).
+bool from_constants(const Value* v) {
+  const Node* p = v->producer();
+  if (!p) return false;
+  if (p->op() == "prim::Constant") return true;
+  if (!ir::find_op(p->op()) || p->inputs().empty()) return false;
+  for (const Value* in : p->inputs()) {
+    if (!from_constants(in)) return false;
+  }
+  return true;
+}
+
+// Ops whose values do not depend on their inputs' strides: everything in the op table (pure ATen
+// ops) but as_strided, which reads memory by explicit strides.
+bool keeps_values_under_any_layout(const Node& node) {
+  const ir::OpInfo* info = ir::find_op(node.op());
+  return info && info->kind != ir::OpKind::Constant && node.op() != "aten::as_strided";
+}
+
+class LayoutAssigner {
+ public:
+  LayoutAssigner(ir::Graph& graph, const TypeInferrer& infer) : graph_(graph), infer_(infer) {}
+
+  int run() {
+    // A convolution whose weight is a graph input reorders it to channels-last on every call:
+    // worth it only while the weights are smaller than the activations they run on (MobileNet,
+    // or a large batch). Frozen weights are converted once, at compile time.
+    int convolutions = 0;
+    int64_t activations = 0, weights_per_call = 0;
+    for (const Node* node : graph_.nodes()) {
+      if (!is_conv2d(*node)) continue;
+      ++convolutions;
+      activations += node->input(0)->type().numel();
+      if (!from_constants(node->input(1))) weights_per_call += node->input(1)->type().numel();
+    }
+    convolutions_channels_last_ = convolutions >= 2 && weights_per_call <= activations;
+    bool seeded = false;
+    for (const Node* node : graph_.nodes())
+      seeded = seeded || is_seed(*node);
+    if (!seeded) return 0;
+    for (Node* node : graph_.nodes())
+      visit(*node);
+    std::vector<Value*> outputs = graph_.outputs();
+    for (Value*& out : outputs) {
+      if (original_.contains(out)) out = convert(out, kContiguousFormat, nullptr);
+    }
+    graph_.set_outputs(outputs);
+    return remove_unread_conversions();
+  }
+
+ private:
+  // Where channels-last starts: convolutions (when they run channels-last) and max pooling.
+  bool is_seed(const Node& node) const {
+    return is_max_pool2d(node) || (convolutions_channels_last_ && is_conv2d(node));
+  }
+
+  void visit(Node& node) {
+    if (is_seed(node)) {
+      if (is_nchw(node.input(0)->type())) {
+        node.replace_input(0, convert(node.input(0), kChannelsLastFormat, &node));
+      }
+      Value* weight = is_conv2d(node) ? node.input(1) : nullptr;
+      if (weight && from_constants(weight) && is_nchw(weight->type())) {
+        node.replace_input(1, convert(weight, kChannelsLastFormat, &node));
+      }
+    }
+    bool changed = false;
+    for (const Value* in : node.inputs())
+      changed = changed || original_.contains(in) || source_of_.contains(in);
+    if (!changed) return;
+    const bool wants_old_layout =
+        !keeps_values_under_any_layout(node) || (is_conv2d(node) && !convolutions_channels_last_);
+    if (!wants_old_layout && retype(node)) return;
+    // This node reads its inputs in the layout they had.
+    for (size_t i = 0; i < node.inputs().size(); ++i) {
+      Value* in = node.input(i);
+      if (original_.contains(in)) {
+        node.replace_input(i, convert(in, kContiguousFormat, &node));
+      } else if (auto source = source_of_.find(in); source != source_of_.end()) {
+        node.replace_input(i, source->second);
+      }
+    }
+    if (!retype(node)) restore_outputs(node);
+  }
+
+  // Gives node's outputs the types ATen gives them for the current inputs; false (and nothing
+  // changed) when it cannot run on them, or when an output that changes strides was not
+  // contiguous (a conversion back could not restore it).
+  bool retype(Node& node) {
+    std::vector<TensorType> inputs;
+    for (const Value* in : node.inputs())
+      inputs.push_back(in->type());
+    auto types = infer_(node, inputs);
+    if (!types || types->size() != node.outputs().size()) return false;
+    for (size_t i = 0; i < types->size(); ++i) {
+      const TensorType& now = node.output(i)->type();
+      const TensorType& next = (*types)[i];
+      if (next.sizes != now.sizes || next.dtype != now.dtype) return false;
+      if (next.strides != now.strides && !original_type(node.output(i)).is_contiguous()) {
+        return false;
+      }
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      Value* out = node.output(i);
+      if ((*types)[i].strides == out->type().strides) continue;
+      original_.emplace(out, out->type());
+      TensorType type = out->type();
+      type.strides = (*types)[i].strides;
+      out->set_type(std::move(type));
+    }
+    return true;
+  }
+
+  // Only reached when the node cannot run on its inputs' original types either (which it did
+  // before this pass): its outputs go back to those types as well.
+  void restore_outputs(Node& node) {
+    for (Value* out : node.outputs()) {
+      if (auto it = original_.find(out); it != original_.end()) {
+        out->set_type(it->second);
+        original_.erase(it);
+      }
+    }
+  }
+
+  const TensorType& original_type(const Value* v) const {
+    auto it = original_.find(v);
+    return it == original_.end() ? v->type() : it->second;
+  }
+
+  // `value` in `format` (contiguous or channels-last), converted once, right before `user` (or
+  // at the end, for a graph output).
+  Value* convert(Value* value, int64_t format, Node* user) {
+    const auto key = std::make_pair(value, format);
+    if (auto it = conversions_made_.find(key); it != conversions_made_.end()) return it->second;
+    TensorType type = value->type();
+    type.strides = format == kChannelsLastFormat ? channels_last_strides(type.sizes)
+                                                 : ir::contiguous_strides(type.sizes);
+    Node* copy = graph_.append("aten::_to_copy", {value}, {type},
+                               {{"dtype", ir::NoneAttr{}},
+                                {"layout", ir::NoneAttr{}},
+                                {"device", ir::NoneAttr{}},
+                                {"pin_memory", ir::NoneAttr{}},
+                                {"non_blocking", false},
+                                {"memory_format", format}});
+    if (!value->name().empty()) {
+      copy->output()->set_name(value->name() +
+                               (format == kChannelsLastFormat ? "_nhwc" : "_contiguous"));
+    }
+    if (user) move_before(*copy, *user);
+    if (format == kChannelsLastFormat) source_of_[copy->output()] = value;
+    conversions_made_[key] = copy->output();
+    return copy->output();
+  }
+
+  // A conversion made for a node that then could not use it is dropped; returns how many of those
+  // that stay run on every call.
+  int remove_unread_conversions() {
+    std::unordered_set<const Value*> read(graph_.outputs().begin(), graph_.outputs().end());
+    for (const Node* node : graph_.nodes()) {
+      for (const Value* in : node->inputs())
+        read.insert(in);
+    }
+    std::unordered_set<const Value*> made;
+    for (const auto& [key, out] : conversions_made_)
+      made.insert(out);
+    int kept = 0;
+    graph_.remove_nodes_if([&](const Node& n) {
+      if (n.outputs().size() != 1 || !made.contains(n.output())) return false;
+      if (read.contains(n.output())) {
+        kept += !from_constants(n.input(0));  // frozen weights are converted at compile time
+        return false;
+      }
+      return true;
+    });
+    return kept;
+  }
+
+  void move_before(Node& moved, const Node& anchor) {
+    std::vector<Node*> order;
+    for (Node* n : graph_.nodes()) {
+      if (n == &moved) continue;
+      if (n == &anchor) order.push_back(&moved);
+      order.push_back(n);
+    }
+    graph_.set_node_order(order);
+  }
+
+  ir::Graph& graph_;
+  const TypeInferrer& infer_;
+  bool convolutions_channels_last_ = false;
+  std::unordered_map<const Value*, TensorType> original_;  // values whose strides changed
+  std::unordered_map<const Value*, Value*> source_of_;     // channels-last conversion -> its input
+  std::map<std::pair<Value*, int64_t>, Value*> conversions_made_;
+};
+
+}  // namespace
+
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
+  // N, H, W, C from outermost to innermost.
+  const int64_t c = sizes.at(1), h = sizes.at(2), w = sizes.at(3);
+  return {h * w * c, 1, w * c, c};
+}
+
+int assign_layout(ir::Graph& graph, const TypeInferrer& infer) {
+  return LayoutAssigner(graph, infer).run();
+}
+
+}  // namespace kiln

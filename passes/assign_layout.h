@@ -1,0 +1,62 @@
+// Layout assignment (CPU): convolutional regions run channels-last (NHWC).
+//
+// oneDNN runs a convolution on a channels-last input without reordering the activations, and
+// ATen's channels-last max pooling is vectorized over channels (on ResNet-18's first pool, 20x
+// faster than the NCHW kernel). So the input of every convolution is converted to channels-last
+// once, and the layout then flows on: each node whose input changed gets the output types ATen
+// gives it for the new inputs (`infer`, the runtime's, runs it). Elementwise ops, pooling,
+// convolutions and fused kernels keep channels-last, so conversions appear only where the region
+// meets something else:
+//
+//   graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):
+//     %y : f32[1,4,8,8] = aten::conv2d(%x, %w1) {...}
+//     %r : f32[1,4,8,8] = aten::relu(%y)
+//     %z : f32[1,4,8,8] = aten::conv2d(%r, %w2) {...}
+//     return (%z)
+// becomes
+//     %x_nhwc : f32[1,3,8,8]{192,1,24,3} = aten::_to_copy(%x) {memory_format=2, ...}
+//     %y : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%x_nhwc, %w1) {...}
+//     %r : f32[1,4,8,8]{256,1,32,4} = aten::relu(%y)
+//     %z : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%r, %w2) {...}
+//     %z_contiguous : f32[1,4,8,8] = aten::_to_copy(%z) {memory_format=0, ...}
+//     return (%z_contiguous)
+//
+// Weights. A frozen weight (a constant, or computed from constants, as after batch-norm folding)
+// gets a channels-last copy that fold_constants computes once. A weight that is a graph input
+// (torch.compile) is reordered by oneDNN on every call, which costs more than it saves when the
+// weights outweigh the activations (ResNet-18 at batch 1 runs 2x slower): then convolutions keep
+// their layout, and only max pooling runs channels-last, converted in and out around it.
+// Convolutions run channels-last when there are at least two (one does not pay for the two
+// conversions around it).
+//
+// Graph outputs keep the layout they had (a caller may view them), and so do the inputs of ops
+// outside the op table (they may assume their input's strides) and of as_strided. Only values
+// that were contiguous change layout, so a conversion back is always a contiguous copy. Values
+// are the same as before; only strides change.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// The output types `node` has when its inputs have `inputs` types, or nullopt when the runtime
+/// cannot run it on them (a view that needs other strides).
+using TypeInferrer = std::function<std::optional<std::vector<ir::TensorType>>(
+    const ir::Node& node, const std::vector<ir::TensorType>& inputs)>;
+
+/// c10::MemoryFormat's values, as `_to_copy`'s memory_format attribute holds them.
+inline constexpr int64_t kContiguousFormat = 0;
+inline constexpr int64_t kChannelsLastFormat = 2;
+
+/// Returns the number of layout conversions that run on every call (weights converted at compile
+/// time are not counted; 0 when the graph is left as it was).
+int assign_layout(ir::Graph& graph, const TypeInferrer& infer);
+
+/// Strides of a dense channels-last (NHWC) tensor of these 4-D sizes.
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
+
+}  // namespace kiln

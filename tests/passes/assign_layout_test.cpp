@@ -1,0 +1,153 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "passes/assign_layout.h"
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+
+namespace kiln {
+namespace {
+
+bool is_channels_last(const ir::TensorType& t) {
+  return t.rank() == 4 && t.strides == channels_last_strides(t.sizes);
+}
+
+// ATen's rule for the ops these tests use: a 4-D output follows its first input's channels-last
+// layout; a view of a channels-last tensor fails (it is not contiguous).
+std::optional<std::vector<ir::TensorType>> fake_infer(const ir::Node& node,
+                                                      const std::vector<ir::TensorType>& inputs) {
+  const bool channels_last = is_channels_last(inputs.at(0));
+  if (node.op() == "aten::view" && channels_last) return std::nullopt;
+  std::vector<ir::TensorType> types;
+  for (const ir::Value* out : node.outputs()) {
+    ir::TensorType t = out->type();
+    t.strides = channels_last && t.rank() == 4 ? channels_last_strides(t.sizes)
+                                               : ir::contiguous_strides(t.sizes);
+    types.push_back(t);
+  }
+  return types;
+}
+
+constexpr const char* kConv = "{stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}";
+
+std::string conv(const std::string& out, const std::string& in, const std::string& w) {
+  return "  %" + out + " : f32[1,4,8,8] = aten::conv2d(%" + in + ", %" + w + ") " + kConv + "\n";
+}
+
+TEST(AssignLayoutTest, ConvolutionsRunChannelsLastWithConversionsAtTheBoundary) {
+  auto g = ir::parse_graph("graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):\n" +
+                           conv("y", "x", "w1") + "  %r : f32[1,4,8,8] = aten::relu(%y)\n" +
+                           conv("z", "r", "w2") + "  return (%z)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);
+  const std::string nhwc3 = "f32[1,3,8,8]{192,1,24,3}", nhwc4 = "f32[1,4,8,8]{256,1,32,4}";
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):\n"
+            "  %x_nhwc : " +
+                nhwc3 +
+                " = aten::_to_copy(%x) {dtype=None, layout=None, "
+                "device=None, pin_memory=None, non_blocking=false, memory_format=2}\n"
+                "  %y : " +
+                nhwc4 + " = aten::conv2d(%x_nhwc, %w1) " + kConv +
+                "\n"
+                "  %r : " +
+                nhwc4 +
+                " = aten::relu(%y)\n"
+                "  %z : " +
+                nhwc4 + " = aten::conv2d(%r, %w2) " + kConv +
+                "\n"
+                "  %z_contiguous : f32[1,4,8,8] = aten::_to_copy(%z) {dtype=None, layout=None, "
+                "device=None, pin_memory=None, non_blocking=false, memory_format=0}\n"
+                "  return (%z_contiguous)\n");
+}
+
+TEST(AssignLayoutTest, OneConvolutionStaysAsItWas) {
+  const std::string text =
+      "graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3]):\n" + conv("y", "x", "w1") + "  return (%y)\n";
+  auto g = ir::parse_graph(text);
+  EXPECT_EQ(assign_layout(*g, fake_infer), 0);
+  EXPECT_EQ(ir::print_graph(*g), text);
+}
+
+TEST(AssignLayoutTest, AViewThatNeedsTheOldStridesGetsAContiguousCopy) {
+  auto g = ir::parse_graph("graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):\n" +
+                           conv("y", "x", "w1") + conv("z", "y", "w2") +
+                           "  %v : f32[1,256] = aten::view(%z) {size=[1,256]}\n"
+                           "  %e : f32[1,4,8,8] = aten::exp(%z)\n"
+                           "  return (%v, %e)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 3);
+  const std::string ir = ir::print_graph(*g);
+  // The view reads the contiguous copy, made right before it; exp keeps channels-last and the
+  // graph output is converted back.
+  EXPECT_NE(ir.find("  %z_contiguous : f32[1,4,8,8] = aten::_to_copy(%z)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("aten::view(%z_contiguous)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("  %e : f32[1,4,8,8]{256,1,32,4} = aten::exp(%z)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("return (%v, %e_contiguous)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, AnOpOutsideTheOpTableReadsTheOldLayout) {
+  auto g = ir::parse_graph("graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):\n" +
+                           conv("y", "x", "w1") + conv("z", "y", "w2") +
+                           "  %u : f32[1,4,8,8] = custom::op(%y)\n"
+                           "  %s : f32[1,4,8,8] = aten::add.Tensor(%u, %z) {alpha=1}\n"
+                           "  return (%s)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("  %u : f32[1,4,8,8] = custom::op(%y_contiguous)"), std::string::npos) << ir;
+  // add follows its first input, now contiguous: its output needs no conversion back.
+  EXPECT_NE(ir.find("  %s : f32[1,4,8,8] = aten::add.Tensor(%u, %z)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("return (%s)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, NothingChangesWhenNoOpCanBeRetyped) {
+  const std::string text = "graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):\n" +
+                           conv("y", "x", "w1") + conv("z", "y", "w2") + "  return (%z)\n";
+  auto g = ir::parse_graph(text);
+  auto never = [](const ir::Node&, const std::vector<ir::TensorType>&) {
+    return std::optional<std::vector<ir::TensorType>>();
+  };
+  EXPECT_EQ(assign_layout(*g, never), 0);
+  EXPECT_EQ(ir::print_graph(*g), text);
+}
+
+TEST(AssignLayoutTest, FrozenWeightsGetAChannelsLastCopyThatIsNotCounted) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,3,8,8]):\n"
+      "  %w1 : f32[4,3,3,3] = prim::Constant() {index=0}\n"
+      "  %w2 : f32[4,4,3,3] = prim::Constant() {index=1}\n" +
+      conv("y", "x", "w1") + conv("z", "y", "w2") + "  return (%z)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("%w1_nhwc : f32[4,3,3,3]{27,1,9,3} = aten::_to_copy(%w1)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("aten::conv2d(%y, %w2_nhwc)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, LargeWeightsThatAreInputsKeepConvolutionsAsTheyWereButNotMaxPool) {
+  // 64x64x3x3 weights over 8x8 activations: reordering them per call costs more than it saves.
+  const std::string pool =
+      "  %p : f32[1,64,4,4] = aten::max_pool2d(%y) {kernel_size=[2,2], stride=[2,2]}\n";
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,64,8,8], %w1 : f32[64,64,3,3], %w2 : f32[64,64,3,3]):\n"
+      "  %y : f32[1,64,8,8] = aten::conv2d(%x, %w1) " +
+      std::string(kConv) + "\n" + pool +
+      "  %r : f32[1,64,4,4] = aten::relu(%p)\n"
+      "  %z : f32[1,64,4,4] = aten::conv2d(%r, %w2) " +
+      kConv +
+      "\n"
+      "  return (%z)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("aten::conv2d(%x, %w1)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("aten::max_pool2d(%y_nhwc)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("%r : f32[1,64,4,4]{1024,1,256,64} = aten::relu(%p)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("aten::conv2d(%r_contiguous, %w2)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, ChannelsLastStrides) {
+  EXPECT_EQ(channels_last_strides({2, 3, 4, 5}), (std::vector<int64_t>{60, 1, 15, 3}));
+}
+
+}  // namespace
+}  // namespace kiln
