@@ -72,11 +72,35 @@ TEST(CollapseDimsTest, TransposedMapBlocksMerging) {
 
 TEST(CollapseDimsTest, OnlyTheDimsEveryMapWalksAsOneMerge) {
   // [2, 3, 4]: the load is contiguous; in the store, dims 1 and 2 are one run (8 == 2 * 4) but
-  // dim 0 is the innermost of its layout.
+  // dim 0 is the innermost of its layout. Rows follow the store's memory order, so dim 0 goes
+  // last, and the load cannot merge it with the others.
   const Kernel c = collapse_dims(copy_kernel({2, 3, 4}, {12, 4, 1}, {1, 8, 2}));
-  EXPECT_EQ(c.sizes, (std::vector<int64_t>{2, 12}));
-  EXPECT_EQ(load_strides(c), (Strides{12, 1}));
-  EXPECT_EQ(store_strides(c), (Strides{1, 2}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{12, 2}));
+  EXPECT_EQ(load_strides(c), (Strides{1, 12}));
+  EXPECT_EQ(store_strides(c), (Strides{2, 1}));
+}
+
+TEST(CollapseDimsTest, AChannelsLastKernelIsOneRun) {
+  // [N=2, C=4, H=3, W=5] in NHWC, read and written: walking C innermost is one contiguous run.
+  const Strides nhwc = {60, 1, 20, 4};
+  const Kernel c = collapse_dims(copy_kernel({2, 4, 3, 5}, nhwc, nhwc));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{120}));
+  EXPECT_EQ(load_strides(c), (Strides{1}));
+}
+
+TEST(CollapseDimsTest, ReducedDimsKeepTheirOrder) {
+  // The reduced dims are walked in the order of the sums, whatever the input's layout.
+  const Kernel c = collapse_dims(sum_kernel({3, 4, 5}, 2, {1, 3, 12}, {1, 0, 0}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(load_strides(c), (Strides{1, 3, 12}));
+}
+
+TEST(CollapseDimsTest, AContiguousInputIsReadInAChannelsLastOutputsOrder) {
+  // NCHW in, NHWC out: the output is written in runs; the input is read with stride H*W.
+  const Kernel c = collapse_dims(copy_kernel({2, 4, 3, 5}, {60, 15, 5, 1}, {60, 1, 20, 4}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{2, 15, 4}));
+  EXPECT_EQ(store_strides(c), (Strides{60, 4, 1}));
+  EXPECT_EQ(load_strides(c), (Strides{60, 1, 15}));
 }
 
 TEST(CollapseDimsTest, BroadcastDimsMergeWhenEveryMapAgrees) {

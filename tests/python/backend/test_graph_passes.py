@@ -96,7 +96,7 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
     assert sum(op == "prim::mkldnn_convolution" for op in ops) == 20
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "fold_constants", "eliminate_dead_code",
+PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "fold_constants", "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
           "fuse_elementwise", "lower_kernels", "plan_memory"]
 
@@ -161,3 +161,48 @@ def test_matmul_of_a_transposed_weight_becomes_linear_with_an_epilogue():
     # The first epilogue reads the GEMM output, an arena buffer that dies there, and writes
     # its result over it.
     assert explanation["in_place_writes"] >= 1, explanation
+
+
+class _FeatureMaps(torch.nn.Module):
+    """A small backbone that returns its 4-D feature map (a caller may view it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        return torch.relu(self.conv2(y) + y)
+
+
+def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
+    model = _FeatureMaps().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        for compiled in (torch.compile(model, backend="kiln"), kiln.compile(torch.jit.script(model))):
+            out = compiled(x)
+            assert_close(out, expected, atol=1e-5, rtol=1e-4)
+            assert out.stride() == expected.stride()
+            out.view(2, -1)  # still a contiguous tensor
+    # With prepacking off, the scripted model's frozen convolutions are in a kiln region: the
+    # image is converted in, the feature map out; the weights are converted at compile time.
+    code = (
+        "import json, sys, torch, kiln\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from test_graph_passes import _FeatureMaps\n"
+        "m = _FeatureMaps().eval(); x = torch.randn(2, 3, 16, 16)\n"
+        "c = kiln.compile(torch.jit.script(m))\n"
+        "e = json.loads(c.explain(x))\n"
+        "print(e['channels_last_conversions'], e['onednn_conversions'], e['layout_conversions'])\n")
+    env = {**os.environ, "KILN_DISABLE": "prepack_weights", "KILN_LOG": "error"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["2", "0", "2"], out.stdout
+    env["KILN_DISABLE"] = "prepack_weights,assign_layout"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["0", "0", "0"], out.stdout
