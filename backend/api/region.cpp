@@ -17,11 +17,19 @@ bool needs_autograd(const Tensors& inputs) {
                      [](const at::Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
+bool is_unchanged(const at::Tensor& now, const at::Tensor& then, int64_t version,
+                  const void* data) {
+  return now.unsafeGetTensorImpl() == then.unsafeGetTensorImpl() && now._version() == version &&
+         now.data_ptr() == data;
+}
+
 }  // namespace
 
 RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
   RegionSource source;
-  source.import = [region](const Tensors& inputs) { return import_region(*region, inputs); };
+  source.import = [region](const Tensors& inputs, const std::vector<size_t>&) {
+    return import_region(*region, inputs);  // TorchScript freezes weights at capture
+  };
   auto code = std::make_shared<torch::jit::Code>(region, "region");
   source.fallback = [code](const Tensors& inputs) {
     torch::jit::Stack stack(inputs.begin(), inputs.end());
@@ -42,9 +50,10 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
 RegionRunner::RegionRunner(RegionSource source, CompileOptions options, std::string name)
     : source_(std::move(source)), options_(std::move(options)), name_(std::move(name)) {}
 
-std::shared_ptr<const CompiledRegion> RegionRunner::compile(const Tensors& inputs) const {
+std::shared_ptr<const CompiledRegion> RegionRunner::compile(
+    const Tensors& inputs, const std::vector<size_t>& frozen) const {
   const auto start = std::chrono::steady_clock::now();
-  ImportedGraph imported = source_.import(inputs);
+  ImportedGraph imported = source_.import(inputs, frozen);
   auto compiled = compile_graph(std::move(imported.graph), imported.constants, imported.device,
                                 options_, name_, !needs_autograd(inputs));
   compiled->compile_seconds =
@@ -80,8 +89,13 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
   }
   auto spec = std::make_shared<Specialization>();
   try {
-    spec->compiled = compile(inputs);
+    spec->frozen = weights_to_freeze(inputs);
+    std::vector<size_t> frozen;
+    for (const FrozenWeight& w : spec->frozen)
+      frozen.push_back(w.input);
+    spec->compiled = compile(inputs, frozen);
     record_compiled(*spec->compiled);
+    record_frozen_weights(static_cast<int64_t>(frozen.size()));
   } catch (const Error& e) {
     if (options_.strict) throw;
     spec->failure = e.what();
@@ -99,8 +113,48 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::remember(
   return spec;
 }
 
+std::vector<RegionRunner::FrozenWeight> RegionRunner::weights_to_freeze(
+    const Tensors& inputs) const {
+  std::vector<FrozenWeight> frozen;
+  if (unfrozen_ || needs_autograd(inputs) || environment().disabled.contains("freeze_weights")) {
+    return frozen;
+  }
+  for (size_t i : source_.weight_inputs) {
+    const at::Tensor& t = inputs.at(i);
+    // An inference tensor has no version counter to tell whether it changed.
+    if (!t.defined() || t.is_inference() || t.is_mkldnn()) continue;
+    frozen.push_back({i, t, t._version(), t.data_ptr()});
+  }
+  return frozen;
+}
+
+std::shared_ptr<const RegionRunner::Specialization> RegionRunner::unfreeze(
+    const Tensors& inputs) const {
+  if (!unfrozen_.exchange(true)) {
+    record_unfrozen_region();
+    log(LogLevel::Info, name_ + ": a weight changed since it was compiled in; compiling again " +
+                            "with the weights as inputs");
+  }
+  {
+    // Every frozen specialization goes: any of its constants may be stale.
+    std::unique_lock lock(mutex_);
+    std::erase_if(cache_, [](const auto& entry) { return !entry.second->frozen.empty(); });
+  }
+  return specialize(inputs);
+}
+
 Tensors RegionRunner::run(const Tensors& inputs) const {
   auto spec = specialize(inputs);
+  auto stale = [&](const Specialization& s) {
+    if (s.frozen.empty()) return false;
+    if (needs_autograd(inputs)) return true;  // the constants carry no history
+    return std::any_of(s.frozen.begin(), s.frozen.end(), [&](const FrozenWeight& w) {
+      return !is_unchanged(inputs[w.input], w.tensor, w.version, w.data);
+    });
+  };
+  // A loop: a frozen specialization another thread was still compiling may land in the cache.
+  while (stale(*spec))
+    spec = unfreeze(inputs);
   if (!spec->compiled) return source_.fallback(inputs);
   try {
     return run_plan(spec->compiled->plan, inputs);

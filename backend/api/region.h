@@ -6,6 +6,7 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,8 +27,15 @@ using Tensors = std::vector<at::Tensor>;
 
 /// The frontend's half of a region.
 struct RegionSource {
-  /// The region as a graph IR for these inputs; throws kiln::Error (unsupported) if it cannot.
-  std::function<ImportedGraph(const Tensors&)> import;
+  /// The region as a graph IR for these inputs, the inputs at `frozen` (a subset of
+  /// weight_inputs) imported as constants; throws kiln::Error (unsupported) if it cannot.
+  std::function<ImportedGraph(const Tensors& inputs, const std::vector<size_t>& frozen)> import;
+  /// Inputs that are the model's weights (parameters and buffers). A compile that needs no
+  /// autograd freezes them: imports them as constants, so the passes fold batch norms into them
+  /// and convert them once. The plan then serves only those very tensors, unchanged (same
+  /// tensor, storage and version); when one changes, the region stops freezing and compiles
+  /// again with the weights as inputs.
+  std::vector<size_t> weight_inputs;
   /// Runs the region without kiln.
   std::function<Tensors(const Tensors&)> fallback;
   /// What runs the fallback, for messages and explain ("TorchScript interpreter", "eager").
@@ -50,12 +58,24 @@ class RegionRunner {
   int num_specializations() const;
 
  private:
+  /// A weight the plan holds as a constant, as it was when compiled.
+  struct FrozenWeight {
+    size_t input;
+    at::Tensor tensor;  // keeps the TensorImpl alive, so its address identifies it
+    int64_t version;
+    const void* data;
+  };
   struct Specialization {
     std::shared_ptr<const CompiledRegion> compiled;  // null: runs in the fallback
     std::string failure;                             // why it was not compiled
+    std::vector<FrozenWeight> frozen;
   };
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
-  std::shared_ptr<const CompiledRegion> compile(const Tensors& inputs) const;
+  std::shared_ptr<const CompiledRegion> compile(const Tensors& inputs,
+                                                const std::vector<size_t>& frozen) const;
+  std::vector<FrozenWeight> weights_to_freeze(const Tensors& inputs) const;
+  /// Called when a frozen weight changed: no more freezing; every signature compiles again.
+  std::shared_ptr<const Specialization> unfreeze(const Tensors& inputs) const;
   /// Records the specialization that ran last, for explain.
   std::shared_ptr<const Specialization> remember(std::shared_ptr<const Specialization> spec) const;
 
@@ -68,6 +88,7 @@ class RegionRunner {
   mutable std::mutex last_mutex_;
   mutable std::shared_ptr<const Specialization> last_;
   mutable bool warned_limit_ = false;
+  mutable std::atomic<bool> unfrozen_ = false;
 };
 
 /// Makes `runner` reachable from kiln::Region nodes whose attribute region_id is the result.

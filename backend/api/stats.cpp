@@ -45,4 +45,14 @@ void record_fallback() {
   ++counters().fallbacks;
 }
 
+void record_frozen_weights(int64_t count) {
+  std::lock_guard lock(stats_mutex());
+  counters().frozen_weights += count;
+}
+
+void record_unfrozen_region() {
+  std::lock_guard lock(stats_mutex());
+  ++counters().unfrozen_regions;
+}
+
 }  // namespace kiln

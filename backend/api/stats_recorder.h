@@ -7,5 +7,7 @@ namespace kiln {
 
 void record_compiled(const CompiledRegion& compiled);
 void record_fallback();
+void record_frozen_weights(int64_t count);
+void record_unfrozen_region();
 
 }  // namespace kiln

@@ -20,12 +20,23 @@ from ._errors import KilnError
 _graph_ids = itertools.count()
 
 
+def _weight_inputs(kind: str) -> frozenset[int]:
+    """Indices of the graph inputs that are the model's parameters and buffers, for an inference
+    graph (kiln freezes them: see RegionSource in backend/api/region.h). AOTAutograd knows them
+    as the static inputs; a training graph's weights need their gradients and stay inputs."""
+    if kind != "inference":
+        return frozenset()
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    return frozenset(getattr(metadata, "static_input_indices", None) or ())
+
+
 def _fx_compiler(options: dict[str, str], kind: str):
     def compile_fx(gm: torch.fx.GraphModule, example_inputs):
         name = f"graph{next(_graph_ids)}-{kind}"
         _stats.add("graphs")
         try:
-            compiled = _fx.compile_graph(gm, options, name)
+            compiled = _fx.compile_graph(gm, options, name, _weight_inputs(kind))
         except Exception as error:  # any failure: this graph runs eagerly, once warned
             if options.get("strict") == "true":
                 raise

@@ -254,8 +254,12 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
-def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str) -> torch.fx.GraphModule:
-    """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place)."""
+def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
+                  weights: frozenset[int] = frozenset()) -> torch.fx.GraphModule:
+    """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place).
+    ``weights``: indices of ``gm``'s inputs that are parameters and buffers kiln may freeze."""
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    weight_names = {placeholders[i] for i in weights if i < len(placeholders)}
     gm.graph.eliminate_dead_code()
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     support = KilnSupport()
@@ -283,8 +287,12 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str) 
             warnings.warn(f"kiln: {name}/{node.target} runs eagerly: {error}", stacklevel=2)
             _stats.add("graph_fallbacks")
             continue
+        # By name: fusing the partitions copies the graph's nodes.
+        region_weights = [i for i, arg in enumerate(node.args)
+                          if isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
+                          and arg.name in weight_names]
         runner = _C.Region(program, options, f"{name}-{node.target}",
-                           _eager_runner(region, returns_tuple))
+                           _eager_runner(region, returns_tuple), region_weights)
         call = RegionCall(runner, returns_tuple, node.target)
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)

@@ -24,7 +24,9 @@ def stats() -> dict:
     cuda_graphs: graphs captured as CUDA graphs (mode="reduce-overhead" on CUDA);
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; extern_steps: ops in them that call ATen;
-    fallbacks: specializations that run without kiln; compile_seconds: time spent compiling.
+    fallbacks: specializations that run without kiln; compile_seconds: time spent compiling;
+    frozen_weights: parameters and buffers compiled into inference graphs as constants;
+    unfrozen_regions: regions that compiled again with weights as inputs because one changed.
     """
     with _lock:
         result = dict(_python)

@@ -99,7 +99,7 @@ std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args
   return calls_.back().outputs;
 }
 
-ImportedGraph FxProgram::import(const Tensors& inputs) const {
+ImportedGraph FxProgram::import(const Tensors& inputs, const std::vector<size_t>& frozen) const {
   if (static_cast<int64_t>(inputs.size()) != num_inputs_) {
     throw Error(ErrorKind::Internal, "FX region called with " + std::to_string(inputs.size()) +
                                          " inputs, expects " + std::to_string(num_inputs_));
@@ -108,6 +108,9 @@ ImportedGraph FxProgram::import(const Tensors& inputs) const {
   std::unordered_map<int64_t, ir::Value*> values;
   for (int64_t i = 0; i < num_inputs_; ++i)
     values[i] = ops.input(i);
+  // A frozen weight stays a (now unread) graph input, so the plan's inputs are the region's.
+  for (size_t i : frozen)
+    values[static_cast<int64_t>(i)] = ops.add_constant(inputs.at(i));
   for (const auto& [ref, tensor] : constants_)
     values[ref] = ops.add_constant(tensor);
   for (const Call& call : calls_) {
@@ -144,14 +147,24 @@ std::vector<std::string> FxProgram::op_names() const {
 
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
-                                             py::object fallback) {
+                                             py::object fallback, std::vector<size_t> weights) {
   // The Python callable may outlive any Python frame: release it with the GIL held.
   std::shared_ptr<py::object> eager(new py::object(std::move(fallback)), [](py::object* f) {
     py::gil_scoped_acquire gil;
     delete f;
   });
   RegionSource source;
-  source.import = [program](const Tensors& inputs) { return program->import(inputs); };
+  source.import = [program](const Tensors& inputs, const std::vector<size_t>& frozen) {
+    return program->import(inputs, frozen);
+  };
+  for (size_t i : weights) {
+    if (static_cast<int64_t>(i) >= program->num_inputs()) {
+      throw Error(ErrorKind::InvalidInput, "weight input " + std::to_string(i) +
+                                               " of a region with " +
+                                               std::to_string(program->num_inputs()) + " inputs");
+    }
+  }
+  source.weight_inputs = std::move(weights);
   source.fallback = [eager](const Tensors& inputs) {
     py::gil_scoped_acquire gil;
     py::tuple args(inputs.size());

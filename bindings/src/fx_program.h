@@ -30,7 +30,9 @@ class FxProgram {
   std::vector<int64_t> call(const std::string& op, const pybind11::list& args);
   void set_outputs(std::vector<int64_t> outputs) { outputs_ = std::move(outputs); }
 
-  ImportedGraph import(const Tensors& inputs) const;
+  /// The region for these inputs; those at `frozen` become constants (frozen weights).
+  ImportedGraph import(const Tensors& inputs, const std::vector<size_t>& frozen) const;
+  int64_t num_inputs() const { return num_inputs_; }
   std::vector<std::string> op_names() const;
 
  private:
@@ -52,9 +54,11 @@ class FxProgram {
 /// Why kiln cannot compile `op` ("aten::add.Tensor") in any FX region, or nullopt.
 std::optional<std::string> operator_problem(const std::string& op);
 
-/// A region over `program` whose fallback calls `fallback(*inputs)` (the FX graph, eagerly).
+/// A region over `program` whose fallback calls `fallback(*inputs)` (the FX graph, eagerly);
+/// `weights` are the inputs that are the model's parameters and buffers (RegionSource).
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
-                                             pybind11::object fallback);
+                                             pybind11::object fallback,
+                                             std::vector<size_t> weights = {});
 
 }  // namespace kiln::python

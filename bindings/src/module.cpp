@@ -40,6 +40,8 @@ py::dict stats_dict() {
   d["extern_steps"] = s.extern_steps;
   d["fallbacks"] = s.fallbacks;
   d["compile_seconds"] = s.compile_seconds;
+  d["frozen_weights"] = s.frozen_weights;
+  d["unfrozen_regions"] = s.unfrozen_regions;
   return d;
 }
 
@@ -92,9 +94,12 @@ PYBIND11_MODULE(_C, m) {
   py::class_<RegionRunner, std::shared_ptr<RegionRunner>>(m, "Region")
       .def(py::init([](std::shared_ptr<FxProgram> program,
                        const std::map<std::string, std::string>& options, const std::string& name,
-                       py::object fallback) {
-        return make_fx_region(std::move(program), options_from(options), name, std::move(fallback));
-      }))
+                       py::object fallback, std::vector<size_t> weights) {
+             return make_fx_region(std::move(program), options_from(options), name,
+                                   std::move(fallback), std::move(weights));
+           }),
+           py::arg("program"), py::arg("options"), py::arg("name"), py::arg("fallback"),
+           py::arg("weights") = std::vector<size_t>{})
       .def(
           "run",
           [](const RegionRunner& runner, const std::vector<at::Tensor>& inputs) {

@@ -109,7 +109,7 @@ def test_pass_names_are_the_pipelines():
     assert eval(out.stdout.strip().splitlines()[-1]) == PASSES
 
 
-@pytest.mark.parametrize("disabled", PASSES + ["prepack_weights"])
+@pytest.mark.parametrize("disabled", PASSES + ["prepack_weights", "freeze_weights"])
 def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
     code = (
         "import sys, torch, kiln\n"

@@ -1,0 +1,82 @@
+"""torch.compile inference graphs freeze the model's weights: parameters and buffers are compiled
+in as constants, so batch norms fold into convolutions and weights are converted once. A weight
+that changes afterwards (in place, through .data, by load_state_dict) is seen on the next call."""
+
+import pathlib
+
+import torch
+
+import kiln
+from models import ConvNet, assert_close
+from test_graph_passes import _randomize_batch_norms
+
+
+def _model():
+    torch.manual_seed(0)
+    return _randomize_batch_norms(ConvNet().eval())
+
+
+def _final_graphs(dump_dir: pathlib.Path) -> str:
+    return "\n".join(p.read_text() for p in sorted(dump_dir.glob("*plan_memory.kir")))
+
+
+def test_inference_freezes_weights_and_folds_batch_norms(tmp_path):
+    model = _model()
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    # conv1, conv2 (weight, bias), bn1, bn2 (weight, bias, mean, var), fc (weight, bias)
+    assert kiln.stats()["frozen_weights"] == 14, kiln.stats()
+    graphs = _final_graphs(tmp_path)
+    assert "batch_norm" not in graphs and "prim::Constant" in graphs, graphs
+
+
+def test_training_graphs_keep_weights_as_inputs(tmp_path):
+    model = _model().train()
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = torch.compile(model, backend="kiln")
+    compiled(x).sum().backward()
+    assert kiln.stats()["frozen_weights"] == 0
+    assert model.conv1.weight.grad is not None
+
+
+def test_a_weight_changed_after_compiling_is_seen_on_the_next_call():
+    model = _model()
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = torch.compile(model, backend="kiln")
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        model.conv1.weight.add_(0.25)  # in place: the version counter moves
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        model.bn2.running_var.mul_(3.0)
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        model.conv2.weight.data = torch.randn_like(model.conv2.weight)  # new storage
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        model.load_state_dict(_model().state_dict())
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    # The region stopped freezing at the first change and compiled once more.
+    assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
+
+
+def test_weights_stay_inputs_with_freezing_disabled(monkeypatch):
+    # The environment is read once per process: exercise the switch in a child process.
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch, kiln\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from test_frozen_weights import _model\n"
+        "m = _model(); x = torch.randn(2, 3, 16, 16)\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(torch.compile(m, backend='kiln')(x), m(x), atol=1e-4, rtol=1e-4)\n"
+        "print(kiln.stats()['frozen_weights'])\n")
+    env = {**os.environ, "KILN_DISABLE": "freeze_weights", "KILN_LOG": "error"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "0", out.stdout
