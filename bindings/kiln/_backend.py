@@ -35,8 +35,14 @@ def _fx_compiler(options: dict[str, str], kind: str):
     def compile_fx(gm: torch.fx.GraphModule, example_inputs):
         name = f"graph{next(_graph_ids)}-{kind}"
         _stats.add("graphs")
+        # Inference graphs only: a training forward hands saved tensors to its backward.
+        replay = (options.get("mode") == "reduce-overhead" and kind == "inference"
+                  and _cuda_graphs.can_replay(gm, example_inputs))
+        # A replayed CUDA graph runs no host code, so nothing could check that a frozen weight
+        # is unchanged: its weights stay inputs (copied into the graph's buffers every call).
+        weights = frozenset() if replay else _weight_inputs(kind)
         try:
-            compiled = _fx.compile_graph(gm, options, name, _weight_inputs(kind))
+            compiled = _fx.compile_graph(gm, options, name, weights)
         except Exception as error:  # any failure: this graph runs eagerly, once warned
             if options.get("strict") == "true":
                 raise
@@ -44,9 +50,7 @@ def _fx_compiler(options: dict[str, str], kind: str):
                           stacklevel=2)
             _stats.add("graph_fallbacks")
             compiled = gm
-        # Inference graphs only: a training forward hands saved tensors to its backward.
-        if (options.get("mode") == "reduce-overhead" and kind == "inference"
-                and _cuda_graphs.can_replay(gm, example_inputs)):
+        if replay:
             compiled = _cuda_graphs.CudaGraphReplay(compiled)
         return make_boxed_func(compiled)
 

@@ -125,6 +125,31 @@ def test_reduce_overhead_replays_a_cuda_graph():
     assert kiln.stats()["cuda_graphs"] == 1
 
 
+def test_a_changed_weight_is_seen_under_cuda_graph_replay():
+    # Replayed graphs keep weights as inputs: an in-place update shows on the next replay.
+    model = Mlp().cuda().eval()
+    compiled = torch.compile(model, backend="kiln", mode="reduce-overhead")
+    x = torch.randn(4, 32, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            _close(compiled(x), model(x))
+        next(model.parameters()).add_(0.5)
+        _close(compiled(x), model(x))
+
+
+def test_cuda_inference_freezes_weights_and_sees_changes():
+    kiln.reset_stats()
+    model = ConvNet().cuda().eval()
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    compiled = torch.compile(model, backend="kiln")
+    with torch.no_grad():
+        _close(compiled(x), model(x))
+        assert kiln.stats()["frozen_weights"] > 0
+        model.conv1.weight.mul_(2.0)
+        _close(compiled(x), model(x))
+    assert kiln.stats()["unfrozen_regions"] == 1
+
+
 def test_torchscript_path_on_cuda():
     model = Mlp().cuda().eval()
     x = torch.randn(8, 32, device="cuda")
