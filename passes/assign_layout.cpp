@@ -65,18 +65,17 @@ class LayoutAssigner {
   LayoutAssigner(ir::Graph& graph, const TypeInferrer& infer) : graph_(graph), infer_(infer) {}
 
   int run() {
-    // A convolution whose weight is a graph input reorders it to channels-last on every call:
-    // worth it only while the weights are smaller than the activations they run on (MobileNet,
-    // or a large batch). Frozen weights are converted once, at compile time.
+    // A convolution whose weight is a graph input would reorder it to channels-last on every
+    // call, and a training graph returns its activations for the backward, each then converted
+    // back: convolutions go channels-last only where every weight is frozen (converted once).
     int convolutions = 0;
-    int64_t activations = 0, weights_per_call = 0;
+    bool weights_frozen = true;
     for (const Node* node : graph_.nodes()) {
       if (!is_conv2d(*node)) continue;
       ++convolutions;
-      activations += node->input(0)->type().numel();
-      if (!from_constants(node->input(1))) weights_per_call += node->input(1)->type().numel();
+      weights_frozen = weights_frozen && from_constants(node->input(1));
     }
-    convolutions_channels_last_ = convolutions >= 2 && weights_per_call <= activations;
+    convolutions_channels_last_ = convolutions >= 2 && weights_frozen;
     bool seeded = false;
     for (const Node* node : graph_.nodes())
       seeded = seeded || is_seed(*node);

@@ -8,23 +8,25 @@
 // convolutions and fused kernels keep channels-last, so conversions appear only where the region
 // meets something else:
 //
-//   graph(%x : f32[1,3,8,8], %w1 : f32[4,3,3,3], %w2 : f32[4,4,3,3]):
+//   graph(%x : f32[1,3,8,8]):
+//     %w1, %w2 : frozen weights (prim::Constant)
 //     %y : f32[1,4,8,8] = aten::conv2d(%x, %w1) {...}
 //     %r : f32[1,4,8,8] = aten::relu(%y)
 //     %z : f32[1,4,8,8] = aten::conv2d(%r, %w2) {...}
 //     return (%z)
 // becomes
 //     %x_nhwc : f32[1,3,8,8]{192,1,24,3} = aten::_to_copy(%x) {memory_format=2, ...}
-//     %y : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%x_nhwc, %w1) {...}
+//     %w1_nhwc = aten::_to_copy(%w1) {memory_format=2, ...}     (folded at compile time)
+//     %y : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%x_nhwc, %w1_nhwc) {...}
 //     %r : f32[1,4,8,8]{256,1,32,4} = aten::relu(%y)
-//     %z : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%r, %w2) {...}
+//     %z : f32[1,4,8,8]{256,1,32,4} = aten::conv2d(%r, %w2_nhwc) {...}
 //     %z_contiguous : f32[1,4,8,8] = aten::_to_copy(%z) {memory_format=0, ...}
 //     return (%z_contiguous)
 //
 // Weights. A frozen weight (a constant, or computed from constants, as after batch-norm folding)
-// gets a channels-last copy that fold_constants computes once. A weight that is a graph input
-// (torch.compile) is reordered by oneDNN on every call, which costs more than it saves when the
-// weights outweigh the activations (ResNet-18 at batch 1 runs 2x slower): then convolutions keep
+// gets a channels-last copy that fold_constants computes once. Where a weight is a graph input
+// (a torch.compile training graph), oneDNN would reorder it on every call and the activations
+// the graph returns for the backward would each be converted back: there convolutions keep
 // their layout, and only max pooling runs channels-last, converted in and out around it.
 // Convolutions run channels-last when there are at least two (one does not pay for the two
 // conversions around it).
