@@ -188,7 +188,7 @@ class LayoutAssigner {
       copy->output()->set_name(value->name() +
                                (format == kChannelsLastFormat ? "_nhwc" : "_contiguous"));
     }
-    if (user) move_before(*copy, *user);
+    if (user) graph_.move_before(copy, user);
     if (format == kChannelsLastFormat) source_of_[copy->output()] = value;
     conversions_made_[key] = copy->output();
     return copy->output();
@@ -215,16 +215,6 @@ class LayoutAssigner {
       return true;
     });
     return kept;
-  }
-
-  void move_before(Node& moved, const Node& anchor) {
-    std::vector<Node*> order;
-    for (Node* n : graph_.nodes()) {
-      if (n == &moved) continue;
-      if (n == &anchor) order.push_back(&moved);
-      order.push_back(n);
-    }
-    graph_.set_node_order(order);
   }
 
   ir::Graph& graph_;

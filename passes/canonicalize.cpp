@@ -189,7 +189,7 @@ class Canonicalizer {
     if (!weight.is_contiguous()) return nullptr;
     Node* transpose = graph_.append("aten::t", {t}, {weight}, {});
     transpose->output()->set_name(t->name() + "_t");
-    move_before(*transpose, user);
+    graph_.move_before(transpose, &user);
     return transpose->output();
   }
 
@@ -200,7 +200,7 @@ class Canonicalizer {
   void replace_first_output(Node& node, const std::string& op, ir::AttrList attrs) {
     Node* fresh = graph_.append(op, node.inputs(), {node.output(0)->type()}, std::move(attrs));
     fresh->output()->set_name(node.output(0)->name());
-    move_before(*fresh, node);
+    graph_.move_before(fresh, &node);
     if (outputs_.contains(node.output(0))) outputs_.insert(fresh->output());
     graph_.replace_all_uses(node.output(0), fresh->output());
     removed_.insert(&node);
@@ -222,7 +222,7 @@ class Canonicalizer {
   Node& replace(Node& node, const std::string& op, std::vector<Value*> inputs, ir::AttrList attrs) {
     Node* fresh = graph_.append(op, std::move(inputs), {node.output()->type()}, std::move(attrs));
     fresh->output()->set_name(node.output()->name());
-    move_before(*fresh, node);
+    graph_.move_before(fresh, &node);
     if (outputs_.contains(node.output())) outputs_.insert(fresh->output());
     graph_.replace_all_uses(node.output(), fresh->output());
     removed_.insert(&node);
@@ -231,15 +231,6 @@ class Canonicalizer {
   }
 
   // Appended nodes go where they are needed: right before `anchor`.
-  void move_before(Node& moved, const Node& anchor) {
-    std::vector<Node*> order;
-    for (Node* n : graph_.nodes()) {
-      if (n == &moved) continue;
-      if (n == &anchor) order.push_back(&moved);
-      order.push_back(n);
-    }
-    graph_.set_node_order(order);
-  }
 
   ir::Graph& graph_;
   std::unordered_set<const Value*> outputs_;

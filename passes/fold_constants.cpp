@@ -47,13 +47,7 @@ int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
     ir::Node* constant =
         graph.append("prim::Constant", {}, {node->output()->type()}, {{"index", *index}});
     constant->output()->set_name(node->output()->name());
-    std::vector<ir::Node*> order;
-    for (ir::Node* n : graph.nodes()) {
-      if (n == constant) continue;
-      if (n == node) order.push_back(constant);
-      order.push_back(n);
-    }
-    graph.set_node_order(order);
+    graph.move_before(constant, node);
     graph.replace_all_uses(node->output(), constant->output());
     replaced.insert(node);
     ++folded;

@@ -59,6 +59,20 @@ std::vector<Node*> Graph::nodes() const {
   return nodes;
 }
 
+void Graph::move_before(const Node* moved, const Node* anchor) {
+  Node* mover = nullptr;
+  for (const auto& node : nodes_) {
+    if (node.get() == moved) mover = node.get();
+  }
+  std::vector<Node*> order;
+  for (const auto& node : nodes_) {
+    if (node.get() == moved) continue;
+    if (node.get() == anchor) order.push_back(mover);
+    order.push_back(node.get());
+  }
+  set_node_order(order);
+}
+
 void Graph::set_node_order(const std::vector<Node*>& order) {
   std::unordered_map<const Node*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i)

@@ -93,6 +93,8 @@ class Graph {
   void replace_all_uses(Value* from, Value* to);
   /// Puts the nodes in this order; `order` must hold every node exactly once.
   void set_node_order(const std::vector<Node*>& order);
+  /// Moves `moved` to just before `anchor` (passes append new nodes, then put them in place).
+  void move_before(const Node* moved, const Node* anchor);
   /// Removes the nodes for which remove(node) is true; their outputs must be unused.
   template <typename Pred>
   void remove_nodes_if(Pred remove) {

@@ -2,11 +2,13 @@
 in as constants, so batch norms fold into convolutions and weights are converted once. A weight
 that changes afterwards (in place, through .data, by load_state_dict) is seen on the next call."""
 
+import os
 import pathlib
 
 import torch
 
 import kiln
+from child import run_child
 from models import ConvNet, assert_close
 from test_graph_passes import _randomize_batch_norms
 
@@ -62,11 +64,7 @@ def test_a_weight_changed_after_compiling_is_seen_on_the_next_call():
     assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
 
 
-def test_weights_stay_inputs_with_freezing_disabled(monkeypatch):
-    # The environment is read once per process: exercise the switch in a child process.
-    import os
-    import subprocess
-    import sys
+def test_weights_stay_inputs_with_freezing_disabled():
     code = (
         "import sys, torch, kiln\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
@@ -75,8 +73,4 @@ def test_weights_stay_inputs_with_freezing_disabled(monkeypatch):
         "with torch.no_grad():\n"
         "    torch.testing.assert_close(torch.compile(m, backend='kiln')(x), m(x), atol=1e-4, rtol=1e-4)\n"
         "print(kiln.stats()['frozen_weights'])\n")
-    env = {**os.environ, "KILN_DISABLE": "freeze_weights", "KILN_LOG": "error"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[-1] == "0", out.stdout
+    assert run_child(code, disabled="freeze_weights").split()[-1] == "0"

@@ -3,13 +3,12 @@ all passes kiln matches eager, and a conv net still matches with each pass turne
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import kiln
+from child import run_child
 from models import ConvNet, assert_close
 
 
@@ -83,10 +82,7 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         "assert 'aten::batch_norm' not in ops, ops\n"
         "assert sum(op == 'aten::conv2d' for op in ops) == 20, ops\n"
         "print('ok')\n")
-    env = {**os.environ, "KILN_DISABLE": "prepack_weights", "KILN_LOG": "error"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    assert run_child(code, disabled="prepack_weights").strip().endswith("ok")
     # by default: folded and prepacked into oneDNN convolutions, which the interpreter runs
     compiled = kiln.compile(torch.jit.script(model))
     with torch.no_grad():
@@ -104,9 +100,7 @@ PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "fold_constants", 
 def test_pass_names_are_the_pipelines():
     code = ("import kiln, torch\n"
             "print(kiln._C.pass_names())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert eval(out.stdout.strip().splitlines()[-1]) == PASSES
+    assert eval(run_child(code).strip().splitlines()[-1]) == PASSES
 
 
 @pytest.mark.parametrize("disabled", PASSES + ["prepack_weights", "freeze_weights"])
@@ -125,10 +119,7 @@ def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
         "    torch.testing.assert_close(torch.compile(m, backend='kiln')(x), ref, atol=1e-4, rtol=1e-4)\n"
         "print('ok')\n"
     )
-    env = {**os.environ, "KILN_DISABLE": disabled, "KILN_LOG": "error"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    assert run_child(code, disabled=disabled).strip().endswith("ok")
 
 
 class _MatmulBias(torch.nn.Module):
@@ -196,13 +187,5 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
         "c = kiln.compile(torch.jit.script(m))\n"
         "e = json.loads(c.explain(x))\n"
         "print(e['channels_last_conversions'], e['onednn_conversions'], e['layout_conversions'])\n")
-    env = {**os.environ, "KILN_DISABLE": "prepack_weights", "KILN_LOG": "error"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["2", "0", "2"], out.stdout
-    env["KILN_DISABLE"] = "prepack_weights,assign_layout"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["0", "0", "0"], out.stdout
+    assert run_child(code, disabled="prepack_weights").split() == ["2", "0", "2"]
+    assert run_child(code, disabled="prepack_weights,assign_layout").split() == ["0", "0", "0"]
