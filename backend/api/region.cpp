@@ -89,11 +89,12 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
   }
   auto spec = std::make_shared<Specialization>();
   try {
-    spec->frozen = weights_to_freeze(inputs);
+    std::vector<FrozenWeight> weights = weights_to_freeze(inputs);
     std::vector<size_t> frozen;
-    for (const FrozenWeight& w : spec->frozen)
+    for (const FrozenWeight& w : weights)
       frozen.push_back(w.input);
     spec->compiled = compile(inputs, frozen);
+    spec->frozen = std::move(weights);  // only a compiled plan holds them (a fallback does not)
     record_compiled(*spec->compiled);
     record_frozen_weights(static_cast<int64_t>(frozen.size()));
   } catch (const Error& e) {
