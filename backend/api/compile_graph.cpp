@@ -104,48 +104,34 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   return entry;
 }
 
-// Runs one node on constant tensors through ATen (a one-node plan): fold_constants' evaluator.
-at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& inputs,
-                         c10::Device device) {
+// Runs `node` alone (a one-node plan through ATen) on `inputs`, typed `types` in its graph.
+std::vector<at::Tensor> run_node_alone(const ir::Node& node,
+                                       const std::vector<ir::TensorType>& types,
+                                       const std::vector<at::Tensor>& inputs, c10::Device device) {
   ir::Graph graph;
   std::vector<ir::Value*> values;
-  for (const ir::Value* in : node.inputs())
-    values.push_back(graph.add_input(in->type()));
-  const ir::TensorType& type = node.output()->type();
-  graph.add_output(graph.append(node.op(), values, {type}, node.attrs())->output());
-  at::NoGradGuard no_grad;
-  at::Tensor result = run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs).at(0);
-  // The constant must have exactly the type the graph gave the node.
-  if (result.sizes().vec() != type.sizes || result.strides().vec() != type.strides) {
-    result = at::empty_strided(type.sizes, type.strides, result.options()).copy_(result);
-  }
-  return result;
-}
-
-// Runs `node` alone on tensors of `types` made by `make` and returns its outputs' types.
-std::vector<ir::TensorType> run_for_types(
-    const ir::Node& node, const std::vector<ir::TensorType>& types, c10::Device device,
-    const std::function<at::Tensor(const ir::TensorType&, c10::Device)>& make) {
-  ir::Graph graph;
-  std::vector<ir::Value*> values;
-  std::vector<at::Tensor> inputs;
-  for (const ir::TensorType& type : types) {
+  for (const ir::TensorType& type : types)
     values.push_back(graph.add_input(type));
-    inputs.push_back(make(type, device));
-  }
   std::vector<ir::TensorType> output_types;
   for (const ir::Value* out : node.outputs())
     output_types.push_back(out->type());
   for (ir::Value* out : graph.append(node.op(), values, output_types, node.attrs())->outputs())
     graph.add_output(out);
   at::NoGradGuard no_grad;
-  std::vector<ir::TensorType> result;
-  for (const at::Tensor& t : run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs)) {
-    ir::TensorType type = output_types.at(result.size());
-    type.sizes = t.sizes().vec();
-    type.strides = t.strides().vec();
-    type.dtype = to_ir_dtype(t.scalar_type()).value_or(type.dtype);
-    result.push_back(std::move(type));
+  return run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs);
+}
+
+// fold_constants' evaluator: the node on constant tensors.
+at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                         c10::Device device) {
+  std::vector<ir::TensorType> types;
+  for (const ir::Value* in : node.inputs())
+    types.push_back(in->type());
+  at::Tensor result = run_node_alone(node, types, inputs, device).at(0);
+  // The constant must have exactly the type the graph gave the node.
+  const ir::TensorType& type = node.output()->type();
+  if (result.sizes().vec() != type.sizes || result.strides().vec() != type.strides) {
+    result = at::empty_strided(type.sizes, type.strides, result.options()).copy_(result);
   }
   return result;
 }
@@ -156,12 +142,21 @@ std::vector<ir::TensorType> run_for_types(
 std::optional<std::vector<ir::TensorType>> infer_types(const ir::Node& node,
                                                        const std::vector<ir::TensorType>& types,
                                                        c10::Device device) {
-  auto zeros = [](const ir::TensorType& t, c10::Device on) {
-    auto options = at::TensorOptions().dtype(to_aten_dtype(t.dtype)).device(on);
-    return at::empty_strided(t.sizes, t.strides, options).zero_();
-  };
   try {
-    return run_for_types(node, types, device, zeros);
+    std::vector<at::Tensor> zeros;
+    for (const ir::TensorType& t : types) {
+      auto options = at::TensorOptions().dtype(to_aten_dtype(t.dtype)).device(device);
+      zeros.push_back(at::empty_strided(t.sizes, t.strides, options).zero_());
+    }
+    std::vector<ir::TensorType> result;
+    for (const at::Tensor& t : run_node_alone(node, types, zeros, device)) {
+      ir::TensorType type = node.output(result.size())->type();
+      type.sizes = t.sizes().vec();
+      type.strides = t.strides().vec();
+      type.dtype = to_ir_dtype(t.scalar_type()).value_or(type.dtype);
+      result.push_back(std::move(type));
+    }
+    return result;
   } catch (const std::exception& e) {
     log(LogLevel::Debug, "layout: cannot run " + node.op() + " on new strides: " + e.what());
   }
