@@ -1,6 +1,6 @@
 """TorchScript models for the kernel benchmarks (bench/kernel_bench.cpp): the shapes the codegen
 issue's speed targets name; and for the Google Benchmark microbenches (bench/micro, make
-bench-micro), which also use a row sum and a one-add graph. Written by code with random weights;
+bench-micro), which also use a row sum, a column sum and a one-add graph. Written by code with random weights;
 nothing is downloaded."""
 import json
 import os
@@ -29,6 +29,14 @@ class RowSum(nn.Module):
 
     def forward(self, x):
         return x.sum(dim=-1)
+
+
+class ColumnSum(nn.Module):
+    """A sum over dim 0 of a row-major tensor: each output is a column in memory (kiln vectorizes
+    such reductions across rows)."""
+
+    def forward(self, x):
+        return x.sum(dim=0)
 
 
 class Add(nn.Module):
@@ -65,7 +73,8 @@ def main(out_dir):
     }
     # Only in bench/micro (its C++ names their input shapes). Not in index.json: kiln_kernel_bench
     # runs every case listed there with one input and counts 2x the input's bytes.
-    micro_only = {"row_sum_4096x1024": RowSum(), "add_8": Add()}
+    micro_only = {"row_sum_4096x1024": RowSum(), "column_sum_4096x1024": ColumnSum(),
+                  "add_8": Add()}
     index = {}
     for name, (module, shape) in cases.items():
         torch.jit.script(module).save(os.path.join(out_dir, name + ".pt"))

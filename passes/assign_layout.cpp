@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/fold_constants.h"
 #include "passes/ir/op_table.h"
 
 namespace kiln {
@@ -39,18 +40,6 @@ bool is_conv2d(const Node& node) {
 
 bool is_max_pool2d(const Node& node) {
   return node.op() == "aten::max_pool2d" && is_floating_cpu_4d(node.input(0));
-}
-
-// True for frozen weights and what is computed from them alone (fold_constants computes it).
-bool from_constants(const Value* v) {
-  const Node* p = v->producer();
-  if (!p) return false;
-  if (p->op() == "prim::Constant") return true;
-  if (!ir::find_op(p->op()) || p->inputs().empty()) return false;
-  for (const Value* in : p->inputs()) {
-    if (!from_constants(in)) return false;
-  }
-  return true;
 }
 
 // Ops whose values do not depend on their inputs' strides: everything in the op table (pure ATen

@@ -22,6 +22,17 @@ int64_t bytes(const ir::TensorType& type) {
 
 }  // namespace
 
+bool from_constants(const ir::Value* value) {
+  const ir::Node* p = value->producer();
+  if (!p) return false;
+  if (p->op() == "prim::Constant") return true;
+  if (!ir::find_op(p->op()) || p->inputs().empty()) return false;
+  for (const ir::Value* in : p->inputs()) {
+    if (!from_constants(in)) return false;
+  }
+  return true;
+}
+
 int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
   int folded = 0;
   std::unordered_set<const ir::Node*> replaced;

@@ -18,6 +18,7 @@
 #include "passes/ir/verifier.h"
 #include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
+#include "passes/prepack_linear.h"
 
 namespace kiln {
 namespace {
@@ -98,11 +99,18 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {
-      "canonicalize",    "fold_batch_norm",     "assign_layout",
-      "fold_constants",  "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
-      "lower_kernels",   "plan_memory"};
+  static const std::vector<std::string> names = {"canonicalize",
+                                                 "fold_batch_norm",
+                                                 "assign_layout",
+                                                 "prepack_linear",
+                                                 "fold_constants",
+                                                 "eliminate_dead_code",
+                                                 "eliminate_common_subexpressions",
+                                                 "fuse_reductions",
+                                                 "fuse_epilogue",
+                                                 "fuse_elementwise",
+                                                 "lower_kernels",
+                                                 "plan_memory"};
   return names;
 }
 
@@ -119,6 +127,10 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   if (options.infer_types) {
     passes.run("assign_layout", "",
                [&] { result.layout_conversions = assign_layout(graph, options.infer_types); });
+  }
+  // After batch-norm folding (which gives linears new weights); fold_constants packs them.
+  if (options.prepack_linear && options.evaluate_constant) {
+    passes.run("prepack_linear", "", [&] { prepack_linear(graph); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

@@ -155,6 +155,19 @@ c10::IValue ivalue_from_attr(const ir::Attr& attr, const c10::Argument& arg) {
             list.push_back(b);
           return list;
         }
+      } else if (element->kind() == c10::TypeKind::OptionalType) {
+        // Scalar?[] (oneDNN's post-op scalars): numbers from an int or float list.
+        c10::List<std::optional<at::Scalar>> list;
+        if (auto* v = std::get_if<std::vector<int64_t>>(&attr)) {
+          for (int64_t x : *v)
+            list.push_back(at::Scalar(x));
+          return list;
+        }
+        if (auto* v = std::get_if<std::vector<double>>(&attr)) {
+          for (double x : *v)
+            list.push_back(at::Scalar(x));
+          return list;
+        }
       } else if (auto* v = std::get_if<std::vector<int64_t>>(&attr)) {
         return *v;  // int[], SymInt[]
       }

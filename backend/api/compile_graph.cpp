@@ -5,6 +5,7 @@
 #endif
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <chrono>
 #include <mutex>
@@ -85,7 +86,9 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
 ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   ExplainEntry entry{node.op(), "extern ATen", ""};
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
-    if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
+    if (node.op() == "mkldnn::_linear_pointwise") {
+      entry.why = "gemm: oneDNN's matmul on a weight prepacked at compile time";
+    } else if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
     } else if (const auto* why = std::get_if<std::string>(node.find_attr(kUnfusedAttr))) {
       entry.why = "its fusion group could not be lowered to a kernel: " + *why;
@@ -128,6 +131,9 @@ at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& in
   for (const ir::Value* in : node.inputs())
     types.push_back(in->type());
   at::Tensor result = run_node_alone(node, types, inputs, device).at(0);
+  // A weight in oneDNN's opaque layout (prepack_linear) has no strides; its type keeps the
+  // dense sizes and only oneDNN's ops read it.
+  if (result.is_mkldnn()) return result;
   // The constant must have exactly the type the graph gave the node.
   const ir::TensorType& type = node.output()->type();
   if (result.sizes().vec() != type.sizes || result.strides().vec() != type.strides) {
@@ -163,6 +169,16 @@ std::optional<std::vector<ir::TensorType>> infer_types(const ir::Node& node,
   return std::nullopt;
 }
 
+// prepack_linear's ops: ATen built with oneDNN, and both ops registered.
+bool has_onednn_linear() {
+  static const bool available = [] {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    return at::hasMKLDNN() && dispatcher.findSchema({"mkldnn::_linear_pointwise", ""}) &&
+           dispatcher.findSchema({"mkldnn::_reorder_linear_weight", ""});
+  }();
+  return available;
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
@@ -178,6 +194,8 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   pipeline.disabled = env.disabled;
   // out= variants do not record autograd history: plan memory only when none is needed.
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
+  // oneDNN's linear records no autograd history either.
+  pipeline.prepack_linear = plan_memory && device.is_cpu() && has_onednn_linear();
   pipeline.fusion = options.fusion && generates_code_for(device, env);
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;

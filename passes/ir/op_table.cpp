@@ -93,6 +93,9 @@ constexpr OpInfo kOps[] = {
     {"aten::mm", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::bmm", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::addmm", K::Gemm, 3, 3, 1, kPlanned},
+    // prepack_linear's: oneDNN's matmul, and its weight reordered at compile time.
+    {"mkldnn::_linear_pointwise", K::Gemm, 2, 3, 1, kOwn},
+    {"mkldnn::_reorder_linear_weight", K::Copy, 1, 1, 1, kOwn},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records

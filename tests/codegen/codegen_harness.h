@@ -138,7 +138,12 @@ inline ToleranceFor ulps(double n) {
 /// The bound on a float32 sum of n terms whose magnitudes add up to at most `magnitude`.
 inline double sum_error(int vector_bits, int64_t n, double magnitude, double unit = kU32) {
   const int lanes = vector_bits / 32;
-  return (static_cast<double>(n) / lanes + std::log2(lanes) + 3) * unit * magnitude;
+  const auto count = static_cast<double>(n);
+  // Along a row: `lanes` partial sums folded at the end. Across rows (schedule.h), each lane
+  // adds its row's elements in chunks of 16 (one after another below 32 elements).
+  const double along = count / lanes + std::log2(lanes);
+  const double across = n < 32 ? count : count / 16 + 16;
+  return (std::max(along, across) + 3) * unit * magnitude;
 }
 
 struct Case {

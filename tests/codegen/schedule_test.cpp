@@ -226,6 +226,21 @@ TEST(ChooseLaunchTest, ElementwiseSplitsAllElements) {
   EXPECT_EQ(launch.grain, kParallelGrainElements);
 }
 
+TEST(ChooseLaunchTest, TranscendentalsShrinkTheGrain) {
+  // exp(x) per element (softmax-like work) splits into pieces 1 + kTranscendentalCost smaller.
+  Kernel k = make_kernel({4096}, 0, 1, 1);
+  KernelBuilder b(k);
+  b.store(1, {1}, b.unary(Op::Exp, b.load(0, {1}), DType::Float32));
+  EXPECT_EQ(element_cost(k), 1 + kTranscendentalCost);
+  EXPECT_EQ(choose_launch(k).grain, kParallelGrainElements / (1 + kTranscendentalCost));
+  // A row-level exp (once per row) costs nothing per element.
+  Kernel r = make_kernel({64, 1024}, 1, 1, 1);
+  KernelBuilder rb(r);
+  const int sum = rb.reduce(ReduceKind::Sum, rb.load(0, {1024, 1}));
+  rb.store(1, {1, 0}, rb.unary(Op::Exp, sum, DType::Float32));
+  EXPECT_EQ(element_cost(r), 1);
+}
+
 TEST(ChooseLaunchTest, ElementwiseOfZeroSizeHasAnEmptyRange) {
   EXPECT_EQ(choose_launch(collapse_dims(copy_kernel({3, 0}, {0, 1}, {0, 1}))).range, 0);
 }

@@ -5,7 +5,8 @@
 // Loops are explicit: a vector loop of `vector_bits` wide operations over the innermost
 // dimension, then a scalar loop for the tail. A reducing kernel walks each row once per
 // reduction (rows are small enough to stay in cache) and once more for element-level stores;
-// row-level values are computed in between, once per row.
+// row-level values are computed in between, once per row. A reduction whose rows are columns in
+// memory is vectorized across rows instead (across_rows_emitter.h).
 #pragma once
 
 #include <llvm/IR/Module.h>

@@ -20,10 +20,25 @@ struct KernelLaunch {
   int64_t grain = 1;
 };
 
-/// Roughly the work (in elements) below which splitting across threads costs more than it gains.
+/// Roughly the work (in elements of a copy-like kernel) below which splitting across threads
+/// costs more than it gains.
 inline constexpr int64_t kParallelGrainElements = 262144;
 
+/// What one element costs relative to a copy: 1, plus kTranscendentalCost for every exp, log,
+/// tanh, erf, sigmoid or pow per element (each is a polynomial of ~20 vector instructions, which
+/// makes a softmax compute-bound: its grain shrinks by that factor).
+inline constexpr int64_t kTranscendentalCost = 8;
+int64_t element_cost(const kernel::Kernel& kernel);
+
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
+
+/// Whether a reducing kernel is vectorized across its rows rather than along them: true when its
+/// element loads and stores move through memory with the last row dimension (stride 1 there) and
+/// not with the last reduced one, as x.sum(0) does on a row-major x, or a batch-1 linear on a
+/// transposed weight. Then each vector holds one element of `width` neighbouring rows and the
+/// reduced dims are walked one element at a time: contiguous loads, no horizontal sums. Along
+/// the rows, the same kernel would read every vector lane by lane.
+bool reduces_across_rows(const kernel::Kernel& collapsed, int width);
 
 /// Vector width in bits for the host's feature string ("+avx512f,+avx2,..."): 512, 256 or 128.
 int vector_bits_for(const std::string& features);

@@ -178,7 +178,7 @@ llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
 
 llvm::Value* ValueEmitter::address(int map_id, const Position& at, llvm::Value* lane_index) {
   const kernel::IndexMap& m = map(map_id);
-  const int64_t inner_stride = m.strides.back();
+  const int64_t inner_stride = stride_at(m, at);
   llvm::Value* offset = (*at.offsets)[map_id];
   if (inner_stride != 0) {
     llvm::Value* i = lane_index ? lane_index : at.index;
@@ -192,7 +192,7 @@ llvm::Value* ValueEmitter::address(int map_id, const Position& at, llvm::Value* 
 llvm::Value* ValueEmitter::load(const kernel::IndexMap& m, int map_id, const Position& at) {
   const DType t = kernel_.buffers[m.buffer].dtype;
   const int width = at.width;
-  const int64_t inner_stride = m.strides.back();
+  const int64_t inner_stride = stride_at(m, at);
   llvm::Type* memory = nullptr;
   switch (t) {
     case DType::Float32:
@@ -267,7 +267,7 @@ void ValueEmitter::store(int store_index, const Position& at) {
       break;
   }
   const llvm::Align align(ir::dtype_size(t));
-  const int64_t inner_stride = s.map.strides.back();
+  const int64_t inner_stride = stride_at(s.map, at);
   if (streaming_ && at.width > 1 && inner_stride == 1) {
     const uint64_t bytes = std::min<uint64_t>(64, at.width * ir::dtype_size(t));
     llvm::StoreInst* store =
@@ -291,7 +291,8 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
   const kernel::Expr& e = kernel_.exprs.at(id);
   if (!element_[id]) {
     if (auto found = row_values_.find(id); found != row_values_.end())
-      return splat(found->second, at.width);
+      return found->second->getType()->isVectorTy() ? found->second
+                                                    : splat(found->second, at.width);
     if (e.op == Op::Constant) return constant(e.constant, e.dtype, at.width);
     // An expr of constants only, which no row computed (an elementwise kernel has no rows):
     // computed here from its operands (IRBuilder folds it to a constant).
@@ -331,11 +332,11 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
 llvm::Value* ValueEmitter::row_expr(int id, const Position& row) {
   const kernel::Expr& e = kernel_.exprs.at(id);
   if (e.op == Op::Load) return load(e.map, load_map_id(id), row);
-  if (e.op == Op::Constant) return constant(e.constant, e.dtype, 1);
+  if (e.op == Op::Constant) return constant(e.constant, e.dtype, row.width);
   std::vector<llvm::Value*> args;
   for (int a : e.args)
     args.push_back(row_values_.at(a));
-  return compute(e, args, 1, row);
+  return compute(e, args, row.width, row);
 }
 
 llvm::Value* ValueEmitter::compute(const kernel::Expr& e, const std::vector<llvm::Value*>& args,

@@ -15,12 +15,14 @@
 
 namespace kiln::codegen {
 
-/// Where the code being emitted stands: `width` elements starting at innermost index `index`;
-/// `offsets[m]` is the element offset of map m (see map_id) at innermost index 0.
+/// Where the code being emitted stands: `width` elements starting at index `index` of dimension
+/// `dim` (the innermost one when -1); `offsets[m]` is the element offset of map m (see map_id) at
+/// index 0 of that dimension. Kernels reducing across rows (schedule.h) walk a row dimension.
 struct Position {
   int width = 1;
   llvm::Value* index = nullptr;  // i64
   const std::vector<llvm::Value*>* offsets = nullptr;
+  int dim = -1;
 };
 
 class ValueEmitter {
@@ -47,7 +49,9 @@ class ValueEmitter {
     row_cache_[id] = {scratch, mode};
   }
 
-  void set_row_value(int id, llvm::Value* scalar) { row_values_[id] = scalar; }
+  /// A row value: a scalar, or one lane per row when the kernel is vectorized across rows.
+  void set_row_value(int id, llvm::Value* value) { row_values_[id] = value; }
+  void forget_rows() { row_values_.clear(); }
   /// Vector stores from now on are non-temporal and aligned to their size (the caller peeled
   /// the loop to an aligned start).
   void set_streaming_stores(bool on) { streaming_ = on; }
@@ -68,6 +72,10 @@ class ValueEmitter {
                        const Position& at);
   llvm::Value* load(const kernel::IndexMap& map, int map_id, const Position& at);
   llvm::Value* address(int map_id, const Position& at, llvm::Value* lane_index);
+  /// The stride of a map along the dimension that `at` walks.
+  static int64_t stride_at(const kernel::IndexMap& map, const Position& at) {
+    return at.dim < 0 ? map.strides.back() : map.strides[at.dim];
+  }
   llvm::Value* unary(const kernel::Expr& e, llvm::Value* x);
   llvm::Value* binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b, kernel::DType arg);
   llvm::Value* libm_per_lane(const char* name, llvm::Value* x);

@@ -92,7 +92,8 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
     assert sum(op == "prim::mkldnn_convolution" for op in ops) == 20
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "fold_constants", "eliminate_dead_code",
+PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "fold_constants",
+          "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
           "fuse_elementwise", "lower_kernels", "plan_memory"]
 
@@ -189,3 +190,53 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
         "print(e['channels_last_conversions'], e['onednn_conversions'], e['layout_conversions'])\n")
     assert run_child(code, disabled="prepack_weights").split() == ["2", "0", "2"]
     assert run_child(code, disabled="prepack_weights,assign_layout").split() == ["0", "0", "0"]
+
+
+class _FeedForward(torch.nn.Module):
+    """A transformer feed-forward block with products big enough for prepack_linear (64 rows of
+    256 x 512 multiply-adds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(256, 512)
+        self.down = torch.nn.Linear(512, 256, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x))) + x
+
+
+def _final_ir(dump_dir):
+    (final,) = [f for f in os.listdir(dump_dir) if f.endswith("plan_memory.kir")]
+    with open(os.path.join(dump_dir, final)) as f:
+        return f.read()
+
+
+def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(tmp_path):
+    model = _FeedForward().eval()
+    x = torch.randn(4, 16, 256)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        # oneDNN and BLAS sum in different orders: float32 rounding apart.
+        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+        scripted = kiln.compile(torch.jit.script(model))
+        assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
+    ir = _final_ir(tmp_path)
+    assert ir.count("mkldnn::_linear_pointwise(") == 2 and "aten::linear" not in ir, ir
+    # The packed weights are constants, computed once.
+    assert "mkldnn::_reorder_linear_weight" not in ir, ir
+    ops = _explained_ops(scripted, x)
+    assert ops.count("mkldnn::_linear_pointwise") == 2 and "aten::linear" not in ops, ops
+
+
+def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
+    model = _FeedForward().train()
+    x = torch.randn(4, 16, 256, requires_grad=True)
+    compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+    compiled(x).sum().backward()
+    expected_grad = x.grad.clone()
+    x.grad = None
+    model(x).sum().backward()
+    assert_close(expected_grad, x.grad, atol=1e-4, rtol=1e-4)
+    ir = "".join(open(tmp_path / f).read() for f in os.listdir(tmp_path) if f.endswith(".kir"))
+    assert "mkldnn::" not in ir

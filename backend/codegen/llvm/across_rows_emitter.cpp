@@ -1,0 +1,166 @@
+#include "backend/codegen/llvm/across_rows_emitter.h"
+
+#include "backend/codegen/llvm/emitter_core.h"
+
+namespace kiln::codegen {
+
+using kernel::DType;
+using kernel::Op;
+using kernel::ReduceKind;
+
+namespace {
+
+class AcrossRowsEmitter final : public EmitterCore {
+ public:
+  using EmitterCore::EmitterCore;
+
+ private:
+  void emit_body() override { emit_reducing_across_rows(); }
+
+  // Reducing across rows (schedule.h): [begin, end) is a range of rows, walked by runs of the
+  // last row dim as emit_elementwise walks its innermost dim. Each block of rows is one vector
+  // position along that dim; the reduced dims are walked one element at a time. Blocks are
+  // kAcrossRowsUnroll vectors wide (LLVM splits the wide type into independent registers, so
+  // sums have that many chains), then one vector, then single rows.
+  void emit_reducing_across_rows() {
+    constexpr int kAcrossRowsUnroll = 4;
+    const int last_row = kernel_.row_rank() - 1;
+    const int64_t run = kernel_.sizes[last_row];
+    llvm::Value* begin = fn_->getArg(1);
+    llvm::Value* end = fn_->getArg(2);
+    llvm::LLVMContext& c = module_.getContext();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(c, "runs", fn_);
+    auto* inside = llvm::BasicBlock::Create(c, "run", fn_);
+    auto* exit = llvm::BasicBlock::Create(c, "runs_done", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
+    pos->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
+    b_.SetInsertPoint(inside);
+    llvm::Value* outer = b_.CreateUDiv(pos, i64(run));
+    llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(outer, i64(run)));
+    llvm::Value* count = b_.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smin, b_.CreateSub(i64(run), first), b_.CreateSub(end, pos));
+    const std::vector<llvm::Value*> offsets = row_offsets(outer, last_row);
+    llvm::Value* stop = b_.CreateAdd(first, count);
+    llvm::Value* next = first;
+    for (int width : {width_ * kAcrossRowsUnroll, width_, 1}) {
+      next = loop(next, stop, width, [&](llvm::Value* j) {
+        emit_row_block(Position{width, j, &offsets, last_row});
+      });
+    }
+    pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  /// One block of rows (at_row.width of them): its reductions, its row values, its stores.
+  void emit_row_block(const Position& at_row) {
+    values_->forget_rows();
+    values_->forget_elements();
+    compute_row_values(at_row);
+    for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
+      if (kernel_.exprs[id].op != Op::Reduce) continue;
+      values_->set_row_value(static_cast<int>(id),
+                             reduce_across_rows(static_cast<int>(id), at_row));
+      compute_row_values(at_row);
+    }
+    for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+      if (element_[kernel_.stores[s].value]) continue;
+      values_->store(static_cast<int>(s), at_row);
+    }
+    walk_reduced_dims(*at_row.offsets, kernel_.row_rank(), [&](const Offsets& at) {
+      const Position element{at_row.width, at_row.index, &at, at_row.dim};
+      for (size_t s = 0; s < kernel_.stores.size(); ++s)
+        if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), element);
+    });
+  }
+
+  /// Runs body(offsets) at every element of dims [dim, end_dim), one at a time, with the offsets
+  /// of every map moved there (end_dim -1: the last dim included).
+  void walk_reduced_dims(const Offsets& offsets, int dim,
+                         const std::function<void(const Offsets&)>& body, int end_dim = -1) {
+    if (end_dim < 0) end_dim = kernel_.rank();
+    if (dim == end_dim) {
+      values_->forget_elements();
+      body(offsets);
+      values_->forget_elements();
+      return;
+    }
+    loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
+      walk_reduced_dims(moved(offsets, dim, i), dim + 1, body, end_dim);
+    });
+  }
+
+  /// A reduction with one lane per row: the accumulator is a vector across the block's rows, so
+  /// nothing is folded horizontally. Float max/min OR a per-lane "saw NaN" mask.
+  llvm::Value* reduce_across_rows(int id, const Position& at_row) {
+    const kernel::Expr& e = kernel_.exprs[id];
+    const DType t = e.dtype;
+    const int width = at_row.width;
+    const bool track_nan =
+        ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
+    llvm::IRBuilder<> entry(entry_, entry_->begin());
+    llvm::AllocaInst* acc = entry.CreateAlloca(values_->register_type(t, width));
+    llvm::AllocaInst* nan = entry.CreateAlloca(values_->register_type(DType::Bool, width));
+    llvm::AllocaInst* partial = entry.CreateAlloca(values_->register_type(t, width));
+    b_.CreateStore(identity(e.reduce, t, width), acc);
+    b_.CreateStore(llvm::Constant::getNullValue(nan->getAllocatedType()), nan);
+    auto add = [&](llvm::AllocaInst* into, const Offsets& at) {
+      llvm::Value* v = values_->value(e.args[0], Position{width, at_row.index, &at, at_row.dim});
+      llvm::Value* old = b_.CreateLoad(into->getAllocatedType(), into);
+      b_.CreateStore(combine(e.reduce, t, old, v), into);
+      if (!track_nan) return;
+      llvm::Value* seen = b_.CreateLoad(nan->getAllocatedType(), nan);
+      b_.CreateStore(b_.CreateOr(seen, b_.CreateFCmpUNO(v, v)), nan);
+    };
+    // Each lane adds its row's elements one after another, so a float sum adds them in chunks
+    // of kChunk: the error bound is (n / kChunk + kChunk) ulp-sized steps instead of n.
+    constexpr int64_t kChunk = 16;
+    const int last = kernel_.rank() - 1;
+    const bool chunked =
+        ir::is_floating(t) && (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean);
+    walk_reduced_dims(
+        *at_row.offsets, kernel_.row_rank(),
+        [&](const Offsets& outer) {
+          llvm::Value* next = i64(0);
+          if (chunked && kernel_.sizes[last] >= 2 * kChunk) {
+            next = loop(i64(0), i64(kernel_.sizes[last]), kChunk, [&](llvm::Value* c) {
+              b_.CreateStore(identity(e.reduce, t, width), partial);
+              loop(i64(0), i64(kChunk), 1, [&](llvm::Value* i) {
+                values_->forget_elements();
+                add(partial, moved(outer, last, b_.CreateAdd(c, i)));
+              });
+              values_->forget_elements();
+              llvm::Value* old = b_.CreateLoad(acc->getAllocatedType(), acc);
+              b_.CreateStore(
+                  combine(e.reduce, t, old, b_.CreateLoad(partial->getAllocatedType(), partial)),
+                  acc);
+            });
+          }
+          loop(next, i64(kernel_.sizes[last]), 1, [&](llvm::Value* i) {
+            values_->forget_elements();
+            add(acc, moved(outer, last, i));
+          });
+          values_->forget_elements();
+        },
+        last);
+    llvm::Value* result = b_.CreateLoad(acc->getAllocatedType(), acc);
+    if (track_nan) {
+      result = b_.CreateSelect(b_.CreateLoad(nan->getAllocatedType(), nan),
+                               llvm::ConstantFP::getNaN(result->getType()), result);
+    }
+    return finish_reduction(e, result);
+  }
+};
+
+}  // namespace
+
+llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
+                                        int vector_bits) {
+  return AcrossRowsEmitter(module, kernel, vector_bits).emit();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,20 @@
+// Emits a reducing kernel vectorized across its rows (schedule.h: reduces_across_rows), with the
+// same signature and launch range as kernel_emitter.h's: [begin, end) is a range of rows.
+//
+// Rows are walked by runs of the last row dimension; each block of neighbouring rows is one
+// vector position along it (4 vectors wide, then 1, then single rows), so every row-level value
+// is a vector with one lane per row. The reduced dimensions are walked one element at a time
+// with contiguous loads: no gathers and no horizontal sums.
+#pragma once
+
+#include <llvm/IR/Module.h>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen {
+
+/// `kernel` must already be collapsed (collapse_dims).
+llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
+                                        int vector_bits);
+
+}  // namespace kiln::codegen

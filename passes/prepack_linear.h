@@ -1,0 +1,34 @@
+// Weight prepacking for linear layers (CPU, float32): a linear whose weight is frozen and whose
+// product is large runs on oneDNN's matmul, its weight reordered once, at compile time, into the
+// blocked layout oneDNN's kernel reads. ATen's linear calls BLAS on the dense weight, which on
+// BERT's layers is 1.4x-1.8x slower here (bench: issue #6's figures in the README).
+//
+//   %w : f32[3072,768] = prim::Constant() {index=0}
+//   %y : f32[128,3072] = aten::linear(%x, %w, %b)
+// becomes
+//   %wp : f32[3072,768] = mkldnn::_reorder_linear_weight(%w) {batch_size=128}   (folded)
+//   %y : f32[128,3072] = mkldnn::_linear_pointwise(%x, %wp, %b) {attr="none", scalars=[],
+//                                                                algorithm=""}
+//
+// fold_constants computes %wp: a tensor in oneDNN's opaque layout (its type keeps the dense
+// sizes; only _linear_pointwise reads it). Not applied where the weight is a graph input (it
+// would be reordered on every call), where the product has fewer than kMinPrepackedMacs
+// multiply-adds (oneDNN's fixed cost per call, ~20 us here, outweighs the gain), or to the
+// linears kiln lowers to its own kernels (at most 4 rows). oneDNN sums in another order than
+// BLAS: results differ by float32 rounding (relative ~1e-6), as between any two GEMMs.
+// The runtime offers it only where autograd is not needed (_linear_pointwise has no backward)
+// and ATen has oneDNN.
+#pragma once
+
+#include <cstdint>
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+inline constexpr int64_t kMinPrepackedMacs = int64_t{1} << 22;
+
+/// Returns the number of linears rewritten.
+int prepack_linear(ir::Graph& graph);
+
+}  // namespace kiln
