@@ -17,10 +17,10 @@ const std::vector<int64_t> kRowCounts = {16, 37, 100};  // at 16 lanes: 1 vector
 
 /// out[r] = reduce_i x[i, r] for x of [n, rows], row-major: each kernel row is a column.
 Kernel column_kernel(ReduceKind kind, DType t, int64_t rows, int64_t n) {
-  Kernel k = make_kernel(std::string("column_") + kernel::reduce_kind_name(kind) + "_" +
-                             ir::dtype_name(t) + "_" + std::to_string(rows) + "x" +
-                             std::to_string(n),
-                         {rows, n}, 1, {t}, {t});
+  Kernel k =
+      make_kernel(std::string("column_") + kernel::reduce_kind_name(kind) + "_" +
+                      ir::dtype_name(t) + "_" + std::to_string(rows) + "x" + std::to_string(n),
+                  {rows, n}, 1, {t}, {t});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.reduce(kind, b.load(0, {1, rows})));
   return k;
@@ -133,19 +133,17 @@ TEST(AcrossRowsCodegenTest, NormalizationWithRowLoadsAndRowStores) {
   std::vector<Case> cases;
   for (int64_t rows : kRowCounts) {
     const int64_t n = 50;
-    Kernel k =
-        make_kernel("normalize_dim0_" + std::to_string(rows), {rows, n}, 1, {F32, F32, F32},
-                    {F32, F32});
+    Kernel k = make_kernel("normalize_dim0_" + std::to_string(rows), {rows, n}, 1, {F32, F32, F32},
+                           {F32, F32});
     KernelBuilder b(k);
     const int x = b.load(0, {1, rows});
     const int mean = b.reduce(ReduceKind::Mean, x);
     const int scaled = b.binary(Op::Mul, b.binary(Op::Sub, x, mean, F32), b.load(1, {1, 0}), F32);
     b.store(3, {1, rows}, b.binary(Op::Add, scaled, b.load(2, {1, 0}), F32));
     b.store(4, {1, 0}, mean);
-    cases.push_back(make_case(k, {uniform(1, 5), uniform(0.5, 1.5), uniform(-1, 1)},
-                              [n](int bits) {
-                                return Tolerance{0, 4 * kU32, 2 * sum_error(bits, n, 5.0 * n) / n};
-                              }));
+    cases.push_back(make_case(k, {uniform(1, 5), uniform(0.5, 1.5), uniform(-1, 1)}, [n](int bits) {
+      return Tolerance{0, 4 * kU32, 2 * sum_error(bits, n, 5.0 * n) / n};
+    }));
   }
   check(cases);
 }
@@ -158,8 +156,8 @@ TEST(AcrossRowsCodegenTest, BatchOneLinearOnATransposedWeight) {
     Kernel k =
         make_kernel("linear_wt_" + std::to_string(out), {out, in}, 1, {F32, F32, F32}, {F32});
     KernelBuilder b(k);
-    const int dot = b.reduce(ReduceKind::Sum,
-                             b.binary(Op::Mul, b.load(0, {0, 1}), b.load(1, {1, out}), F32));
+    const int dot =
+        b.reduce(ReduceKind::Sum, b.binary(Op::Mul, b.load(0, {0, 1}), b.load(1, {1, out}), F32));
     const int biased = b.binary(Op::Add, dot, b.load(2, {1, 0}), F32);
     b.store(3, {1, 0}, b.binary(Op::Max, biased, b.constant(0, F32), F32));
     EXPECT_TRUE(reduces_across_rows(collapse_dims(k), 16));

@@ -26,6 +26,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
 
 #include "backend/codegen/llvm/math.h"
 
@@ -55,12 +56,18 @@ struct MathFunction {
   std::vector<std::pair<double, double>> ranges;
   std::vector<float> edges;
   std::vector<std::pair<float, float>> specials;
+  bool avx512 = false;  // emitted with MathTarget::avx512 (needs AVX-512F/VL and FMA to run)
 };
+
+bool host_has_avx512() {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  return features.lookup("avx512f") && features.lookup("avx512vl");
+}
 
 const std::vector<MathFunction>& functions() {
   static const std::vector<MathFunction> all = {
       {"Exp",
-       emit_exp,
+       [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_exp(b, x); },
        [](double x) { return std::exp(x); },
        kMaxUlpExp,
        {{-104, 89}, {-1, 1}},
@@ -90,7 +97,7 @@ const std::vector<MathFunction>& functions() {
         {kNan, kNan},
         {1.0f, 0.0f}}},
       {"Tanh",
-       emit_tanh,
+       [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_tanh(b, x); },
        [](double x) { return std::tanh(x); },
        kMaxUlpTanh,
        {{-10, 10}, {-1, 1}},
@@ -105,7 +112,7 @@ const std::vector<MathFunction>& functions() {
         {kDenormMin, kDenormMin},
         {-kDenormMin, -kDenormMin}}},
       {"Erf",
-       emit_erf,
+       [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_erf(b, x); },
        [](double x) { return std::erf(x); },
        kMaxUlpErf,
        {{-5, 5}, {-1.5, 1.5}},
@@ -118,7 +125,7 @@ const std::vector<MathFunction>& functions() {
         {5.0f, 1.0f},
         {-5.0f, -1.0f}}},
       {"Sigmoid",
-       emit_sigmoid,
+       [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_sigmoid(b, x); },
        sigmoid_reference,
        kMaxUlpSigmoid,
        {{-110, 30}, {-10, 10}},
@@ -131,7 +138,33 @@ const std::vector<MathFunction>& functions() {
         {100.0f, 1.0f},
         {-110.0f, 0.0f}}},
   };
-  return all;
+  // The functions built on exp once more, with vscalefps: the same bounds and special values.
+  static const std::vector<MathFunction> with_avx512 = [] {
+    std::vector<MathFunction> fns = all;
+    for (MathFunction& fn : fns)
+      fn.avx512 = true;
+    fns[0].name = "ExpAvx512";
+    fns[0].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
+      return emit_exp(b, x, MathTarget{true});
+    };
+    fns[2].name = "TanhAvx512";
+    fns[2].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
+      return emit_tanh(b, x, MathTarget{true});
+    };
+    fns[3].name = "ErfAvx512";
+    fns[3].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
+      return emit_erf(b, x, MathTarget{true});
+    };
+    fns[4].name = "SigmoidAvx512";
+    fns[4].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
+      return emit_sigmoid(b, x, MathTarget{true});
+    };
+    fns.erase(fns.begin() + 1);  // log does not use exp
+    std::vector<MathFunction> both = all;
+    both.insert(both.end(), fns.begin(), fns.end());
+    return both;
+  }();
+  return with_avx512;
 }
 
 template <class T>
@@ -266,6 +299,9 @@ class Jitted {
     return out;
   }
 
+  // n elements from `in` to `out` through the <8 x float> form (no allocation).
+  void run_into(const float* in, float* out, int64_t n) const { kernel_(in, out, n); }
+
   // Through the scalar form only: every call has fewer than eight elements.
   std::vector<float> run_scalar(const std::vector<float>& in) const {
     std::vector<float> out(in.size());
@@ -373,6 +409,7 @@ class MathAccuracyTest : public testing::TestWithParam<AccuracyCase> {};
 TEST_P(MathAccuracyTest, StaysWithinStatedUlpBoundOfCLibrary) {
   const AccuracyCase& c = GetParam();
   const MathFunction& fn = functions()[c.fn];
+  if (fn.avx512 && !host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL on this host";
   const Sweep& s = sweep(c.fn);
   Jitted jitted(fn.emit, c.fma);
   Worst worst =
@@ -388,8 +425,10 @@ std::vector<AccuracyCase> accuracy_cases() {
   std::vector<AccuracyCase> cases;
   for (size_t fn = 0; fn < functions().size(); ++fn) {
     for (bool vector : {true, false}) {
-      for (bool fma : {true, false})
+      for (bool fma : {true, false}) {
+        if (!fma && functions()[fn].avx512) continue;  // no FMA means no AVX-512 either
         cases.push_back({fn, vector, fma});
+      }
     }
   }
   return cases;
@@ -413,6 +452,7 @@ class MathSpecialValuesTest : public testing::TestWithParam<FormCase> {};
 
 TEST_P(MathSpecialValuesTest, MatchCLibraryExactly) {
   const MathFunction& fn = functions()[GetParam().fn];
+  if (fn.avx512 && !host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL on this host";
   std::vector<float> in;
   for (auto [x, y] : fn.specials)
     in.push_back(x);
@@ -477,6 +517,7 @@ TEST_P(MathCodeShapeTest, IsOneBlockWithoutCalls) {
 }
 
 TEST_P(MathCodeShapeTest, ScalarLoopIsVectorizedAtO2) {
+  if (functions()[GetParam()].avx512 && !host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL";
   auto jtmb = host_machine(/*fma=*/true);
   auto tm = check(jtmb.createTargetMachine());
   llvm::LLVMContext ctx;
@@ -493,6 +534,55 @@ INSTANTIATE_TEST_SUITE_P(All, MathCodeShapeTest, testing::Range<size_t>(0, funct
                          [](const testing::TestParamInfo<size_t>& info) {
                            return std::string(functions()[info.param].name);
                          });
+
+// --- exp with vscalefps is exp without it, bit for bit.
+
+TEST(MathAvx512Test, ExpScalesWithOneScalefPerVector) {
+  for (unsigned lanes : {4u, 8u, 16u, 64u}) {
+    llvm::LLVMContext ctx;
+    llvm::Module module("scalef", ctx);
+    llvm::IRBuilder<> b(ctx);
+    auto* ty = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(ty, {ty}, false),
+                                      llvm::Function::ExternalLinkage, "g", module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+    b.CreateRet(emit_exp(b, fn->getArg(0), MathTarget{true}));
+    EXPECT_FALSE(llvm::verifyFunction(*fn, &llvm::errs()));
+    int scalefs = 0, integer_ops = 0;
+    for (llvm::Instruction& inst : llvm::instructions(*fn)) {
+      if (auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst))
+        scalefs += call->getCalledFunction()->getName().contains("scalef");
+      integer_ops += inst.getOpcode() == llvm::Instruction::Shl;
+    }
+    EXPECT_EQ(scalefs, lanes == 64 ? 4 : 1) << lanes << " lanes";
+    EXPECT_EQ(integer_ops, 0) << "no powers of two built in integer lanes";
+  }
+}
+
+TEST(MathAvx512Test, ExpWithScalefMatchesTheGenericFormOnEveryFloat) {
+  if (!host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL on this host";
+  const Jitted generic(functions()[0].emit, /*fma=*/true);
+  const Jitted scalef(
+      [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_exp(b, x, MathTarget{true}); },
+      /*fma=*/true);
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::vector<float> in(kChunk), a(kChunk), b(kChunk);
+  uint64_t differ = 0;
+  uint32_t first = 0;
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kChunk) {
+    for (uint64_t i = 0; i < kChunk; ++i)
+      in[i] = std::bit_cast<float>(static_cast<uint32_t>(start + i));
+    generic.run_into(in.data(), a.data(), kChunk);
+    scalef.run_into(in.data(), b.data(), kChunk);
+    for (uint64_t i = 0; i < kChunk; ++i) {
+      const bool same = std::isnan(a[i])
+                            ? std::isnan(b[i])
+                            : std::bit_cast<uint32_t>(a[i]) == std::bit_cast<uint32_t>(b[i]);
+      if (!same && differ++ == 0) first = static_cast<uint32_t>(start + i);
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "first at " << describe(std::bit_cast<float>(first));
+}
 
 }  // namespace
 }  // namespace kiln::codegen

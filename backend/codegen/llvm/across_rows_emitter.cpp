@@ -159,8 +159,8 @@ class AcrossRowsEmitter final : public EmitterCore {
 }  // namespace
 
 llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
-                                        int vector_bits) {
-  return AcrossRowsEmitter(module, kernel, vector_bits).emit();
+                                        int vector_bits, MathTarget math) {
+  return AcrossRowsEmitter(module, kernel, vector_bits, math).emit();
 }
 
 }  // namespace kiln::codegen

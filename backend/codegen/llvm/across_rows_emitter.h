@@ -9,12 +9,13 @@
 
 #include <llvm/IR/Module.h>
 
+#include "backend/codegen/llvm/math.h"
 #include "passes/kernel/kernel.h"
 
 namespace kiln::codegen {
 
 /// `kernel` must already be collapsed (collapse_dims).
 llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
-                                        int vector_bits);
+                                        int vector_bits, MathTarget math);
 
 }  // namespace kiln::codegen

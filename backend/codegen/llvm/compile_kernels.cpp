@@ -25,8 +25,12 @@ struct BuiltModule {
 
 BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
                          const CodegenOptions& options) {
-  const int bits =
-      options.vector_bits > 0 ? options.vector_bits : vector_bits_for(jit::host_target().features);
+  const std::string& features = jit::host_target().features;
+  const int bits = options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features);
+  auto has = [&](const char* f) {
+    return ("," + features + ",").find("," + std::string(f) + ",") != std::string::npos;
+  };
+  const MathTarget math{options.avx512_math && has("+avx512f") && has("+avx512vl")};
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
@@ -34,7 +38,7 @@ BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
     kernel::Kernel collapsed = collapse_dims(kernels[i]);
     collapsed.name = symbol_name(i);
     built.launches.push_back(choose_launch(collapsed));
-    emit_kernel(*built.module, collapsed, bits);
+    emit_kernel(*built.module, collapsed, bits, math);
   }
   return built;
 }

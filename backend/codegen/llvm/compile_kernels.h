@@ -32,6 +32,9 @@ struct CodegenOptions {
   std::string dump_prefix;
   /// 0: the host's widest (512 with AVX-512, else 256 with AVX2/AVX, else 128).
   int vector_bits = 0;
+  /// Use AVX-512 instructions in exp and the functions built on it where the host has them
+  /// (math.h: MathTarget); false: generic IR only (tests compare the two).
+  bool avx512_math = true;
 };
 
 /// Throws kiln::Error: Unsupported for a kernel the generator cannot express, Backend when LLVM

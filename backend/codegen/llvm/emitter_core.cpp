@@ -8,8 +8,13 @@ using kernel::DType;
 using kernel::Op;
 using kernel::ReduceKind;
 
-EmitterCore::EmitterCore(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits)
-    : module_(module), kernel_(kernel), b_(module.getContext()), vector_bits_(vector_bits) {}
+EmitterCore::EmitterCore(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
+                         MathTarget math)
+    : module_(module),
+      kernel_(kernel),
+      b_(module.getContext()),
+      vector_bits_(vector_bits),
+      math_(math) {}
 
 llvm::Function* EmitterCore::emit() {
   llvm::LLVMContext& c = module_.getContext();
@@ -28,7 +33,7 @@ llvm::Function* EmitterCore::emit() {
     llvm::Value* slot = b_.CreateConstGEP1_64(ptr, fn_->getArg(0), i);
     buffers.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8), "b" + std::to_string(i)));
   }
-  values_ = std::make_unique<ValueEmitter>(b_, kernel_, buffers);
+  values_ = std::make_unique<ValueEmitter>(b_, kernel_, buffers, math_);
   element_ = kernel::element_levels(kernel_);
   num_maps_ = kernel_.exprs.size() + kernel_.stores.size();
   width_ = std::max(1, vector_bits_ / 32);
@@ -40,7 +45,7 @@ llvm::Function* EmitterCore::emit() {
 /// A counted loop: runs body(i) for i = start, start+step, ... while i + step <= end, and
 /// returns the first i it did not run.
 llvm::Value* EmitterCore::loop(llvm::Value* start, llvm::Value* end, int64_t step,
-                  const std::function<void(llvm::Value*)>& body) {
+                               const std::function<void(llvm::Value*)>& body) {
   llvm::LLVMContext& c = module_.getContext();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(c, "loop", fn_);
@@ -148,8 +153,7 @@ llvm::Value* EmitterCore::finish_reduction(const kernel::Expr& e, llvm::Value* r
       throw Error(ErrorKind::Unsupported,
                   std::string("LLVM codegen: mean of ") + ir::dtype_name(t));
     result = b_.CreateFDiv(
-        result,
-        llvm::ConstantFP::get(result->getType(), static_cast<double>(kernel_.row_size())));
+        result, llvm::ConstantFP::get(result->getType(), static_cast<double>(kernel_.row_size())));
   }
   // A float16/bfloat16 sum is accumulated in float: round it to its format, as every value of
   // that dtype must be.

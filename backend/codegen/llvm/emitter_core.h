@@ -18,7 +18,7 @@ namespace kiln::codegen {
 
 class EmitterCore {
  public:
-  EmitterCore(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits);
+  EmitterCore(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits, MathTarget math);
   virtual ~EmitterCore() = default;
 
   /// Creates  void name(void* const* buffers, i64 begin, i64 end)  and emits its body.
@@ -50,6 +50,7 @@ class EmitterCore {
   const kernel::Kernel& kernel_;
   llvm::IRBuilder<> b_;
   int vector_bits_;
+  MathTarget math_;
   int width_ = 1;  // lanes of the dtype-independent vector (vector_bits / 32)
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;

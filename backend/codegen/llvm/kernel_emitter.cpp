@@ -330,11 +330,12 @@ class KernelEmitter final : public EmitterCore {
 
 }  // namespace
 
-llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits) {
+llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
+                            MathTarget math) {
   if (reduces_across_rows(kernel, std::max(1, vector_bits / 32))) {
-    return emit_across_rows_kernel(module, kernel, vector_bits);
+    return emit_across_rows_kernel(module, kernel, vector_bits, math);
   }
-  return KernelEmitter(module, kernel, vector_bits).emit();
+  return KernelEmitter(module, kernel, vector_bits, math).emit();
 }
 
 }  // namespace kiln::codegen

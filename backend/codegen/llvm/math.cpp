@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 // Branch-free float32 approximations. Every function works lane-wise on a scalar or a vector, so
 // the same emitter serves the vectorized body and the scalar tail of a loop. Special inputs are
@@ -73,6 +75,56 @@ Value* pow2(llvm::IRBuilderBase& b, Value* k, Type* fty) {
   return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, iconst(fty, 127)), 23), fty);
 }
 
+// min(max(x, lo), hi) with compare-and-select, so a NaN passes through (each compare is false).
+Value* clamp_keeping_nan(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
+  Type* ty = x->getType();
+  Value* above = b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, lo)), fconst(ty, lo), x);
+  return b.CreateSelect(b.CreateFCmpOGT(above, fconst(ty, hi)), fconst(ty, hi), above);
+}
+
+int lanes_of(Type* ty) {
+  auto* vec = llvm::dyn_cast<llvm::FixedVectorType>(ty);
+  return vec ? static_cast<int>(vec->getNumElements()) : 1;
+}
+
+bool has_scalef(Type* ty, MathTarget target) {
+  const int lanes = lanes_of(ty);
+  return target.avx512 && lanes > 1 && (lanes == 4 || lanes == 8 || lanes % 16 == 0);
+}
+
+// p * 2^floor(n), rounded once (vscalefps): 4, 8 or 16 lanes per instruction; wider vectors in
+// pieces of 16.
+Value* scalef(llvm::IRBuilderBase& b, Value* p, Value* n) {
+  const int lanes = lanes_of(p->getType());
+  if (lanes > 16) {
+    std::vector<Value*> pieces;
+    for (int at = 0; at < lanes; at += 16) {
+      std::vector<int> mask;
+      for (int i = 0; i < 16; ++i)
+        mask.push_back(at + i);
+      pieces.push_back(scalef(b, b.CreateShuffleVector(p, mask), b.CreateShuffleVector(n, mask)));
+    }
+    while (pieces.size() > 1) {  // concatenate neighbours until one vector is left
+      std::vector<Value*> joined;
+      for (size_t i = 0; i < pieces.size(); i += 2) {
+        std::vector<int> mask(2 * lanes_of(pieces[i]->getType()));
+        for (size_t k = 0; k < mask.size(); ++k)
+          mask[k] = static_cast<int>(k);
+        joined.push_back(b.CreateShuffleVector(pieces[i], pieces[i + 1], mask));
+      }
+      pieces = std::move(joined);
+    }
+    return pieces[0];
+  }
+  if (lanes == 16) {
+    return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+                             {p, n, p, b.getInt16(0xffff), b.getInt32(4)});  // 4: MXCSR rounding
+  }
+  const ID id = lanes == 8 ? llvm::Intrinsic::x86_avx512_mask_scalef_ps_256
+                           : llvm::Intrinsic::x86_avx512_mask_scalef_ps_128;
+  return b.CreateIntrinsic(id, {}, {p, n, p, b.getInt8(0xff)});
+}
+
 // ln 2 split so that k * kLn2Hi is exact for |k| < 2^9: kLn2Hi has 15 significant bits.
 constexpr double kLn2Hi = 0.693145751953125;         // 0x3f317200
 constexpr double kLn2Lo = 1.428606765330187045e-06;  // 0x35bfbe8e, ln 2 - kLn2Hi rounded
@@ -82,22 +134,25 @@ constexpr double kLog2e = 1.44269504088896340736;
 
 // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (Cody-Waite, two
 // steps, the first exact). exp(r) = 1 + r + r^2 Q(r), Q of degree 4: 0.06 ulp of fit error.
-llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x) {
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
   Type* ty = x->getType();
+  const bool use_scalef = has_scalef(ty, target);
   // Below -104 the result rounds to +0, above 89 to inf; the clamp keeps n in [-150, 128] so the
-  // scaling below stays in range. It maps -inf to 0 and +inf to inf.
-  Value* xc = clamp(b, x, -104.0, 89.0);
+  // scaling below stays in range. It maps -inf to 0 and +inf to inf. With vscalefps a NaN goes
+  // through the clamp and every step after it, so it needs no select at the end.
+  Value* xc = use_scalef ? clamp_keeping_nan(b, x, -104.0, 89.0) : clamp(b, x, -104.0, 89.0);
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer (ties to even) and leaves that integer in the
   // low mantissa bits, so n needs no rint intrinsic (a libcall without SSE4.1) and no fptosi.
   const double magic = 12582912.0;
   Value* t = mul_add(b, xc, fconst(ty, kLog2e), fconst(ty, magic));
   Value* n = b.CreateFSub(t, fconst(ty, magic));
-  Value* ni = b.CreateSub(b.CreateBitCast(t, int_type(ty)), iconst(ty, 0x4b400000));
   Value* r = mul_add(b, n, fconst(ty, -kLn2Hi), xc);
   r = mul_add(b, n, fconst(ty, -kLn2Lo), r);
   Value* q = poly(b, r, {0.49999994, 0.166665211, 0.041668389, 0.00836871658, 0.00138146197});
   // 1 + (r + r^2 Q): the small terms are summed before the 1 so their rounding errors shrink.
   Value* p = b.CreateFAdd(fconst(ty, 1.0), mul_add(b, b.CreateFMul(r, r), q, r));
+  if (use_scalef) return scalef(b, p, n);
+  Value* ni = b.CreateSub(b.CreateBitCast(t, int_type(ty)), iconst(ty, 0x4b400000));
   // 2^n in two factors 2^(n/2): each stays a normal float over n's whole range. p * 2^n1 is exact,
   // so the product rounds once, also when it overflows or lands in the denormals.
   Value* n1 = b.CreateAShr(ni, 1);
@@ -141,14 +196,14 @@ llvm::Value* emit_log(llvm::IRBuilderBase& b, llvm::Value* x) {
 // tanh(|x|) = |x| + |x|^3 P(x^2) below 0.55 (no cancellation near 0; P of degree 4, 0.1 ulp of
 // fit error), else 1 - 2 / (exp(2|x|) + 1). At 0.55 and above the result is >= 0.5 and the
 // subtracted term <= 0.5, so the errors of the exp-based term stay within about one ulp.
-llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
+llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
   Type* ty = x->getType();
   Value* a = unary(b, llvm::Intrinsic::fabs, x);
   Value* z = b.CreateFMul(a, a);
   Value* p = poly(b, z, {-0.333333194, 0.133326009, -0.0538538396, 0.0210776776, -0.00628235284});
   Value* small = mul_add(b, b.CreateFMul(a, z), p, a);
   // For |x| > 44.5 (and inf) exp gives inf and the quotient 0, so large is 1 without a clamp.
-  Value* e = emit_exp(b, b.CreateFMul(a, fconst(ty, 2.0)));
+  Value* e = emit_exp(b, b.CreateFMul(a, fconst(ty, 2.0)), target);
   Value* large = b.CreateFSub(fconst(ty, 1.0),
                               b.CreateFDiv(fconst(ty, 2.0), b.CreateFAdd(e, fconst(ty, 1.0))));
   Value* result = b.CreateSelect(b.CreateFCmpOLT(a, fconst(ty, 0.55)), small, large);
@@ -159,7 +214,7 @@ llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
 // 1 - exp(-x^2) Q(|x| - 1) with Q ~ erfcx of degree 8 fitted on [1, 4] for the absolute error of
 // erfc (0.1 ulp). There erfc <= 0.16, so its relative errors (including that of rounding x^2
 // before exp) shrink by that factor in the result.
-llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x) {
+llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
   Type* ty = x->getType();
   Value* a = unary(b, llvm::Intrinsic::fabs, x);
   Value* p = poly(b, b.CreateFMul(a, a),
@@ -172,7 +227,7 @@ llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x) {
   Value* q = poly(b, b.CreateFSub(ac, fconst(ty, 1.0)),
                   {0.427583575, -0.273210734, 0.154343784, -0.0790067315, 0.0367263407,
                    -0.0148659749, 0.00469953287, -0.000965603627, 9.14478587e-05});
-  Value* e = emit_exp(b, b.CreateFNeg(b.CreateFMul(ac, ac)));
+  Value* e = emit_exp(b, b.CreateFNeg(b.CreateFMul(ac, ac)), target);
   Value* large = mul_add(b, b.CreateFNeg(e), q, fconst(ty, 1.0));
   Value* result = b.CreateSelect(b.CreateFCmpOLT(a, fconst(ty, 1.0)), small, large);
   return keep_nan(b, x, binary(b, llvm::Intrinsic::copysign, result, x));
@@ -181,9 +236,9 @@ llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x) {
 // 1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) below: exp only ever sees -|x|, so it
 // cannot overflow, and for very negative x the result follows exp(x) into the denormals instead of
 // becoming 1 / inf = 0. A NaN needs no select here: exp returns it, and it survives the division.
-llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x) {
+llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
   Type* ty = x->getType();
-  Value* e = emit_exp(b, b.CreateFNeg(unary(b, llvm::Intrinsic::fabs, x)));
+  Value* e = emit_exp(b, b.CreateFNeg(unary(b, llvm::Intrinsic::fabs, x)), target);
   Value* one = fconst(ty, 1.0);
   Value* num = b.CreateSelect(b.CreateFCmpOGE(x, fconst(ty, 0.0)), one, e);
   return b.CreateFDiv(num, b.CreateFAdd(one, e));

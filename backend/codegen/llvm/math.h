@@ -9,11 +9,21 @@ namespace kiln::codegen {
 // LLVM's loop vectorizer can vectorize a loop that uses it. The only intrinsics are fmuladd, fabs,
 // copysign, minnum and maxnum, which lower to instructions (checked on x86-64, with and without
 // FMA; fmuladd fuses only where the target has FMA, and the error bounds below hold either way).
-llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x);
+//
+// With `MathTarget::avx512` (AVX-512F and VL on the CPU kiln runs on), exp and the functions
+// built on it scale by 2^n with one vscalefps per vector (x86 intrinsics) instead of building two
+// powers of two in integer lanes and multiplying twice: about 10 fewer instructions per vector,
+// and the same result bit for bit (both round p * 2^n once; math_test compares all 2^32 inputs).
+// Scalars, and vectors whose lanes are not 4, 8 or a multiple of 16, take the generic form.
+struct MathTarget {
+  bool avx512 = false;
+};
+
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
 llvm::Value* emit_log(llvm::IRBuilderBase& b, llvm::Value* x);
-llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
-llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x);
-llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
+llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
+llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
 
 /// The maximum error of each function, in float32 ulp against the C library's double result
 /// rounded to float, that tests/codegen/math_test.cpp asserts. They are the maxima measured over

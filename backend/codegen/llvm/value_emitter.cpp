@@ -36,11 +36,12 @@ bool shares_memory(const kernel::Kernel& kernel, int a, int b) {
 }  // namespace
 
 ValueEmitter::ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& kernel,
-                           std::vector<llvm::Value*> buffer_pointers)
+                           std::vector<llvm::Value*> buffer_pointers, MathTarget math)
     : b_(builder),
       kernel_(kernel),
       buffers_(std::move(buffer_pointers)),
-      element_(kernel::element_levels(kernel)) {
+      element_(kernel::element_levels(kernel)),
+      math_(math) {
   // Buffers never overlap an output (the memory plan and fresh outputs see to it) except the
   // pairs the plan writes in place, so each buffer is its own alias scope, not disjoint from its
   // in-place partner: LLVM may keep inputs in registers across stores.
@@ -396,15 +397,15 @@ llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
       case Op::Reciprocal:
         return round(b_.CreateFDiv(one(), x));
       case Op::Exp:
-        return round(f64 ? libm_per_lane("exp", x) : emit_exp(b_, x));
+        return round(f64 ? libm_per_lane("exp", x) : emit_exp(b_, x, math_));
       case Op::Log:
         return round(f64 ? libm_per_lane("log", x) : emit_log(b_, x));
       case Op::Tanh:
-        return round(f64 ? libm_per_lane("tanh", x) : emit_tanh(b_, x));
+        return round(f64 ? libm_per_lane("tanh", x) : emit_tanh(b_, x, math_));
       case Op::Erf:
-        return round(f64 ? libm_per_lane("erf", x) : emit_erf(b_, x));
+        return round(f64 ? libm_per_lane("erf", x) : emit_erf(b_, x, math_));
       case Op::Sigmoid:
-        if (!f64) return round(emit_sigmoid(b_, x));
+        if (!f64) return round(emit_sigmoid(b_, x, math_));
         return b_.CreateFDiv(one(), b_.CreateFAdd(one(), libm_per_lane("exp", b_.CreateFNeg(x))));
       default:
         break;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/codegen/llvm/math.h"
 #include "passes/kernel/kernel.h"
 
 namespace kiln::codegen {
@@ -28,7 +29,7 @@ struct Position {
 class ValueEmitter {
  public:
   ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& kernel,
-               std::vector<llvm::Value*> buffer_pointers);
+               std::vector<llvm::Value*> buffer_pointers, MathTarget math);
 
   /// Maps are numbered: the load of expr e is map e; store s is map exprs.size() + s.
   int load_map_id(int expr) const { return expr; }
@@ -96,6 +97,7 @@ class ValueEmitter {
   };
   std::unordered_map<int, CachedRow> row_cache_;
   bool streaming_ = false;
+  MathTarget math_;
   std::vector<llvm::MDNode*> scope_;    // per buffer: its own scope
   std::vector<llvm::MDNode*> noalias_;  // per buffer: every other buffer's scope
 };
