@@ -64,7 +64,8 @@ class Folder {
     if (!op || uses_[bn.input(0)] != 1) return false;
     const bool linear = op->op() == "aten::linear";
     const bool conv = op->op() == "aten::conv2d" ||
-                      (op->op() == "aten::convolution" && is_false(*op, "transposed"));
+                      ((op->op() == "aten::convolution" || op->op() == "aten::_convolution") &&
+                       is_false(*op, "transposed"));
     if (!linear && !conv) return false;
     const TensorType& out = bn.output()->type();
     if (out.dtype != ir::DType::Float32 && out.dtype != ir::DType::Float64) return false;

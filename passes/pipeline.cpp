@@ -18,6 +18,7 @@
 #include "passes/ir/verifier.h"
 #include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
+#include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
 
 namespace kiln {
@@ -99,18 +100,14 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"canonicalize",
-                                                 "fold_batch_norm",
-                                                 "assign_layout",
-                                                 "prepack_linear",
-                                                 "fold_constants",
-                                                 "eliminate_dead_code",
-                                                 "eliminate_common_subexpressions",
-                                                 "fuse_reductions",
-                                                 "fuse_epilogue",
-                                                 "fuse_elementwise",
-                                                 "lower_kernels",
-                                                 "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",        "fold_batch_norm",
+      "assign_layout",       "prepack_linear",
+      "prepack_conv",        "fold_constants",
+      "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions",     "fuse_epilogue",
+      "fuse_elementwise",    "lower_kernels",
+      "plan_memory"};
   return names;
 }
 
@@ -128,9 +125,11 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
     passes.run("assign_layout", "",
                [&] { result.layout_conversions = assign_layout(graph, options.infer_types); });
   }
-  // After batch-norm folding (which gives linears new weights); fold_constants packs them.
-  if (options.prepack_linear && options.evaluate_constant) {
+  // After batch-norm folding (which gives weights new values) and layout assignment (oneDNN's
+  // convolutions take channels-last inputs); fold_constants packs the weights.
+  if (options.prepack_onednn && options.evaluate_constant) {
     passes.run("prepack_linear", "", [&] { prepack_linear(graph); });
+    passes.run("prepack_conv", "", [&] { prepack_conv(graph); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

@@ -32,8 +32,8 @@ struct PipelineOptions {
   /// Output types of a node for other input types (the runtime's meta run); without it
   /// assign_layout does not run.
   TypeInferrer infer_types;
-  /// prepack_linear runs: the runtime has oneDNN's linear ops and no autograd is needed.
-  bool prepack_linear = false;
+  /// prepack_linear and prepack_conv run: the runtime has oneDNN's ops and no autograd is needed.
+  bool prepack_onednn = false;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };

@@ -88,6 +88,10 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
     if (node.op() == "mkldnn::_linear_pointwise") {
       entry.why = "gemm: oneDNN's matmul on a weight prepacked at compile time";
+    } else if (node.op() == "mkldnn::_convolution_pointwise") {
+      entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
+      const auto* post = std::get_if<std::string>(node.find_attr("attr"));
+      if (post && *post != "none") entry.why += ", with its " + *post + " inside";
     } else if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
     } else if (const auto* why = std::get_if<std::string>(node.find_attr(kUnfusedAttr))) {
@@ -169,12 +173,15 @@ std::optional<std::vector<ir::TensorType>> infer_types(const ir::Node& node,
   return std::nullopt;
 }
 
-// prepack_linear's ops: ATen built with oneDNN, and both ops registered.
-bool has_onednn_linear() {
+// prepack_linear's and prepack_conv's ops: ATen built with oneDNN, and every op registered.
+bool has_onednn_ops() {
   static const bool available = [] {
     auto& dispatcher = c10::Dispatcher::singleton();
     return at::hasMKLDNN() && dispatcher.findSchema({"mkldnn::_linear_pointwise", ""}) &&
-           dispatcher.findSchema({"mkldnn::_reorder_linear_weight", ""});
+           dispatcher.findSchema({"mkldnn::_reorder_linear_weight", ""}) &&
+           dispatcher.findSchema({"mkldnn::_convolution_pointwise", ""}) &&
+           dispatcher.findSchema({"aten::to_mkldnn", ""}) &&
+           dispatcher.findSchema({"aten::mkldnn_reorder_conv2d_weight", ""});
   }();
   return available;
 }
@@ -195,7 +202,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   // out= variants do not record autograd history: plan memory only when none is needed.
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
   // oneDNN's linear records no autograd history either.
-  pipeline.prepack_linear = plan_memory && device.is_cpu() && has_onednn_linear();
+  pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
   pipeline.fusion = options.fusion && generates_code_for(device, env);
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;

@@ -62,8 +62,7 @@ Environment read_environment(std::vector<std::string>& problems) {
 
 std::vector<std::string> disable_names() {
   std::vector<std::string> names = pipeline_pass_names();
-  names.push_back("prepack_weights");  // capture: oneDNN weights for convolutional models
-  names.push_back("freeze_weights");   // torch.compile inference: weights as constants
+  names.push_back("freeze_weights");  // torch.compile inference: weights as constants
   names.push_back("fusion");
   names.push_back("llvm");
   names.push_back("cuda");  // CUDA code generation (CUDA ops then run through ATen)

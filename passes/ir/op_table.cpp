@@ -93,9 +93,13 @@ constexpr OpInfo kOps[] = {
     {"aten::mm", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::bmm", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::addmm", K::Gemm, 3, 3, 1, kPlanned},
-    // prepack_linear's: oneDNN's matmul, and its weight reordered at compile time.
+    // prepack_linear's and prepack_conv's: oneDNN's matmul and convolution, and their weights
+    // reordered at compile time (tensors in oneDNN's opaque layout).
     {"mkldnn::_linear_pointwise", K::Gemm, 2, 3, 1, kOwn},
     {"mkldnn::_reorder_linear_weight", K::Copy, 1, 1, 1, kOwn},
+    {"mkldnn::_convolution_pointwise", K::Convolution, 2, 3, 1, kOwn},
+    {"aten::to_mkldnn", K::Copy, 1, 1, 1, kOwn},
+    {"aten::mkldnn_reorder_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records

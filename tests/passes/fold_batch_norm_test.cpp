@@ -42,6 +42,23 @@ TEST(FoldBatchNormTest, FoldsIntoTheConvolutionsWeightAndBias) {
             std::string::npos);
 }
 
+TEST(FoldBatchNormTest, FoldsIntoATracedConvolution) {
+  // torch.jit.trace records aten::_convolution, with its extra flags as attributes.
+  std::string text = kConvBatchNorm;
+  const std::string conv2d =
+      "aten::conv2d(%x, %w, %b) {stride=[1,1], padding=[0,0], dilation=[1,1], groups=1}";
+  text.replace(text.find(conv2d), conv2d.size(),
+               "aten::_convolution(%x, %w, %b) {stride=[1,1], padding=[0,0], dilation=[1,1], "
+               "transposed=false, output_padding=[0,0], groups=1, benchmark=false, "
+               "deterministic=false, cudnn_enabled=true, allow_tf32=true}");
+  auto g = ir::parse_graph(text);
+  EXPECT_EQ(fold_batch_norm(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_EQ(printed.find("aten::batch_norm"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("  %z : f32[1,4,6,6] = aten::_convolution(%x, "), std::string::npos)
+      << printed;
+}
+
 TEST(FoldBatchNormTest, ATrainingBatchNormStays) {
   std::string text = kConvBatchNorm;
   text.replace(text.find("training=false"), 14, "training=true");

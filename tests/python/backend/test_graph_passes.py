@@ -68,7 +68,7 @@ def _explained_ops(compiled, x):
 def test_batch_norms_of_a_scripted_resnet_are_folded():
     model = _vision("resnet18")
     x = torch.randn(1, 3, 64, 64)
-    # kiln's own fold_batch_norm (prepacking off: the convolutions stay aten::conv2d)
+    # kiln's own fold_batch_norm (prepack_conv off: the convolutions stay aten::conv2d)
     code = (
         "import json, sys, torch, kiln\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
@@ -82,17 +82,21 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         "assert 'aten::batch_norm' not in ops, ops\n"
         "assert sum(op == 'aten::conv2d' for op in ops) == 20, ops\n"
         "print('ok')\n")
-    assert run_child(code, disabled="prepack_weights").strip().endswith("ok")
-    # by default: folded and prepacked into oneDNN convolutions, which the interpreter runs
-    compiled = kiln.compile(torch.jit.script(model))
-    with torch.no_grad():
-        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
-    ops = _explained_ops(compiled, x)
-    assert "aten::batch_norm" not in ops
-    assert sum(op == "prim::mkldnn_convolution" for op in ops) == 20
+    assert run_child(code, disabled="prepack_conv").strip().endswith("ok")
+    # by default: folded, channels-last, and on oneDNN with weights packed at compile time (the
+    # relus after 9 of them inside), for scripted and traced graphs alike
+    for capture in (torch.jit.script, lambda m: torch.jit.trace(m, (x,))):
+        compiled = kiln.compile(capture(model))
+        with torch.no_grad():
+            assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        ops = _explained_ops(compiled, x)
+        assert "aten::batch_norm" not in ops and "aten::relu" in ops, ops
+        assert sum(op == "mkldnn::_convolution_pointwise" for op in ops) == 20, ops
+        assert ops.count("aten::relu") == 17 - 9, ops
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "fold_constants",
+PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
+          "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
           "fuse_elementwise", "lower_kernels", "plan_memory"]
@@ -104,7 +108,7 @@ def test_pass_names_are_the_pipelines():
     assert eval(run_child(code).strip().splitlines()[-1]) == PASSES
 
 
-@pytest.mark.parametrize("disabled", PASSES + ["prepack_weights", "freeze_weights"])
+@pytest.mark.parametrize("disabled", PASSES + ["freeze_weights"])
 def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
     code = (
         "import sys, torch, kiln\n"
@@ -178,8 +182,7 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
             assert_close(out, expected, atol=1e-5, rtol=1e-4)
             assert out.stride() == expected.stride()
             out.view(2, -1)  # still a contiguous tensor
-    # With prepacking off, the scripted model's frozen convolutions are in a kiln region: the
-    # image is converted in, the feature map out; the weights are converted at compile time.
+    # The image is converted in, the feature map out; the weights are packed at compile time.
     code = (
         "import json, sys, torch, kiln\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
@@ -188,8 +191,8 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
         "c = kiln.compile(torch.jit.script(m))\n"
         "e = json.loads(c.explain(x))\n"
         "print(e['channels_last_conversions'], e['onednn_conversions'], e['layout_conversions'])\n")
-    assert run_child(code, disabled="prepack_weights").split() == ["2", "0", "2"]
-    assert run_child(code, disabled="prepack_weights,assign_layout").split() == ["0", "0", "0"]
+    assert run_child(code).split() == ["2", "0", "2"]
+    assert run_child(code, disabled="assign_layout").split() == ["0", "0", "0"]
 
 
 class _FeedForward(torch.nn.Module):
@@ -240,3 +243,17 @@ def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
     assert_close(expected_grad, x.grad, atol=1e-4, rtol=1e-4)
     ir = "".join(open(tmp_path / f).read() for f in os.listdir(tmp_path) if f.endswith(".kir"))
     assert "mkldnn::" not in ir
+
+
+def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):
+    model = _FeatureMaps().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), expected, atol=1e-5, rtol=1e-4)
+    ir = _final_ir(tmp_path)
+    # conv1's relu runs inside it; conv2's output also feeds the residual add, in kiln's kernel.
+    assert ir.count("= mkldnn::_convolution_pointwise(") == 2, ir
+    assert ir.count('attr="relu"') == 1 and "aten::conv2d" not in ir, ir
+    assert "aten::to_mkldnn" not in ir and "aten::mkldnn_reorder_conv2d_weight" not in ir, ir

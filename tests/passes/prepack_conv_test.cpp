@@ -1,0 +1,83 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+#include "passes/prepack_conv.h"
+
+namespace kiln {
+namespace {
+
+// A channels-last convolution (as assign_layout leaves it) followed by `activation`.
+std::string conv_then(const std::string& activation, const std::string& input_strides = "{768,1,96,12}") {
+  return "graph(%x : f32[1,12,8,8]" + input_strides +
+         "):\n"
+         "  %w : f32[16,12,3,3] = prim::Constant() {index=0}\n"
+         "  %b : f32[16] = prim::Constant() {index=1}\n"
+         "  %y : f32[1,16,8,8]{1024,1,128,16} = aten::conv2d(%x, %w, %b) {stride=[1,1], "
+         "padding=[1,1], dilation=[1,1], groups=1}\n" +
+         activation + "  return (%r)\n";
+}
+
+TEST(PrepackConvTest, AConvolutionAndItsReluBecomeOneOneDnnConvolutionOnAPackedWeight) {
+  auto g = ir::parse_graph(conv_then("  %r : f32[1,16,8,8]{1024,1,128,16} = aten::relu(%y)\n"));
+  EXPECT_EQ(prepack_conv(*g), 1);
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
+            "  %w : f32[16,12,3,3] = prim::Constant() {index=0}\n"
+            "  %b : f32[16] = prim::Constant() {index=1}\n"
+            "  %w_mkldnn : f32[16,12,3,3] = aten::to_mkldnn(%w) {dtype=None}\n"
+            "  %w_packed : f32[16,12,3,3] = aten::mkldnn_reorder_conv2d_weight(%w_mkldnn) "
+            "{padding=[1,1], stride=[1,1], dilation=[1,1], groups=1, input_size=[1,12,8,8]}\n"
+            "  %r : f32[1,16,8,8]{1024,1,128,16} = mkldnn::_convolution_pointwise(%x, "
+            "%w_packed, %b) {padding=[1,1], stride=[1,1], dilation=[1,1], groups=1, "
+            "attr=\"relu\", scalars=[], algorithm=\"\"}\n"
+            "  return (%r)\n");
+}
+
+TEST(PrepackConvTest, Relu6IsAHardtanhPostOpWithItsBounds) {
+  auto g = ir::parse_graph(conv_then(
+      "  %r : f32[1,16,8,8]{1024,1,128,16} = aten::hardtanh(%y) {min_val=0.0, max_val=6.0}\n"));
+  EXPECT_EQ(prepack_conv(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("attr=\"hardtanh\", scalars=[0.0,6.0]"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("aten::hardtanh"), std::string::npos) << printed;
+}
+
+TEST(PrepackConvTest, AnActivationStaysWhenTheConvolutionHasOtherReaders) {
+  auto g = ir::parse_graph(
+      conv_then("  %a : f32[1,16,8,8]{1024,1,128,16} = aten::relu(%y)\n"
+                "  %r : f32[1,16,8,8]{1024,1,128,16} = aten::add.Tensor(%a, %y) {alpha=1}\n"));
+  EXPECT_EQ(prepack_conv(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("attr=\"none\""), std::string::npos) << printed;
+  EXPECT_NE(printed.find("aten::relu(%y)"), std::string::npos) << printed;
+}
+
+TEST(PrepackConvTest, ConvolutionsThatStay) {
+  const std::vector<std::string> stays = {
+      // NCHW input: with a packed weight oneDNN would return channels-last
+      conv_then("  %r : f32[1,16,8,8]{1024,1,128,16} = aten::relu(%y)\n", ""),
+      // the weight is a graph input
+      "graph(%x : f32[1,12,8,8]{768,1,96,12}, %w : f32[16,12,3,3]):\n"
+      "  %r : f32[1,16,8,8]{1024,1,128,16} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+      "padding=[1,1], dilation=[1,1], groups=1}\n"
+      "  return (%r)\n",
+      // transposed
+      "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
+      "  %w : f32[12,16,3,3] = prim::Constant() {index=0}\n"
+      "  %r : f32[1,16,10,10]{1600,1,160,16} = aten::convolution(%x, %w) {bias=None, "
+      "stride=[1,1], padding=[0,0], dilation=[1,1], transposed=true, output_padding=[0,0], "
+      "groups=1}\n"
+      "  return (%r)\n",
+  };
+  for (const std::string& text : stays) {
+    auto g = ir::parse_graph(text);
+    EXPECT_EQ(prepack_conv(*g), 0) << text;
+    EXPECT_EQ(ir::print_graph(*g), ir::print_graph(*ir::parse_graph(text)));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
