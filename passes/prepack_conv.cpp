@@ -92,16 +92,16 @@ class ConvPrepacker {
   void rewrite(Node& conv) {
     Value* weight = conv.input(1);
     const auto& attr = [&](const char* name) { return *conv.find_attr(name); };
-    Node* dense = graph_.append("aten::to_mkldnn", {weight}, {weight->type()},
-                                {{"dtype", ir::NoneAttr{}}});
+    Node* dense =
+        graph_.append("aten::to_mkldnn", {weight}, {weight->type()}, {{"dtype", ir::NoneAttr{}}});
     dense->output()->set_name(weight->name() + "_mkldnn");
-    Node* packed = graph_.append(
-        "aten::mkldnn_reorder_conv2d_weight", {dense->output()}, {weight->type()},
-        {{"padding", attr("padding")},
-         {"stride", attr("stride")},
-         {"dilation", attr("dilation")},
-         {"groups", attr("groups")},
-         {"input_size", conv.input(0)->type().sizes}});
+    Node* packed =
+        graph_.append("aten::mkldnn_reorder_conv2d_weight", {dense->output()}, {weight->type()},
+                      {{"padding", attr("padding")},
+                       {"stride", attr("stride")},
+                       {"dilation", attr("dilation")},
+                       {"groups", attr("groups")},
+                       {"input_size", conv.input(0)->type().sizes}});
     packed->output()->set_name(weight->name() + "_packed");
 
     // A relu or hardtanh that alone reads the convolution's output runs inside it.

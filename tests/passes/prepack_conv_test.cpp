@@ -10,7 +10,8 @@ namespace kiln {
 namespace {
 
 // A channels-last convolution (as assign_layout leaves it) followed by `activation`.
-std::string conv_then(const std::string& activation, const std::string& input_strides = "{768,1,96,12}") {
+std::string conv_then(const std::string& activation,
+                      const std::string& input_strides = "{768,1,96,12}") {
   return "graph(%x : f32[1,12,8,8]" + input_strides +
          "):\n"
          "  %w : f32[16,12,3,3] = prim::Constant() {index=0}\n"

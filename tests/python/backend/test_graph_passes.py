@@ -33,7 +33,8 @@ def _bert_layer():
     transformers = pytest.importorskip("transformers")
     from transformers.models.bert.modeling_bert import BertLayer
 
-    config = transformers.BertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=128)
+    # Big enough that prepack_linear packs its linears (128 rows x 256 x 256 and up).
+    config = transformers.BertConfig(hidden_size=256, num_attention_heads=4, intermediate_size=512)
 
     class Layer(torch.nn.Module):
         def __init__(self):
@@ -49,7 +50,7 @@ def _bert_layer():
 @pytest.mark.parametrize("make_model,shape", [
     (lambda: _vision("resnet18"), (1, 3, 64, 64)),
     (lambda: _vision("mobilenet_v2"), (2, 3, 64, 64)),
-    (_bert_layer, (2, 16, 64)),
+    (_bert_layer, (2, 64, 256)),
 ])
 def test_models_match_eager_after_all_passes(make_model, shape):
     model = make_model()
