@@ -1,6 +1,7 @@
-// Large elementwise outputs use aligned non-temporal vector stores after a scalar head that
-// reaches the first 64-byte line; any piece of the launch range, starting anywhere, must still
-// write exactly what the reference interpreter writes.
+// Large elementwise outputs, and the large element outputs of reductions over rows (softmax,
+// layer_norm), use aligned non-temporal vector stores after a scalar head that reaches the first
+// 64-byte line; any piece of the launch range, starting anywhere, must still write exactly what
+// the reference interpreter writes.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -56,6 +57,39 @@ TEST(StreamingStoresTest, UnalignedPiecesMatchTheInterpreter) {
   for (size_t i = 0; i + 1 < std::size(cuts); ++i)
     fn.function(buffers, cuts[i], cuts[i + 1]);
   EXPECT_EQ(std::memcmp(out.data(), expected.data(), kElements * sizeof(float)), 0);
+}
+
+// out[r, i] = x[r, i] - max_i x[r, i] over rows of 1003 (not a multiple of 16 floats, so most
+// rows start off a 64-byte line), 3000 rows: 12 MB out.
+Kernel centered_rows_kernel() {
+  Kernel k;
+  k.name = "centered";
+  k.sizes = {3000, 1003};
+  k.reduce_rank = 1;
+  k.buffers = {{"b0", DType::Float32, false}, {"b1", DType::Float32, true}};
+  KernelBuilder b(k);
+  const int x = b.load(0, {1003, 1});
+  b.store(1, {1003, 1}, b.binary(Op::Sub, x, b.reduce(kernel::ReduceKind::Max, x), DType::Float32));
+  return k;
+}
+
+TEST(StreamingStoresTest, LargeRowOutputsOfReductionsStreamToo) {
+  const Kernel k = centered_rows_kernel();
+  const std::string assembly = kernels_assembly({k}, {});
+  EXPECT_NE(assembly.find("vmovntp"), std::string::npos) << assembly;
+  const int64_t n = 3000 * 1003;
+  std::vector<float> input(n), expected(n), out(n, -12345.0f);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-10, 10);
+  for (float& v : input)
+    v = dist(rng);
+  kernel::interpret(k, {input.data(), expected.data()});
+  CompiledKernels compiled = compile_kernels({k}, {});
+  void* buffers[] = {input.data(), out.data()};
+  const int64_t cuts[] = {0, 1, 7, 1500, 2999, 3000};
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i)
+    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
+  EXPECT_EQ(std::memcmp(out.data(), expected.data(), n * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -177,14 +177,23 @@ class KernelEmitter final : public EmitterCore {
         }
       }
       if (!element_stores) return;
-      row_loops(
-          offsets, row_rank,
-          [&](const Position& at, int) {
-            for (size_t s = 0; s < kernel_.stores.size(); ++s) {
-              if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
-            }
-          },
-          1);
+      auto store_elements = [&](const Position& at, int) {
+        for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+          if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
+        }
+      };
+      if (kernel_.reduce_rank == 1 && streams_output()) {
+        // A large output (softmax, layer_norm) streams past the caches, as elementwise outputs
+        // do: scalar steps up to the row's first 64-byte line, then non-temporal vector stores.
+        const int64_t n = kernel_.sizes.back();
+        llvm::Value* aligned = first_aligned_index(i64(0), i64(n), offsets);
+        inner_loop(i64(0), aligned, offsets, store_elements, 1, /*vectors=*/false);
+        values_->set_streaming_stores(true);
+        inner_loop(aligned, i64(n), offsets, store_elements, 1);
+        values_->set_streaming_stores(false);
+        return;
+      }
+      row_loops(offsets, row_rank, store_elements, 1);
     });
   }
 
