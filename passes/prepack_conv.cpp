@@ -104,20 +104,31 @@ class ConvPrepacker {
                        {"input_size", conv.input(0)->type().sizes}});
     packed->output()->set_name(weight->name() + "_packed");
 
-    // A relu or hardtanh that alone reads the convolution's output runs inside it.
+    // A residual add that alone reads the convolution's output (the other operand alike in
+    // type), and a relu or hardtanh that alone reads the convolution or that add, run inside it.
     Value* result = conv.output();
+    Node* residual = sole_user(conv.output());
+    Value* other = residual ? residual_operand(*residual, conv.output()) : nullptr;
+    Node* anchor = &conv;
+    if (other) {
+      result = residual->output();
+      removed_.insert(residual);
+      anchor = residual;  // the other operand may be computed after the convolution
+    }
     std::vector<double> scalars;
-    std::string activation = "none";
-    const auto& users = users_[conv.output()];
-    if (users.size() == 1 && users[0]) {
-      const std::string fused = post_op(*users[0], scalars);
-      if (!fused.empty() && users[0]->output()->type() == conv.output()->type()) {
-        activation = fused;
-        result = users[0]->output();
-        removed_.insert(users[0]);
+    std::string activation;
+    if (Node* user = sole_user(result)) {
+      activation = post_op(*user, scalars);
+      if (!activation.empty() && user->output()->type() == result->type()) {
+        result = user->output();
+        removed_.insert(user);
+      } else {
+        activation.clear();
       }
     }
-    std::vector<Value*> inputs = {conv.input(0), packed->output()};
+    std::vector<Value*> inputs = {conv.input(0)};
+    if (other) inputs.push_back(other);
+    inputs.push_back(packed->output());
     ir::AttrList attrs;
     if (conv.inputs().size() > 2) {
       inputs.push_back(conv.input(2));
@@ -128,16 +139,49 @@ class ConvPrepacker {
     attrs.emplace_back("stride", attr("stride"));
     attrs.emplace_back("dilation", attr("dilation"));
     attrs.emplace_back("groups", attr("groups"));
-    attrs.emplace_back("attr", activation);
-    attrs.emplace_back("scalars", scalars);
-    attrs.emplace_back("algorithm", std::string(""));
-    Node* onednn = graph_.append("mkldnn::_convolution_pointwise", std::move(inputs),
-                                 {result->type()}, std::move(attrs));
+    std::string op = "mkldnn::_convolution_pointwise";
+    if (other) {
+      op += ".binary";
+      attrs.emplace_back("binary_attr", std::string("add"));
+      attrs.emplace_back("alpha", ir::NoneAttr{});
+      attrs.emplace_back("unary_attr",
+                         activation.empty() ? ir::Attr(ir::NoneAttr{}) : ir::Attr(activation));
+      attrs.emplace_back("unary_scalars", scalars);
+      attrs.emplace_back("unary_algorithm", ir::NoneAttr{});
+    } else {
+      attrs.emplace_back("attr", activation.empty() ? std::string("none") : activation);
+      attrs.emplace_back("scalars", scalars);
+      attrs.emplace_back("algorithm", std::string(""));
+    }
+    Node* onednn = graph_.append(op, std::move(inputs), {result->type()}, std::move(attrs));
     onednn->output()->set_name(result->name());
     for (Node* added : {dense, packed, onednn})
-      graph_.move_before(added, &conv);
+      graph_.move_before(added, anchor);
     graph_.replace_all_uses(result, onednn->output());
     removed_.insert(&conv);
+  }
+
+  /// The one node that reads `value` (not a graph output), unless an earlier fusion took it.
+  Node* sole_user(const Value* value) {
+    const auto& users = users_[value];
+    if (users.size() != 1 || !users[0] || removed_.contains(users[0])) return nullptr;
+    return users[0];
+  }
+
+  /// For `add.Tensor(conv, other)` (either order, alpha 1) with `other` of the convolution's
+  /// type: `other`, which oneDNN then adds to the convolution's result.
+  static Value* residual_operand(const Node& add, const Value* conv) {
+    if (add.op() != "aten::add.Tensor" || add.inputs().size() != 2) return nullptr;
+    const ir::Attr* alpha = add.find_attr("alpha");
+    const auto* int_alpha = alpha ? std::get_if<int64_t>(alpha) : nullptr;
+    const auto* float_alpha = alpha ? std::get_if<double>(alpha) : nullptr;
+    if (alpha && !(int_alpha && *int_alpha == 1) && !(float_alpha && *float_alpha == 1.0)) {
+      return nullptr;
+    }
+    Value* other = add.input(0) == conv ? add.input(1) : add.input(0);
+    if (other == conv || other->type() != conv->type()) return nullptr;
+    if (add.output()->type() != conv->type()) return nullptr;
+    return other;
   }
 
   ir::Graph& graph_;

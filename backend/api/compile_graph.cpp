@@ -88,10 +88,13 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
     if (node.op() == "mkldnn::_linear_pointwise") {
       entry.why = "gemm: oneDNN's matmul on a weight prepacked at compile time";
-    } else if (node.op() == "mkldnn::_convolution_pointwise") {
+    } else if (node.op().starts_with("mkldnn::_convolution_pointwise")) {
       entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
-      const auto* post = std::get_if<std::string>(node.find_attr("attr"));
-      if (post && *post != "none") entry.why += ", with its " + *post + " inside";
+      if (node.find_attr("binary_attr")) entry.why += ", with its residual add inside";
+      for (const char* name : {"attr", "unary_attr"}) {
+        const auto* post = std::get_if<std::string>(node.find_attr(name));
+        if (post && *post != "none") entry.why += ", with its " + *post + " inside";
+      }
     } else if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
     } else if (const auto* why = std::get_if<std::string>(node.find_attr(kUnfusedAttr))) {
@@ -180,6 +183,7 @@ bool has_onednn_ops() {
     return at::hasMKLDNN() && dispatcher.findSchema({"mkldnn::_linear_pointwise", ""}) &&
            dispatcher.findSchema({"mkldnn::_reorder_linear_weight", ""}) &&
            dispatcher.findSchema({"mkldnn::_convolution_pointwise", ""}) &&
+           dispatcher.findSchema({"mkldnn::_convolution_pointwise", "binary"}) &&
            dispatcher.findSchema({"aten::to_mkldnn", ""}) &&
            dispatcher.findSchema({"aten::mkldnn_reorder_conv2d_weight", ""});
   }();

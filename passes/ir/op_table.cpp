@@ -98,6 +98,7 @@ constexpr OpInfo kOps[] = {
     {"mkldnn::_linear_pointwise", K::Gemm, 2, 3, 1, kOwn},
     {"mkldnn::_reorder_linear_weight", K::Copy, 1, 1, 1, kOwn},
     {"mkldnn::_convolution_pointwise", K::Convolution, 2, 3, 1, kOwn},
+    {"mkldnn::_convolution_pointwise.binary", K::Convolution, 3, 4, 1, kOwn},
     {"aten::to_mkldnn", K::Copy, 1, 1, 1, kOwn},
     {"aten::mkldnn_reorder_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},

@@ -56,6 +56,34 @@ TEST(PrepackConvTest, AnActivationStaysWhenTheConvolutionHasOtherReaders) {
   EXPECT_NE(printed.find("aten::relu(%y)"), std::string::npos) << printed;
 }
 
+TEST(PrepackConvTest, AResidualAddAndItsReluRunInsideTheConvolution) {
+  // The other operand is computed after the convolution (as ResNet's downsample path is), so
+  // the fused node takes the add's place.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
+      "  %w : f32[12,12,3,3] = prim::Constant() {index=0}\n"
+      "  %y : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+      "padding=[1,1], dilation=[1,1], groups=1}\n"
+      "  %i : f32[1,12,8,8]{768,1,96,12} = aten::mul.Scalar(%x) {other=2.0}\n"
+      "  %s : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%i, %y) {alpha=1}\n"
+      "  %r : f32[1,12,8,8]{768,1,96,12} = aten::relu(%s)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(prepack_conv(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("  %i : f32[1,12,8,8]{768,1,96,12} = aten::mul.Scalar(%x) {other=2.0}\n"
+                         "  %w_mkldnn"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("%r : f32[1,12,8,8]{768,1,96,12} = mkldnn::_convolution_pointwise.binary("
+                         "%x, %i, %w_packed) {B=None, padding=[1,1], stride=[1,1], "
+                         "dilation=[1,1], groups=1, binary_attr=\"add\", alpha=None, "
+                         "unary_attr=\"relu\", unary_scalars=[], unary_algorithm=None}"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(printed.find("aten::add"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("aten::relu"), std::string::npos) << printed;
+}
+
 TEST(PrepackConvTest, ConvolutionsThatStay) {
   const std::vector<std::string> stays = {
       // NCHW input: with a packed weight oneDNN would return channels-last

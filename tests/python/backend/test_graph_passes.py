@@ -84,16 +84,17 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         "assert sum(op == 'aten::conv2d' for op in ops) == 20, ops\n"
         "print('ok')\n")
     assert run_child(code, disabled="prepack_conv").strip().endswith("ok")
-    # by default: folded, channels-last, and on oneDNN with weights packed at compile time (the
-    # relus after 9 of them inside), for scripted and traced graphs alike
+    # by default: folded, channels-last, and on oneDNN with weights packed at compile time, every
+    # relu and the 8 residual adds inside the convolutions, for scripted and traced graphs alike
     for capture in (torch.jit.script, lambda m: torch.jit.trace(m, (x,))):
         compiled = kiln.compile(capture(model))
         with torch.no_grad():
             assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
         ops = _explained_ops(compiled, x)
-        assert "aten::batch_norm" not in ops and "aten::relu" in ops, ops
-        assert sum(op == "mkldnn::_convolution_pointwise" for op in ops) == 20, ops
-        assert ops.count("aten::relu") == 17 - 9, ops
+        assert "aten::batch_norm" not in ops and "aten::relu" not in ops, ops
+        assert ops.count("mkldnn::_convolution_pointwise") == 12, ops
+        assert ops.count("mkldnn::_convolution_pointwise.binary") == 8, ops
+        assert not any(op.startswith("aten::add") for op in ops), ops
 
 
 PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
@@ -254,7 +255,8 @@ def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):
         compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
         assert_close(compiled(x), expected, atol=1e-5, rtol=1e-4)
     ir = _final_ir(tmp_path)
-    # conv1's relu runs inside it; conv2's output also feeds the residual add, in kiln's kernel.
-    assert ir.count("= mkldnn::_convolution_pointwise(") == 2, ir
-    assert ir.count('attr="relu"') == 1 and "aten::conv2d" not in ir, ir
+    # conv1's relu runs inside it, and so do conv2's residual add and the relu after it.
+    assert ir.count("= mkldnn::_convolution_pointwise(") == 1, ir
+    assert ir.count("= mkldnn::_convolution_pointwise.binary(") == 1, ir
+    assert ' attr="relu"' in ir and 'unary_attr="relu"' in ir and "aten::conv2d" not in ir, ir
     assert "aten::to_mkldnn" not in ir and "aten::mkldnn_reorder_conv2d_weight" not in ir, ir
