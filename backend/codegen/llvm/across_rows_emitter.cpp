@@ -25,35 +25,14 @@ class AcrossRowsEmitter final : public EmitterCore {
   void emit_reducing_across_rows() {
     constexpr int kAcrossRowsUnroll = 4;
     const int last_row = kernel_.row_rank() - 1;
-    const int64_t run = kernel_.sizes[last_row];
-    llvm::Value* begin = fn_->getArg(1);
-    llvm::Value* end = fn_->getArg(2);
-    llvm::LLVMContext& c = module_.getContext();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(c, "runs", fn_);
-    auto* inside = llvm::BasicBlock::Create(c, "run", fn_);
-    auto* exit = llvm::BasicBlock::Create(c, "runs_done", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
-    pos->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
-    b_.SetInsertPoint(inside);
-    llvm::Value* outer = b_.CreateUDiv(pos, i64(run));
-    llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(outer, i64(run)));
-    llvm::Value* count = b_.CreateBinaryIntrinsic(
-        llvm::Intrinsic::smin, b_.CreateSub(i64(run), first), b_.CreateSub(end, pos));
-    const std::vector<llvm::Value*> offsets = row_offsets(outer, last_row);
-    llvm::Value* stop = b_.CreateAdd(first, count);
-    llvm::Value* next = first;
-    for (int width : {width_ * kAcrossRowsUnroll, width_, 1}) {
-      next = loop(next, stop, width, [&](llvm::Value* j) {
-        emit_row_block(Position{width, j, &offsets, last_row});
-      });
-    }
-    pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
+    walk_runs(last_row, [&](llvm::Value* first, llvm::Value* stop, const Offsets& offsets) {
+      llvm::Value* next = first;
+      for (int width : {width_ * kAcrossRowsUnroll, width_, 1}) {
+        next = loop(next, stop, width, [&](llvm::Value* j) {
+          emit_row_block(Position{width, j, &offsets, last_row});
+        });
+      }
+    });
   }
 
   /// One block of rows (at_row.width of them): its reductions, its row values, its stores.

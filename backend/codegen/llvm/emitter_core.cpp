@@ -88,6 +88,32 @@ EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
 }
 
 /// Every map's offset moved by i along `dim`.
+void EmitterCore::walk_runs(
+    int dim, const std::function<void(llvm::Value*, llvm::Value*, const Offsets&)>& body) {
+  const int64_t run = kernel_.sizes[dim];
+  if (run == 0) return;
+  llvm::Value* end = fn_->getArg(2);
+  llvm::LLVMContext& c = module_.getContext();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(c, "runs", fn_);
+  auto* inside = llvm::BasicBlock::Create(c, "run", fn_);
+  auto* exit = llvm::BasicBlock::Create(c, "runs_done", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
+  pos->addIncoming(fn_->getArg(1), pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
+  b_.SetInsertPoint(inside);
+  llvm::Value* outer = b_.CreateUDiv(pos, i64(run));
+  llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(outer, i64(run)));
+  llvm::Value* count = b_.CreateBinaryIntrinsic(
+      llvm::Intrinsic::smin, b_.CreateSub(i64(run), first), b_.CreateSub(end, pos));
+  body(first, b_.CreateAdd(first, count), row_offsets(outer, dim));
+  pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
 EmitterCore::Offsets EmitterCore::moved(const Offsets& offsets, int dim, llvm::Value* i) {
   Offsets out = offsets;
   for (size_t m = 0; m < num_maps_; ++m) {

@@ -36,6 +36,11 @@ class EmitterCore {
                     const std::function<void(llvm::Value*)>& body);
   /// Offsets of every map at the start of `row` (a flat index over the first `dims` dims).
   Offsets row_offsets(llvm::Value* row, int dims);
+  /// Walks the function's [begin, end), a range of flat indices over dims 0..dim, in runs along
+  /// `dim` (runs may be partial at both ends): body(first, stop, offsets) per run, with the
+  /// offsets of every map at index 0 of `dim` in that run.
+  void walk_runs(int dim,
+                 const std::function<void(llvm::Value*, llvm::Value*, const Offsets&)>& body);
   /// Every map's offset moved by i along `dim`.
   Offsets moved(const Offsets& offsets, int dim, llvm::Value* i);
   /// Computes, in order, every row-level expr whose operands are ready.

@@ -80,46 +80,25 @@ class KernelEmitter final : public EmitterCore {
   // Elementwise: [begin, end) is a range of flat element indices; walk it row by row of the
   // innermost dimension (rows may be partial at both ends).
   void emit_elementwise() {
-    const int rank = kernel_.rank();
-    const int64_t inner = kernel_.sizes[rank - 1];
-    if (inner == 0) return;
-    llvm::Value* begin = fn_->getArg(1);
-    llvm::Value* end = fn_->getArg(2);
-    llvm::LLVMContext& c = module_.getContext();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(c, "rows", fn_);
-    auto* inside = llvm::BasicBlock::Create(c, "row", fn_);
-    auto* exit = llvm::BasicBlock::Create(c, "rows_done", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
-    pos->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
-    b_.SetInsertPoint(inside);
-    llvm::Value* row = b_.CreateUDiv(pos, i64(inner));
-    llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(row, i64(inner)));
-    llvm::Value* count = b_.CreateBinaryIntrinsic(
-        llvm::Intrinsic::smin, b_.CreateSub(i64(inner), first), b_.CreateSub(end, pos));
-    std::vector<llvm::Value*> offsets = row_offsets(row, rank - 1);
     auto store_all = [&](const Position& at, int) {
       for (size_t s = 0; s < kernel_.stores.size(); ++s)
         values_->store(static_cast<int>(s), at);
     };
-    llvm::Value* stop = b_.CreateAdd(first, count);
-    if (streams_output()) {
-      // Scalar steps up to the first 64-byte aligned output element, then aligned streaming
-      // vector stores (no read-for-ownership of output lines nobody will read soon).
-      llvm::Value* aligned = first_aligned_index(first, stop, offsets);
-      inner_loop(first, aligned, offsets, store_all, 1, /*vectors=*/false);
-      values_->set_streaming_stores(true);
-      inner_loop(aligned, stop, offsets, store_all, 1);
-      values_->set_streaming_stores(false);
-    } else {
-      inner_loop(first, stop, offsets, store_all, 1);
-    }
-    pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
+    walk_runs(kernel_.rank() - 1,
+              [&](llvm::Value* first, llvm::Value* stop, const Offsets& offsets) {
+                if (streams_output()) {
+                  // Scalar steps up to the first 64-byte aligned output element, then aligned
+                  // streaming vector stores (no read-for-ownership of output lines nobody will read
+                  // soon).
+                  llvm::Value* aligned = first_aligned_index(first, stop, offsets);
+                  inner_loop(first, aligned, offsets, store_all, 1, /*vectors=*/false);
+                  values_->set_streaming_stores(true);
+                  inner_loop(aligned, stop, offsets, store_all, 1);
+                  values_->set_streaming_stores(false);
+                } else {
+                  inner_loop(first, stop, offsets, store_all, 1);
+                }
+              });
   }
 
   /// Streaming stores pay off for one large contiguous output of 4- or 8-byte elements, whose
