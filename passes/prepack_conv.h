@@ -1,7 +1,9 @@
 // Weight prepacking for convolutions (CPU, float32, channels-last): a 2-D convolution whose
 // weight is frozen and whose input assign_layout made channels-last runs on oneDNN's convolution
 // with the weight reordered once, at compile time, into oneDNN's blocked layout, and with a
-// following relu or hardtanh (relu6) applied inside it as a post-op:
+// following relu or hardtanh (relu6) applied inside it as a post-op. A residual add that alone
+// reads the convolution (and a relu after it) goes inside too, as `_convolution_pointwise.binary`
+// placed where the add was (ResNet computes the other operand after the convolution):
 //
 //   %y : f32[1,64,56,56]{...cl} = aten::conv2d(%x_nhwc, %w, %b) {stride=[1,1], padding=[1,1],
 //                                                                dilation=[1,1], groups=1}

@@ -27,10 +27,8 @@ BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
                          const CodegenOptions& options) {
   const std::string& features = jit::host_target().features;
   const int bits = options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features);
-  auto has = [&](const char* f) {
-    return ("," + features + ",").find("," + std::string(f) + ",") != std::string::npos;
-  };
-  const MathTarget math{options.avx512_math && has("+avx512f") && has("+avx512vl")};
+  const MathTarget math{options.avx512_math && has_feature(features, "+avx512f") &&
+                        has_feature(features, "+avx512vl")};
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);

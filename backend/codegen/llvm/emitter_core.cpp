@@ -42,8 +42,6 @@ llvm::Function* EmitterCore::emit() {
   return fn_;
 }
 
-/// A counted loop: runs body(i) for i = start, start+step, ... while i + step <= end, and
-/// returns the first i it did not run.
 llvm::Value* EmitterCore::loop(llvm::Value* start, llvm::Value* end, int64_t step,
                                const std::function<void(llvm::Value*)>& body) {
   llvm::LLVMContext& c = module_.getContext();
@@ -64,7 +62,6 @@ llvm::Value* EmitterCore::loop(llvm::Value* start, llvm::Value* end, int64_t ste
   return i;
 }
 
-/// Offsets of every map at the start of `row` (a flat index over the first `dims` dims).
 EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
   std::vector<llvm::Value*> index(dims);
   llvm::Value* rest = row;
@@ -87,7 +84,6 @@ EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
   return offsets;
 }
 
-/// Every map's offset moved by i along `dim`.
 void EmitterCore::walk_runs(
     int dim, const std::function<void(llvm::Value*, llvm::Value*, const Offsets&)>& body) {
   const int64_t run = kernel_.sizes[dim];
@@ -124,7 +120,6 @@ EmitterCore::Offsets EmitterCore::moved(const Offsets& offsets, int dim, llvm::V
   return out;
 }
 
-/// Computes, in order, every row-level expr whose operands are ready.
 void EmitterCore::compute_row_values(const Position& at_row) {
   for (size_t i = 0; i < kernel_.exprs.size(); ++i) {
     const int id = static_cast<int>(i);
@@ -170,7 +165,6 @@ llvm::Value* EmitterCore::combine(ReduceKind kind, DType t, llvm::Value* acc, ll
   return acc;
 }
 
-/// Mean's division, and a 16-bit float sum's rounding to its format.
 llvm::Value* EmitterCore::finish_reduction(const kernel::Expr& e, llvm::Value* result) {
   const DType t = e.dtype;
   if (e.reduce == ReduceKind::Mean) {

@@ -66,12 +66,13 @@ bool reduces_across_rows(const Kernel& kernel, int width) {
   return across > along;
 }
 
+bool has_feature(const std::string& features, const std::string& feature) {
+  return ("," + features + ",").find("," + feature + ",") != std::string::npos;
+}
+
 int vector_bits_for(const std::string& features) {
-  auto has = [&](const std::string& f) {
-    return ("," + features + ",").find("," + f + ",") != std::string::npos;
-  };
-  if (has("+avx512f")) return 512;
-  if (has("+avx2") || has("+avx")) return 256;
+  if (has_feature(features, "+avx512f")) return 512;
+  if (has_feature(features, "+avx2") || has_feature(features, "+avx")) return 256;
   return 128;
 }
 

@@ -40,7 +40,10 @@ KernelLaunch choose_launch(const kernel::Kernel& collapsed);
 /// the rows, the same kernel would read every vector lane by lane.
 bool reduces_across_rows(const kernel::Kernel& collapsed, int width);
 
-/// Vector width in bits for the host's feature string ("+avx512f,+avx2,..."): 512, 256 or 128.
+/// Whether the host's feature string ("+avx512f,+avx2,...") has `feature` ("+avx512f").
+bool has_feature(const std::string& features, const std::string& feature);
+
+/// Vector width in bits for the host's feature string: 512, 256 or 128.
 int vector_bits_for(const std::string& features);
 
 }  // namespace kiln::codegen
