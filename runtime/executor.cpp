@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kiln/error.h"
+#include "runtime/in_place_extern.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -27,6 +28,8 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
 
 void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
                 std::vector<c10::IValue>& stack) {
+  // Checked before the stack takes its own references.
+  const bool in_place = step.in_place && is_sole_owner(slots[step.in_place->input]);
   stack = step.stack_template;
   for (const auto& arg : step.tensor_args)
     stack[arg.position] = slots[arg.value];
@@ -38,8 +41,17 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
     stack[list_arg.position] = std::move(list);
   }
   if (step.out_position >= 0) stack[step.out_position] = slots[step.outputs[0]];
+  if (in_place) {
+    std::vector<c10::IValue> reordered;
+    reordered.reserve(stack.size());
+    for (int position : step.in_place->order)
+      reordered.push_back(std::move(stack[position]));
+    // The slot's own reference goes, so the op's output is the tensor's only owner.
+    slots[step.in_place->input].reset();
+    stack = std::move(reordered);
+  }
   try {
-    step.op.callBoxed(stack);
+    (in_place ? step.in_place->op : step.op).callBoxed(stack);
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::InvalidInput, step.name + " failed: " + e.what_without_backtrace());
   }

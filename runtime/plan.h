@@ -40,6 +40,15 @@ struct ExternStep {
   int out_position = -1;
   /// Slots whose last reader is this step: released after it so memory returns early.
   std::vector<int> release;
+  /// ATen's in-place overload of `op`, which writes outputs[0] over one input (see
+  /// in_place_extern.h); the executor calls it instead of `op` when that input is not shared.
+  struct InPlace {
+    c10::OperatorHandle op;
+    std::vector<int> order;     // for each argument of `op`, its position in stack_template
+    int written_position = -1;  // in stack_template: the argument written over
+    int input = -1;             // its slot
+  };
+  std::optional<InPlace> in_place;
   /// For an op whose output shapes were found by a sample run (it has no meta kernel): the
   /// shapes every call must produce; a call that produces others raises Unsupported.
   std::vector<std::vector<int64_t>> expected_sizes;

@@ -5,6 +5,7 @@
 
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
+#include "runtime/in_place_extern.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -195,6 +196,8 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
     if (keep[v] || last_reader[v] < 0) continue;
     std::visit([&](auto& step) { step.release.push_back(v); }, plan.steps[last_reader[v]]);
   }
+
+  choose_in_place_externs(plan, graph, memory);
 
   for (int v = 0; v < static_cast<int>(memory.offsets.size()); ++v) {
     if (memory.offsets[v]) plan.planned.push_back({v, *memory.offsets[v], {}});

@@ -97,6 +97,29 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         assert not any(op.startswith("aten::add") for op in ops), ops
 
 
+def test_residual_adds_write_over_the_dying_identity():
+    # ResNet-18's 8 residual adds run inside oneDNN convolutions; each identity dies there, so
+    # the in-place form runs and nothing is copied (the functional form copies the identity).
+    model = _vision("resnet18")
+    x = torch.randn(2, 3, 64, 64)
+    before = x.clone()
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln")
+        compiled(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    record_shapes=True) as prof:
+            got = compiled(x)
+    assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert torch.equal(x, before)
+    names = [e.name for e in prof.events()]
+    assert names.count("mkldnn::_convolution_pointwise_") == 8, names
+    assert "mkldnn::_convolution_pointwise.binary" not in names
+    feature_map_copies = [e for e in prof.events()
+                          if e.name == "aten::copy_" and len(e.input_shapes[0]) == 4]
+    assert not feature_map_copies, feature_map_copies
+
+
 PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
           "fold_constants",
           "eliminate_dead_code",
