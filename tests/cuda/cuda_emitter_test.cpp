@@ -136,8 +136,44 @@ TEST(CudaEmitter, LongRowsWithFewRowsSplitAcrossBlocks) {
     CHECK: counters[row] = 0;
     CHECK: if (threadIdx.x == 0) b1[
   )")) << text;
-  // Softmax needs the whole row twice: it stays one block per row however long.
-  EXPECT_EQ(choose_cuda_schedule(kernel::collapse_dims(softmax(2, 1 << 20))).slices, 1);
+  EXPECT_EQ(s.phases, 1);  // one walk: one launch
+}
+
+TEST(CudaEmitter, LongSoftmaxRowsSplitIntoOneLaunchPerWalk) {
+  // max, sum, then the stores: three launches over the same slices; the first two leave the
+  // row's combined max and sum in the workspace, the last stores every slice.
+  const Kernel c = kernel::collapse_dims(softmax(2, 1 << 20));
+  const CudaSchedule s = choose_cuda_schedule(c);
+  EXPECT_EQ(s.slices, (1 << 20) / kSplitSliceElements);
+  EXPECT_EQ(s.phases, 3);
+  EXPECT_EQ(s.workspace_bytes, 2 * s.slices * 8 + 2 * 2 * 8 + 2 * 4);
+  const std::string text = emit_cuda_kernel(c, s, "k");
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: __device__ __forceinline__ void k_body(
+    CHECK: unsigned char* __restrict__ workspace, const int phase)
+    CHECK: if (phase == 0) {
+    CHECK: for (int e = slice * 16384 + threadIdx.x;
+    CHECK: if (!kiln_last) continue;
+    CHECK: if (threadIdx.x == 0) reinterpret_cast<float*>(workspace + 1024)[row * 2 + 0] = acc;
+    CHECK: continue;
+    CHECK: } else {
+    CHECK: acc = reinterpret_cast<float*>(workspace + 1024)[row * 2 + 0];
+    CHECK: if (phase == 1) {
+    CHECK: atomicAdd(&counters[row], 1u) == 64 - 1
+    CHECK: reinterpret_cast<float*>(workspace + 1024)[row * 2 + 1] = acc;
+    CHECK: for (int e = slice * 16384 + threadIdx.x;
+    CHECK: b1[
+    CHECK: extern "C" __global__ void __launch_bounds__(256)
+    CHECK: k(
+    CHECK: k_body(b0, b1, workspace, 0);
+    CHECK: k_phase1(
+    CHECK: k_body(b0, b1, workspace, 1);
+    CHECK: k_phase2(
+    CHECK: k_body(b0, b1, workspace, 2);
+  )")) << text;
+  // Short rows, or many of them: one block per row, one launch.
+  EXPECT_EQ(choose_cuda_schedule(kernel::collapse_dims(softmax(2, 4096))).phases, 1);
+  EXPECT_EQ(choose_cuda_schedule(kernel::collapse_dims(softmax(128, 1 << 17))).phases, 1);
 }
 
 TEST(CudaEmitter, InPlacePairLosesRestrict) {

@@ -1,5 +1,6 @@
 #include "cuda/cuda_emulation.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -278,9 +279,13 @@ EmulatedModule::EmulatedModule(const codegen::cuda::CudaModuleSource& module) : 
   std::filesystem::create_directories(dir);
   std::string source = std::string(kEmulation) + module.source;
   for (size_t i = 0; i < module.kernels.size(); ++i) {
-    source += "\nextern \"C\" void kiln_emulate_" + std::to_string(i) +
-              "(void* const* buffers, unsigned grid, unsigned block) {\n  kiln_emulate(" +
-              module.kernels[i].entry + ", buffers, grid, block);\n}\n";
+    for (int phase = 0; phase < module.kernels[i].schedule.phases; ++phase) {
+      source += "\nextern \"C\" void kiln_emulate_" + std::to_string(i) + "_" +
+                std::to_string(phase) +
+                "(void* const* buffers, unsigned grid, unsigned block) {\n  kiln_emulate(" +
+                codegen::cuda::phase_entry(module.kernels[i].entry, phase) +
+                ", buffers, grid, block);\n}\n";
+    }
   }
   const std::string cpp = (dir / "module.cpp").string();
   path_ = (dir / "module.so").string();
@@ -305,15 +310,25 @@ EmulatedModule::~EmulatedModule() {
 
 void EmulatedModule::launch(int index, const std::vector<void*>& buffers, unsigned grid) {
   using Launch = void (*)(void* const*, unsigned, unsigned);
-  const std::string name = "kiln_emulate_" + std::to_string(index);
-  auto function = reinterpret_cast<Launch>(dlsym(library_, name.c_str()));
-  if (!function) throw std::runtime_error("no " + name + " in the emulated module");
   const auto& schedule = module_.kernels.at(index).schedule;
   std::vector<void*> arguments = buffers;
   std::vector<unsigned char> workspace(schedule.workspace_bytes, 0);
   if (schedule.workspace_bytes > 0) arguments.push_back(workspace.data());
   if (schedule.blocks == 0) return;
-  function(arguments.data(), grid, static_cast<unsigned>(schedule.block));
+  for (int phase = 0; phase < schedule.phases; ++phase) {
+    const std::string name = "kiln_emulate_" + std::to_string(index) + "_" + std::to_string(phase);
+    auto function = reinterpret_cast<Launch>(dlsym(library_, name.c_str()));
+    if (!function) throw std::runtime_error("no " + name + " in the emulated module");
+    function(arguments.data(), grid, static_cast<unsigned>(schedule.block));
+  }
+  // A split kernel leaves its counters (the workspace's last 4 bytes per row) zeroed for the
+  // next call.
+  if (schedule.slices > 1) {
+    const int64_t rows = schedule.blocks / schedule.slices;
+    const auto counters = workspace.end() - rows * 4;
+    if (std::any_of(counters, workspace.end(), [](unsigned char c) { return c != 0; }))
+      throw std::runtime_error("a split kernel left a row counter non-zero");
+  }
 }
 
 }  // namespace kiln::cuda_test

@@ -39,6 +39,22 @@ inline Kernel softmax(int64_t rows, int64_t n) {
   return k;
 }
 
+// layer_norm over rows of `n` (no affine), with the row's mean also stored into [rows]: three
+// walks of the row (mean, variance, stores) and a row-level store.
+inline Kernel layer_norm(int64_t rows, int64_t n) {
+  Kernel k = make_kernel("k", {rows, n}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int x = b.load(0, {n, 1});
+  const int mean = b.reduce(ReduceKind::Mean, x);
+  const int d = b.binary(Op::Sub, x, mean, f);
+  const int var = b.reduce(ReduceKind::Mean, b.binary(Op::Mul, d, d, f));
+  const int rstd = b.unary(Op::Rsqrt, b.binary(Op::Add, var, b.constant(1e-5, f), f), f);
+  b.store(1, {n, 1}, b.binary(Op::Mul, d, rstd, f));
+  b.store(2, {1, 0}, mean);
+  return k;
+}
+
 // Row sums of a [rows, n] input into [rows].
 inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
                       DType t = DType::Float32) {

@@ -35,8 +35,12 @@ class CudaKernel final : public DeviceKernel {
     // Grid-stride loops: two waves of fully occupied multiprocessors are plenty.
     const int64_t resident = int64_t{2} * multiprocessors(device) * (2048 / schedule_.block);
     const int64_t grid = std::min(schedule_.blocks, std::max<int64_t>(resident, 1));
-    module_->launch(index_, device, stream,
-                    {static_cast<unsigned>(grid), static_cast<unsigned>(schedule_.block)}, buffers);
+    // The phases of a split row, in stream order: each reads what the previous one left.
+    for (int phase = 0; phase < schedule_.phases; ++phase) {
+      module_->launch(index_ + phase, device, stream,
+                      {static_cast<unsigned>(grid), static_cast<unsigned>(schedule_.block)},
+                      buffers);
+    }
   }
 
   int64_t workspace_bytes() const override { return schedule_.workspace_bytes; }
@@ -72,13 +76,17 @@ CompiledCudaKernels compile_cuda_kernels(const std::vector<kernel::Kernel>& kern
   auto program = kiln::cuda::nvrtc_compile_cached(module.source, arch, name);
   if (!options.dump_prefix.empty()) dump(options.dump_prefix + ".ptx", program->ptx);
   std::vector<std::string> entries;
-  for (const auto& k : module.kernels)
-    entries.push_back(k.entry);
+  std::vector<int> first_entry;  // per kernel: its phase 0 in `entries`
+  for (const auto& k : module.kernels) {
+    first_entry.push_back(static_cast<int>(entries.size()));
+    for (int phase = 0; phase < k.schedule.phases; ++phase)
+      entries.push_back(phase_entry(k.entry, phase));
+  }
   auto loaded = std::make_shared<const kiln::cuda::CudaModule>(program->cubin, entries);
   CompiledCudaKernels compiled;
   for (size_t i = 0; i < module.kernels.size(); ++i) {
     compiled.kernels.push_back(
-        std::make_shared<CudaKernel>(loaded, static_cast<int>(i), module.kernels[i].schedule));
+        std::make_shared<CudaKernel>(loaded, first_entry[i], module.kernels[i].schedule));
   }
   compiled.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,5 +1,6 @@
 #include "backend/codegen/cuda/cuda_emitter.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -152,6 +153,7 @@ class Emitter {
       reduction();
     }
     out_ << "}\n";
+    phase_entries();
     return out_.str();
   }
 
@@ -164,15 +166,44 @@ class Emitter {
     return false;
   }
 
-  void signature() {
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << s_.block << ")\n" << entry_ << "(";
+  /// The parameters: every buffer, then the workspace of a split reduction.
+  std::string parameters() const {
+    std::string text;
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const auto& b = k_.buffers[i];
-      out_ << (i ? ", " : "") << (b.is_output ? "" : "const ") << storage_type(b.dtype) << "* "
-           << (in_place(static_cast<int>(i)) ? "" : "__restrict__ ") << b.name;
+      text += std::string(i ? ", " : "") + (b.is_output ? "" : "const ") + storage_type(b.dtype) +
+              "* " + (in_place(static_cast<int>(i)) ? "" : "__restrict__ ") + b.name;
     }
-    if (s_.slices > 1) out_ << ", unsigned char* __restrict__ workspace";
-    out_ << ") {\n";
+    if (s_.slices > 1) text += ", unsigned char* __restrict__ workspace";
+    return text;
+  }
+
+  std::string global_function(const std::string& name) const {
+    return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s_.block) + ")\n" +
+           name + "(" + parameters() + ")";
+  }
+
+  /// A kernel of several phases is one device function taking the phase, called by one
+  /// __global__ function per phase (phase_entries()).
+  void signature() {
+    if (s_.phases > 1) {
+      out_ << "__device__ __forceinline__ void " << entry_ << "_body(" << parameters()
+           << ", const int phase) {\n";
+    } else {
+      out_ << global_function(entry_) << " {\n";
+    }
+  }
+
+  void phase_entries() {
+    if (s_.phases <= 1) return;
+    std::string arguments;
+    for (const auto& b : k_.buffers)
+      arguments += b.name + ", ";
+    arguments += "workspace";
+    for (int p = 0; p < s_.phases; ++p) {
+      out_ << global_function(phase_entry(entry_, p)) << " {\n  " << entry_ << "_body("
+           << arguments << ", " << p << ");\n}\n";
+    }
   }
 
   // ---- indexing ---------------------------------------------------------------------------
@@ -550,6 +581,16 @@ class Emitter {
     coordinates("    ", "row", 0, row_rank);
     walked_ = 0;
     if (s_.cached) declare_row_cache();
+    // A split row's walks: its slice of the row (the last block of the row goes on alone).
+    const std::string slice_elements = std::to_string(kSplitSliceElements);
+    const std::string walk_first = split ? "slice * " + slice_elements + " + threadIdx.x"
+                                         : std::string("threadIdx.x");
+    const std::string walk_end =
+        split ? "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " +
+                    slice_elements + ")"
+              : row_size;
+    const bool phased = s_.phases > 1;
+    int phase = 0;
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       const Expr& e = k_.exprs[id];
       if (e.op != Op::Reduce) continue;
@@ -558,15 +599,8 @@ class Emitter {
       out_ << "    " << value_type(e.dtype) << " " << v(static_cast<int>(id)) << ";\n"
            << "    {\n"
            << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
-      if (split) {
-        const std::string slice = std::to_string(kSplitSliceElements);
-        element_loop(
-            "slice * " + slice + " + threadIdx.x",
-            "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " + slice + ")",
-            "blockDim.x");
-      } else {
-        element_loop("threadIdx.x", row_size, "blockDim.x");
-      }
+      if (phased) out_ << "      if (phase == " << phase << ") {\n";
+      element_loop(walk_first, walk_end, "blockDim.x");
       element_exprs("        ", static_cast<int>(id));
       out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
            << v(e.args[0]) << "));\n";
@@ -574,21 +608,25 @@ class Emitter {
       out_ << "      acc = kiln_block_reduce(acc, " << combiner(e.reduce) << ", reinterpret_cast<"
            << acc_type << "*>(kiln_shared));\n";
       if (split) split_combine(e, acc_type);
+      if (phased) phase_result(acc_type, phase++);
       out_ << "      " << v(static_cast<int>(id)) << " = " << finish_reduce(e, "acc") << ";\n"
            << "    }\n";
     }
     row_exprs(static_cast<int>(k_.exprs.size()));
     bool element_stores = false;
+    for (const auto& st : k_.stores)
+      element_stores = element_stores || element_[st.value];
+    // In a split row's store walk every block of the row gets here; the first stores the row's
+    // values. Otherwise only the block that combined the row's last Reduce does.
+    const std::string row_store_guard =
+        split && element_stores ? "threadIdx.x == 0 && slice == 0" : "threadIdx.x == 0";
     for (const auto& st : k_.stores) {
-      if (element_[st.value]) {
-        element_stores = true;
-        continue;
-      }
-      out_ << "    if (threadIdx.x == 0) " << k_.buffers[st.map.buffer].name << "["
+      if (element_[st.value]) continue;
+      out_ << "    if (" << row_store_guard << ") " << k_.buffers[st.map.buffer].name << "["
            << offset(st.map) << "] = " << stored_value(st) << ";\n";
     }
     if (element_stores) {
-      element_loop("threadIdx.x", row_size, "blockDim.x");
+      element_loop(walk_first, walk_end, "blockDim.x");
       element_exprs("        ", static_cast<int>(k_.exprs.size()));
       for (const auto& st : k_.stores) {
         if (!element_[st.value]) continue;
@@ -600,11 +638,32 @@ class Emitter {
     out_ << "  }\n";
   }
 
+  /// Closes the walk of phase `phase`: its last block leaves the combined accumulator in the
+  /// workspace and, unless the row's stores come next, ends the row's work in this launch.
+  /// Later phases read it back.
+  void phase_result(const std::string& acc_type, int phase) {
+    const std::string at = "reinterpret_cast<" + acc_type + "*>(workspace + " +
+                           std::to_string(workspace_results_offset(k_, s_)) + ")[row * " +
+                           std::to_string(count_reduces()) + " + " + std::to_string(phase) + "]";
+    if (phase + 1 < s_.phases) {
+      out_ << "      if (threadIdx.x == 0) " << at << " = acc;\n"
+           << "      continue;\n";
+    }
+    out_ << "      } else {\n"
+         << "        acc = " << at << ";\n"
+         << "      }\n";
+  }
+
+  int count_reduces() const {
+    return static_cast<int>(std::count_if(k_.exprs.begin(), k_.exprs.end(),
+                                          [](const Expr& e) { return e.op == Op::Reduce; }));
+  }
+
   /// Split reductions: each block leaves its slice's partial in the workspace; the last block of
   /// the row (found with a counter, after a fence) combines them in slice order and goes on.
   void split_combine(const Expr& e, const std::string& acc_type) {
     const std::string slices = std::to_string(s_.slices);
-    const std::string counters_at = std::to_string(k_.num_rows() * s_.slices * 8);
+    const std::string counters_at = std::to_string(workspace_counters_offset(k_, s_));
     out_ << "      " << acc_type << "* partials = reinterpret_cast<" << acc_type
          << "*>(workspace);\n"
          << "      unsigned int* counters = reinterpret_cast<unsigned int*>(workspace + "
@@ -634,6 +693,14 @@ class Emitter {
   int walked_ = 0;  // element-level exprs below this were computed by an earlier walk of the row
   std::ostringstream out_;
 };
+
+}  // namespace
+
+std::string phase_entry(const std::string& entry, int phase) {
+  return phase == 0 ? entry : entry + "_phase" + std::to_string(phase);
+}
+
+namespace {
 
 std::string identifier(const std::string& name) {
   std::string id = name.empty() ? "kernel" : name;

@@ -5,7 +5,8 @@
 // buffer order (inputs `const` and `__restrict__`; the two buffers of an in-place pair lose
 // `__restrict__`), with every size, stride and offset a constant. What a kernel computes is the
 // reference interpreter's definition; the schedule (cuda_schedule.h) only decides how threads
-// walk it.
+// walk it. A kernel launched in several phases (a split softmax) is one device function taking
+// the phase, and one __global__ function per phase (phase_entry).
 //
 //   extern "C" __global__ void __launch_bounds__(256)
 //   k0(const float* __restrict__ b0, float* __restrict__ b1) {
@@ -26,8 +27,12 @@
 
 namespace kiln::codegen::cuda {
 
+/// The __global__ function that runs phase `phase` of a kernel whose first is `entry` (see
+/// CudaSchedule::phases): `entry` itself for phase 0.
+std::string phase_entry(const std::string& entry, int phase);
+
 struct CudaKernelSource {
-  std::string entry;  // the __global__ function's name
+  std::string entry;  // the __global__ function's name (of phase 0)
   CudaSchedule schedule;
   int num_buffers = 0;
 };

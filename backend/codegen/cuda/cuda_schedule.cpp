@@ -74,6 +74,15 @@ int64_t storage_size(kernel::DType dtype) {
   return ir::dtype_size(dtype);
 }
 
+int64_t workspace_results_offset(const Kernel& kernel, const CudaSchedule& schedule) {
+  return kernel.num_rows() * schedule.slices * 8;
+}
+
+int64_t workspace_counters_offset(const Kernel& kernel, const CudaSchedule& schedule) {
+  const int64_t results = schedule.phases > 1 ? kernel.num_rows() * count_reduces(kernel) * 8 : 0;
+  return workspace_results_offset(kernel, schedule) + results;
+}
+
 CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   CudaSchedule s;
   int64_t numel = 1;
@@ -92,14 +101,13 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   const auto elements = kernel::element_levels(kernel);
   const bool element_stores = std::any_of(kernel.stores.begin(), kernel.stores.end(),
                                           [&](const auto& st) { return elements[st.value]; });
-  if (row > kSplitRowElements && rows < kSplitMaxRows && count_reduces(kernel) == 1 &&
-      !element_stores) {
+  const int walks = count_reduces(kernel) + (element_stores ? 1 : 0);
+  if (row > kSplitRowElements && rows < kSplitMaxRows) {
     s.slices = (row + kSplitSliceElements - 1) / kSplitSliceElements;
     s.blocks = rows * s.slices;
-    // One 8-byte partial per slice, then one counter per row.
-    s.workspace_bytes = rows * s.slices * 8 + rows * 4;
+    s.phases = walks;
+    s.workspace_bytes = workspace_counters_offset(kernel, s) + rows * 4;
   }
-  const int walks = count_reduces(kernel) + (element_stores ? 1 : 0);
   if (s.slices == 1 && walks > 1 && row <= int64_t{s.block} * kMaxCachedPerThread) {
     s.cached = static_cast<int>((row + s.block - 1) / s.block);
   }

@@ -7,8 +7,12 @@
 // combining with warp shuffles, then across warps through shared memory. Rows longer than
 // kSplitRowElements, when there are too few rows to fill the device, are split: several blocks
 // each reduce a slice into a workspace and the last block to finish a row combines the slices
-// and runs the rest of the kernel for that row. A row walked several times (softmax, layer_norm)
-// and short enough is kept in registers between the walks.
+// and runs the rest of the kernel for that row. A split kernel that walks its rows more than
+// once (softmax: max, sum, then the stores) is launched once per walk ("phases", in stream
+// order): each launch reduces every slice for one Reduce, whose combined value the last block of
+// the row leaves in the workspace for the later launches; the last launch stores the elements of
+// every slice. A row walked several times and short enough is kept in registers between the
+// walks instead.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +45,16 @@ struct CudaSchedule {
   /// the kernel leaves it zeroed again).
   int64_t slices = 1;
   int64_t workspace_bytes = 0;
+  /// Launches per call, one per walk of a split row (its Reduces, then the element stores);
+  /// launch p runs the function named phase_entry(entry, p).
+  int phases = 1;
 };
+
+/// Byte offsets in a split reduction's workspace: one accumulator (8 bytes) per row and slice,
+/// then one combined accumulator per row and Reduce when there are several phases, then one
+/// counter (4 bytes) per row.
+int64_t workspace_results_offset(const kernel::Kernel& kernel, const CudaSchedule& schedule);
+int64_t workspace_counters_offset(const kernel::Kernel& kernel, const CudaSchedule& schedule);
 
 /// `kernel` must be collapsed (kernel/collapse_dims.h).
 CudaSchedule choose_cuda_schedule(const kernel::Kernel& kernel);

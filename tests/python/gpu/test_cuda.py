@@ -46,7 +46,7 @@ def test_fused_kernels_run_on_cuda_and_match_eager():
     assert stats["kernels"] >= 1 and stats["fallbacks"] == 0, stats
 
 
-@pytest.mark.parametrize("shape", [(8, 1024), (300, 77), (2, 1 << 18)])
+@pytest.mark.parametrize("shape", [(8, 1024), (300, 77), (2, 1 << 18), (3, 100003)])
 def test_softmax_and_layer_norm_rows(shape):
     x = torch.randn(*shape, device="cuda")
     _close(torch.compile(Softmaxes(), backend="kiln")(x), Softmaxes()(x))
