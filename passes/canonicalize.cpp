@@ -4,6 +4,8 @@
 #include <optional>
 #include <unordered_set>
 
+#include "passes/ir/op_table.h"
+
 namespace kiln {
 namespace {
 
@@ -114,6 +116,8 @@ class Canonicalizer {
         attrs.push_back({"cudnn_enabled", false});
         replace_first_output(node, "aten::batch_norm", std::move(attrs));
       }
+    } else if (op == "aten::clone") {
+      drop_clone(node);
     } else if (op == "aten::to.dtype" || op == "aten::type_as" || op == "aten::contiguous") {
       const auto& in = node.input(0)->type();
       const auto& out = node.output()->type();
@@ -123,6 +127,33 @@ class Canonicalizer {
         forward(node, node.input(0));
       }
     }
+  }
+
+  // A clone that keeps its input's layout copies bytes no one needs apart: values are never
+  // written in place in the IR (eval-mode dropout becomes such a clone). Its readers read the
+  // input instead. A clone that is a graph output stays unless its input is a fresh result of a
+  // computing op that nothing else returns, so the caller never gets an alias of an input, a
+  // constant, a view or another output.
+  void drop_clone(Node& node) {
+    Value* in = node.input(0);
+    if (!(in->type() == node.output()->type())) return;  // a layout change (memory_format)
+    if (outputs_.contains(node.output())) {
+      const Node* producer = in->producer();
+      const ir::OpInfo* info = producer ? ir::find_op(producer->op()) : nullptr;
+      if (!info) return;
+      switch (info->kind) {
+        case ir::OpKind::Elementwise:
+        case ir::OpKind::Reduction:
+        case ir::OpKind::Normalization:
+        case ir::OpKind::Gemm:
+        case ir::OpKind::Convolution:
+        case ir::OpKind::Pooling:
+          break;
+        default:
+          return;
+      }
+    }
+    forward(node, in);
   }
 
   bool same_pair(const Node& a, const Node& b) {

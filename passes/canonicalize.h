@@ -9,6 +9,8 @@
 //   aten::t(aten::t(%x)), transpose twice, permute of permute   ==>  %x (or one permute)
 //   aten::view(aten::view(%x)) of a contiguous %x               ==>  one view (reshape likewise)
 //   aten::to.dtype / type_as to the same dtype, contiguous of a contiguous value  ==>  the input
+//   aten::clone(%x) keeping %x's layout (eval-mode dropout)      ==>  %x (a graph output only
+//     when %x is a fresh result of a computing op)
 //   %p, %i = aten::max_pool2d_with_indices(%x) {...}, %i unread  ==>  %p = aten::max_pool2d(%x)
 //   %y, %m, %s = aten::_native_batch_norm_legit_no_training(%x, %w, %b, %mean, %var) {...}, %m
 //     and %s unread (AOTAutograd's eval batch norm)  ==>  %y = aten::batch_norm(...)

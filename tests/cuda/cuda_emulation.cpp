@@ -1,8 +1,8 @@
 #include "cuda/cuda_emulation.h"
 
-#include <algorithm>
 #include <dlfcn.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>

@@ -216,5 +216,46 @@ TEST(CanonicalizeTest, BatchNormWhoseStatisticsAreReadStays) {
   EXPECT_EQ(canonical(text, 0), text);
 }
 
+TEST(CanonicalizeTest, ACloneKeepingTheLayoutIsItsInput) {
+  // Eval-mode dropout: the readers read the linear's output itself; a returned clone of a
+  // softmax is the softmax.
+  EXPECT_EQ(canonical("graph(%x : f32[2,8], %w : f32[4,8]):\n"
+                      "  %y : f32[2,4] = aten::linear(%x, %w) {bias=None}\n"
+                      "  %d : f32[2,4] = aten::clone(%y) {memory_format=None}\n"
+                      "  %r : f32[2,4] = aten::relu(%d)\n"
+                      "  %s : f32[2,4] = aten::_softmax(%r) {dim=-1, half_to_float=false}\n"
+                      "  %c : f32[2,4] = aten::clone(%s) {memory_format=None}\n"
+                      "  return (%c, %r)\n",
+                      2),
+            "graph(%x : f32[2,8], %w : f32[4,8]):\n"
+            "  %y : f32[2,4] = aten::linear(%x, %w) {bias=None}\n"
+            "  %r : f32[2,4] = aten::relu(%y)\n"
+            "  %s : f32[2,4] = aten::_softmax(%r) {dim=-1, half_to_float=false}\n"
+            "  return (%s, %r)\n");
+}
+
+TEST(CanonicalizeTest, AReturnedCloneOfAnInputAViewOrAnOutputStays) {
+  // The caller must get a tensor of its own: not the input, a view of it, or another output.
+  for (const char* source : {"%x", "%v", "%r"}) {
+    const std::string text = std::string("graph(%x : f32[2,4]):\n") +
+                             "  %v : f32[8] = aten::view(%x) {size=[8]}\n"
+                             "  %r : f32[8] = aten::relu(%v)\n"
+                             "  %c : f32[" +
+                             (source == std::string("%x") ? "2,4" : "8") + "] = aten::clone(" +
+                             source +
+                             ") {memory_format=None}\n"
+                             "  return (%c, %r)\n";
+    EXPECT_EQ(canonical(text, 0), text) << source;
+  }
+  // A clone that changes the layout is a real copy.
+  const std::string permuted =
+      "graph(%x : f32[2,4]):\n"
+      "  %p : f32[4,2]{1,4} = aten::permute(%x) {dims=[1,0]}\n"
+      "  %c : f32[4,2] = aten::clone(%p) {memory_format=0}\n"
+      "  %r : f32[4,2] = aten::relu(%c)\n"
+      "  return (%r)\n";
+  EXPECT_EQ(canonical(permuted, 0), permuted);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -201,8 +201,8 @@ class Emitter {
       arguments += b.name + ", ";
     arguments += "workspace";
     for (int p = 0; p < s_.phases; ++p) {
-      out_ << global_function(phase_entry(entry_, p)) << " {\n  " << entry_ << "_body("
-           << arguments << ", " << p << ");\n}\n";
+      out_ << global_function(phase_entry(entry_, p)) << " {\n  " << entry_ << "_body(" << arguments
+           << ", " << p << ");\n}\n";
     }
   }
 
@@ -583,12 +583,11 @@ class Emitter {
     if (s_.cached) declare_row_cache();
     // A split row's walks: its slice of the row (the last block of the row goes on alone).
     const std::string slice_elements = std::to_string(kSplitSliceElements);
-    const std::string walk_first = split ? "slice * " + slice_elements + " + threadIdx.x"
-                                         : std::string("threadIdx.x");
-    const std::string walk_end =
-        split ? "min(static_cast<" + idx_ + ">(" + row_size + "), (slice + 1) * " +
-                    slice_elements + ")"
-              : row_size;
+    const std::string walk_first =
+        split ? "slice * " + slice_elements + " + threadIdx.x" : std::string("threadIdx.x");
+    const std::string walk_end = split ? "min(static_cast<" + idx_ + ">(" + row_size +
+                                             "), (slice + 1) * " + slice_elements + ")"
+                                       : row_size;
     const bool phased = s_.phases > 1;
     int phase = 0;
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
