@@ -176,6 +176,30 @@ TEST(CudaEmitter, LongSoftmaxRowsSplitIntoOneLaunchPerWalk) {
   EXPECT_EQ(choose_cuda_schedule(kernel::collapse_dims(softmax(128, 1 << 17))).phases, 1);
 }
 
+TEST(CudaEmitter, ColumnReductionsGiveNeighbouringRowsToNeighbouringLanes) {
+  // x.sum(0) of a [64, 4096] x: lane l of every warp takes column l of a 32-column tile, so a
+  // warp reads 32 neighbouring floats per step; the 8 warps split the 64 elements.
+  const Kernel c = kernel::collapse_dims(column_sum(4096, 64));
+  const CudaSchedule s = choose_cuda_schedule(c);
+  EXPECT_TRUE(s.across_rows);
+  EXPECT_EQ(s.blocks, 4096 / kTileRows);
+  EXPECT_EQ(s.slices, 1);
+  const std::string text = emit_cuda_kernel(c, s, "k");
+  EXPECT_TRUE(matches_checks(text, R"(
+    CHECK: __shared__ long long kiln_tile[256];
+    CHECK: const int lane = threadIdx.x % 32;
+    CHECK: for (int tile = blockIdx.x; tile < 128; tile += gridDim.x)
+    CHECK: const int row = active ? tile * 32 + lane : 4096 - 1;
+    CHECK: for (int e = group; e < 64; e += 8)
+    CHECK: b0[(0 + c0 * 1 + c1 * 4096)]
+    CHECK: acc = reinterpret_cast<float*>(kiln_tile)[lane];
+    CHECK: if (active && group == 0) b1[
+  )")) << text;
+  // Fewer columns: one block per column, as before; row-major rows: along the rows.
+  EXPECT_FALSE(choose_cuda_schedule(kernel::collapse_dims(column_sum(1024, 64))).across_rows);
+  EXPECT_FALSE(choose_cuda_schedule(kernel::collapse_dims(row_sum(8192, 64))).across_rows);
+}
+
 TEST(CudaEmitter, InPlacePairLosesRestrict) {
   Kernel k = exp_mul({256, 1});
   k.in_place = {{0, 2}};

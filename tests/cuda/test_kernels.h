@@ -55,6 +55,28 @@ inline Kernel layer_norm(int64_t rows, int64_t n) {
   return k;
 }
 
+// Sums over dim 0 of a row-major [n, columns] input: each of the kernel's rows is a column,
+// neighbouring rows are neighbours in memory (the across-rows schedule at 4096 and more).
+inline Kernel column_sum(int64_t columns, int64_t n, ReduceKind kind = ReduceKind::Sum) {
+  Kernel k = make_kernel("k", {columns, n}, 1, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  b.store(1, {1, 0}, b.reduce(kind, b.load(0, {1, columns})));
+  return k;
+}
+
+// softmax over dim 0 of a row-major [n, columns] input: three walks of each column.
+inline Kernel column_softmax(int64_t columns, int64_t n) {
+  Kernel k = make_kernel("k", {columns, n}, 1, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int x = b.load(0, {1, columns});
+  const int max = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, max, f), f);
+  const int sum = b.reduce(ReduceKind::Sum, e);
+  b.store(1, {1, columns}, b.binary(Op::Div, e, sum, f));
+  return k;
+}
+
 // Row sums of a [rows, n] input into [rows].
 inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum,
                       DType t = DType::Float32) {
@@ -79,7 +101,10 @@ inline std::vector<Kernel> test_kernels() {
                                  row_sum(2, 1 << 20, ReduceKind::Max),
                                  row_sum(3, 1 << 20, ReduceKind::Mean, DType::Float64),
                                  row_sum(8, 100, ReduceKind::Min, DType::Int64),
-                                 row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32)};
+                                 row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32),
+                                 column_sum(4096, 64),
+                                 column_sum(4100, 33, ReduceKind::Max),
+                                 column_softmax(4100, 16)};
   const DType types[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
                          DType::Int64,   DType::Int32,   DType::Int16,   DType::Int8,
                          DType::UInt8,   DType::Bool};

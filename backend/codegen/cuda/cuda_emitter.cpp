@@ -562,7 +562,79 @@ class Emitter {
 
   void close_element_loop() { out_ << (s_.cached ? "      }}\n" : "      }\n"); }
 
+  /// Across rows (cuda_schedule.h): lane l of each warp takes row l of a tile of neighbouring
+  /// rows, so a warp's loads of one reduced element are neighbours in memory; the warps of the
+  /// block split the reduced elements (warp g takes g, g + groups, ...) and their partial
+  /// results meet in shared memory, combined in warp order.
+  void reduction_across_rows() {
+    const std::string rows = std::to_string(k_.num_rows());
+    const std::string tile_rows = std::to_string(kTileRows);
+    const std::string groups = std::to_string(s_.block / kTileRows);
+    const std::string row_size = std::to_string(k_.row_size());
+    out_ << "  __shared__ long long kiln_tile[" << s_.block << "];\n"
+         << "  const int lane = threadIdx.x % " << tile_rows << ";\n"
+         << "  const int group = threadIdx.x / " << tile_rows << ";\n"
+         << "  for (" << idx_ << " tile = blockIdx.x; tile < " << s_.blocks
+         << "; tile += gridDim.x) {\n"
+         << "    // Lanes past the last row work on the last row and store nothing.\n"
+         << "    const bool active = tile * " << tile_rows << " + lane < " << rows << ";\n"
+         << "    const " << idx_ << " row = active ? tile * " << tile_rows << " + lane : " << rows
+         << " - 1;\n";
+    coordinates("    ", "row", 0, k_.row_rank());
+    walked_ = 0;
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.op != Op::Reduce) continue;
+      row_exprs(static_cast<int>(id));
+      const std::string acc_type = accumulator_type(e.dtype);
+      const std::string partials = "reinterpret_cast<" + acc_type + "*>(kiln_tile)";
+      out_ << "    " << value_type(e.dtype) << " " << v(static_cast<int>(id)) << ";\n"
+           << "    {\n"
+           << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
+      element_loop("group", row_size, groups);
+      element_exprs("        ", static_cast<int>(id));
+      out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
+           << v(e.args[0]) << "));\n";
+      close_element_loop();
+      out_ << "      __syncthreads();  // every thread has read the previous partials\n"
+           << "      " << partials << "[threadIdx.x] = acc;\n"
+           << "      __syncthreads();\n"
+           << "      acc = " << partials << "[lane];\n"
+           << "      for (int g = 1; g < " << groups << "; ++g) acc = " << combiner(e.reduce)
+           << "(acc, " << partials << "[g * " << tile_rows << " + lane]);\n"
+           << "      " << v(static_cast<int>(id)) << " = " << finish_reduce(e, "acc") << ";\n"
+           << "    }\n";
+    }
+    row_exprs(static_cast<int>(k_.exprs.size()));
+    bool element_stores = false;
+    for (const auto& st : k_.stores) {
+      if (element_[st.value]) {
+        element_stores = true;
+        continue;
+      }
+      out_ << "    if (active && group == 0) " << k_.buffers[st.map.buffer].name << "["
+           << offset(st.map) << "] = " << stored_value(st) << ";\n";
+    }
+    if (element_stores) {
+      out_ << "    if (active) {\n";
+      element_loop("group", row_size, groups);
+      element_exprs("        ", static_cast<int>(k_.exprs.size()));
+      for (const auto& st : k_.stores) {
+        if (!element_[st.value]) continue;
+        out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
+             << "] = " << stored_value(st) << ";\n";
+      }
+      close_element_loop();
+      out_ << "    }\n";
+    }
+    out_ << "  }\n";
+  }
+
   void reduction() {
+    if (s_.across_rows) {
+      reduction_across_rows();
+      return;
+    }
     const int row_rank = k_.row_rank();
     const bool split = s_.slices > 1;
     const std::string rows = std::to_string(k_.num_rows());

@@ -6,7 +6,8 @@
 // `__restrict__`), with every size, stride and offset a constant. What a kernel computes is the
 // reference interpreter's definition; the schedule (cuda_schedule.h) only decides how threads
 // walk it. A kernel launched in several phases (a split softmax) is one device function taking
-// the phase, and one __global__ function per phase (phase_entry).
+// the phase, and one __global__ function per phase (phase_entry). A reduction across rows
+// (cuda_schedule.h) gives each lane of a warp its own row.
 //
 //   extern "C" __global__ void __launch_bounds__(256)
 //   k0(const float* __restrict__ b0, float* __restrict__ b1) {

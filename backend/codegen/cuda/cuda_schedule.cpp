@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "passes/kernel/access_order.h"
+
 namespace kiln::codegen::cuda {
 namespace {
 
@@ -107,6 +109,13 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
     s.blocks = rows * s.slices;
     s.phases = walks;
     s.workspace_bytes = workspace_counters_offset(kernel, s) + rows * 4;
+  }
+  if (s.slices == 1 && rows >= kAcrossRowsMinRows &&
+      kernel::reduces_across_rows(kernel, kTileRows)) {
+    s.across_rows = true;
+    s.block = kMaxBlock;
+    s.blocks = (rows + kTileRows - 1) / kTileRows;
+    return s;
   }
   if (s.slices == 1 && walks > 1 && row <= int64_t{s.block} * kMaxCachedPerThread) {
     s.cached = static_cast<int>((row + s.block - 1) / s.block);

@@ -12,7 +12,9 @@
 // order): each launch reduces every slice for one Reduce, whose combined value the last block of
 // the row leaves in the workspace for the later launches; the last launch stores the elements of
 // every slice. A row walked several times and short enough is kept in registers between the
-// walks instead.
+// walks instead. A reduction whose neighbouring rows are neighbours in memory (x.sum(0), a
+// channels-last pooling) gives neighbouring rows to neighbouring threads instead, so that loads
+// and stores are coalesced ("across rows").
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,11 @@ inline constexpr int kMaxBlock = 256;
 /// split across blocks.
 inline constexpr int64_t kSplitRowElements = 65536;
 inline constexpr int64_t kSplitMaxRows = 64;
+/// Across rows: rows per tile (one per lane of a warp), and the fewest rows for which the schedule
+/// is used (4096 rows make 128 tiles, each a block; fewer would leave most of a GPU idle, and
+/// one block per row, strided but many, is then the better choice).
+inline constexpr int kTileRows = 32;
+inline constexpr int64_t kAcrossRowsMinRows = 4096;
 /// Most elements per thread a row cache holds (registers).
 inline constexpr int kMaxCachedPerThread = 8;
 /// Elements each block of a split reduction takes from its row.
@@ -48,6 +55,10 @@ struct CudaSchedule {
   /// Launches per call, one per walk of a split row (its Reduces, then the element stores);
   /// launch p runs the function named phase_entry(entry, p).
   int phases = 1;
+  /// Across rows: each block takes tiles of kTileRows neighbouring rows, lane l of every warp row
+  /// l of the tile; the warps split each row's reduced elements between them and combine their
+  /// partial results through shared memory in warp order. `blocks` counts tiles.
+  bool across_rows = false;
 };
 
 /// Byte offsets in a split reduction's workspace: one accumulator (8 bytes) per row and slice,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "passes/kernel/access_order.h"
 #include "passes/kernel/collapse_dims.h"
 #include "passes/kernel/kernel.h"
 
@@ -34,13 +35,13 @@ int64_t element_cost(const kernel::Kernel& kernel);
 
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
 
-/// Whether a reducing kernel is vectorized across its rows rather than along them: true when its
-/// element loads and stores move through memory with the last row dimension (stride 1 there) and
-/// not with the last reduced one, as x.sum(0) does on a row-major x, or a batch-1 linear on a
-/// transposed weight. Then each vector holds one element of `width` neighbouring rows and the
-/// reduced dims are walked one element at a time: contiguous loads, no horizontal sums. Along
-/// the rows, the same kernel would read every vector lane by lane.
-bool reduces_across_rows(const kernel::Kernel& collapsed, int width);
+/// A reducing kernel is vectorized across its rows rather than along them when
+/// reduces_across_rows(collapsed, vector width) (kernel/access_order.h), as x.sum(0) on a
+/// row-major x, or a batch-1 linear on a transposed weight: each vector holds one element of
+/// `width` neighbouring rows and the reduced dims are walked one element at a time (contiguous
+/// loads, no horizontal sums). Along the rows, the same kernel would read every vector lane by
+/// lane.
+using kernel::reduces_across_rows;
 
 /// Whether the host's feature string ("+avx512f,+avx2,...") has `feature` ("+avx512f").
 bool has_feature(const std::string& features, const std::string& feature);

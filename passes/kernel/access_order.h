@@ -1,0 +1,19 @@
+// Which way a reducing kernel's memory accesses run: along its rows (the reduced elements of
+// a row are neighbours in memory: softmax over the last dim) or across them (neighbouring rows
+// are neighbours in memory: x.sum(0) of a row-major x). Target-neutral: the CPU code generator
+// vectorizes across rows in that case, the CUDA one gives neighbouring rows to neighbouring
+// threads.
+#pragma once
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::kernel {
+
+/// True when the kernel's element loads and stores move through memory with the last row
+/// dimension (stride 1 there) and not with the last reduced one, counted in bytes; a map that
+/// does not move with the last row dim (a batch-1 linear's input row) does not count. False for
+/// elementwise kernels and when the last row dimension has fewer than `width` rows. `kernel`
+/// must be collapsed (collapse_dims.h).
+bool reduces_across_rows(const Kernel& kernel, int width);
+
+}  // namespace kiln::kernel
