@@ -8,6 +8,7 @@
 #include <functional>
 #include <sstream>
 
+#include "backend/codegen/cuda/cuda_c.h"
 #include "backend/codegen/cuda/cuda_prelude.h"
 #include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
@@ -22,118 +23,6 @@ using kernel::IndexMap;
 using kernel::Kernel;
 using kernel::Op;
 using kernel::ReduceKind;
-
-[[noreturn]] void unsupported(const std::string& what) {
-  throw Error(ErrorKind::Unsupported, "CUDA codegen: " + what);
-}
-
-bool is_float(DType t) {
-  return ir::is_floating(t);
-}
-bool is_half(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16;
-}
-
-/// The C type a value of `t` is computed in (16-bit floats: float, rounded after every op).
-std::string value_type(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return "bool";
-    case DType::UInt8:
-      return "unsigned char";
-    case DType::Int8:
-      return "signed char";
-    case DType::Int16:
-      return "short";
-    case DType::Int32:
-      return "int";
-    case DType::Int64:
-      return "long long";
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-      return "float";
-    case DType::Float64:
-      return "double";
-    default:
-      unsupported(std::string("dtype ") + ir::dtype_name(t));
-  }
-}
-
-/// The C type an element of a buffer of `t` is stored as.
-std::string storage_type(DType t) {
-  if (is_half(t)) return "unsigned short";
-  if (t == DType::Bool) return "unsigned char";
-  return value_type(t);
-}
-
-/// A value of `t` rounded as the interpreter rounds it (to the 16-bit format for those).
-std::string rounded(const std::string& x, DType t) {
-  if (t == DType::Float16) return "kiln_round_half(" + x + ")";
-  if (t == DType::BFloat16) return "kiln_round_bf16(" + x + ")";
-  return x;
-}
-
-/// An element read from memory as a value.
-std::string from_storage(const std::string& element, DType t) {
-  if (t == DType::Float16) return "kiln_from_half(" + element + ")";
-  if (t == DType::BFloat16) return "kiln_from_bf16(" + element + ")";
-  if (t == DType::Bool) return "(" + element + " != 0)";
-  return element;
-}
-
-/// A value of `from` converted to `to` (the interpreter's make(as_double(x), to)).
-std::string convert(const std::string& x, DType from, DType to) {
-  if (from == to) return x;
-  const std::string t = value_type(to);
-  if (to == DType::Bool) return "(" + x + " != 0)";
-  if (is_float(to)) {
-    if (is_float(from)) return rounded("static_cast<" + t + ">(" + x + ")", to);
-    return rounded("static_cast<" + t + ">(static_cast<double>(" + x + "))", to);
-  }
-  if (is_float(from)) {  // float -> integer: truncate; inf and NaN give 0
-    return "(isfinite(" + x + ") ? static_cast<" + t + ">(static_cast<long long>(" + x +
-           ")) : static_cast<" + t + ">(0))";
-  }
-  return "static_cast<" + t + ">(" + x + ")";
-}
-
-/// A value of `t` as it is written to memory.
-std::string to_storage(const std::string& x, DType t) {
-  if (t == DType::Float16) return "kiln_to_half(" + x + ")";
-  if (t == DType::BFloat16) return "kiln_to_bf16(" + x + ")";
-  if (t == DType::Bool) return "static_cast<unsigned char>(" + x + ")";
-  return x;
-}
-
-std::string constant(double value, DType t) {
-  char text[64];
-  if (t == DType::Float64) {
-    std::snprintf(text, sizeof text, "__longlong_as_double(0x%016llxLL)",
-                  static_cast<unsigned long long>(std::bit_cast<uint64_t>(value)));
-    return text;
-  }
-  if (is_float(t)) {
-    float f = static_cast<float>(value);
-    if (t == DType::Float16) f = kernel::float_from_half(kernel::half_from_float(f));
-    if (t == DType::BFloat16) f = kernel::float_from_bfloat16(kernel::bfloat16_from_float(f));
-    std::snprintf(text, sizeof text, "__int_as_float(0x%08x)", std::bit_cast<uint32_t>(f));
-    return text;
-  }
-  if (t == DType::Bool) return value != 0 || std::isnan(value) ? "true" : "false";
-  const long long i = std::isfinite(value) ? static_cast<long long>(value) : 0;
-  return "static_cast<" + value_type(t) + ">(" + std::to_string(i) + "LL)";
-}
-
-std::string float_call(const char* name, DType t, const std::string& args) {
-  return std::string(name) + (t == DType::Float64 ? "" : "f") + "(" + args + ")";
-}
-
-/// Integer arithmetic wraps, through unsigned as two's-complement hardware does.
-std::string wrapping(const char* op, const std::string& a, const std::string& b, DType t) {
-  return "static_cast<" + value_type(t) + ">(static_cast<unsigned long long>(" + a + ") " + op +
-         " static_cast<unsigned long long>(" + b + "))";
-}
 
 class Emitter {
  public:
@@ -267,88 +156,6 @@ class Emitter {
     }
     if (is_float(t)) return rounded(float_op(e, a(0), e.args.size() > 1 ? a(1) : ""), t);
     return int_op(e, a(0), e.args.size() > 1 ? a(1) : "");
-  }
-
-  std::string float_op(const Expr& e, const std::string& x, const std::string& y) const {
-    const DType t = e.dtype;
-    const std::string one = t == DType::Float64 ? "1.0" : "1.0f";
-    switch (e.op) {
-      case Op::Neg:
-        return "(-" + x + ")";
-      case Op::Abs:
-        return float_call("fabs", t, x);
-      case Op::Exp:
-        return float_call("exp", t, x);
-      case Op::Log:
-        return float_call("log", t, x);
-      case Op::Sqrt:
-        return float_call("sqrt", t, x);
-      case Op::Rsqrt:
-        return "kiln_rsqrt(" + x + ")";
-      case Op::Reciprocal:
-        return "(" + one + " / " + x + ")";
-      case Op::Erf:
-        return float_call("erf", t, x);
-      case Op::Tanh:
-        return float_call("tanh", t, x);
-      case Op::Sigmoid:
-        return "kiln_sigmoid(" + x + ")";
-      case Op::Floor:
-        return float_call("floor", t, x);
-      case Op::Trunc:
-        return float_call("trunc", t, x);
-      case Op::Add:
-        return "(" + x + " + " + y + ")";
-      case Op::Sub:
-        return "(" + x + " - " + y + ")";
-      case Op::Mul:
-        return "(" + x + " * " + y + ")";
-      case Op::Div:
-        return "(" + x + " / " + y + ")";
-      case Op::Max:
-        return "kiln_fmax(" + x + ", " + y + ")";
-      case Op::Min:
-        return "kiln_fmin(" + x + ", " + y + ")";
-      case Op::Pow:
-        return float_call("pow", t, x + ", " + y);
-      default:
-        unsupported(std::string("float op ") + kernel::op_name(e.op));
-    }
-  }
-
-  std::string int_op(const Expr& e, const std::string& x, const std::string& y) const {
-    const DType t = e.dtype;
-    const std::string type = value_type(t);
-    switch (e.op) {
-      case Op::Neg:
-        return wrapping("-", "0", x, t);
-      case Op::Abs:
-        return "(" + x + " < 0 ? " + wrapping("-", "0", x, t) + " : " + x + ")";
-      case Op::Not:
-        return "(!" + x + ")";
-      case Op::Floor:
-      case Op::Trunc:
-        return x;
-      case Op::Add:
-        return wrapping("+", x, y, t);
-      case Op::Sub:
-        return wrapping("-", x, y, t);
-      case Op::Mul:
-        return wrapping("*", x, y, t);
-      case Op::Div:
-        return "(" + y + " == 0 ? static_cast<" + type + ">(0) : static_cast<" + type + ">(" + x +
-               " / " + y + "))";
-      case Op::Max:
-        return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
-      case Op::Min:
-        return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
-      case Op::And:
-        return "(" + x + " && " + y + ")";
-      case Op::Or:
-        return "(" + x + " || " + y + ")";
-      default:
-        unsupported(std::string("integer op ") + kernel::op_name(e.op));
-    }
   }
 
   void define(const std::string& indent, int id, const LoadCode& load) {
@@ -562,6 +369,30 @@ class Emitter {
 
   void close_element_loop() { out_ << (s_.cached ? "      }}\n" : "      }\n"); }
 
+  /// This thread's part of a walk for Reduce `id`: its elements [first, end) by `step`, each
+  /// folded into `acc` (declared by the caller).
+  void fold_elements(int id, const std::string& first, const std::string& end,
+                     const std::string& step) {
+    const Expr& e = k_.exprs[id];
+    element_loop(first, end, step);
+    element_exprs("        ", id);
+    out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<"
+         << accumulator_type(e.dtype) << ">(" << v(e.args[0]) << "));\n";
+    close_element_loop();
+  }
+
+  /// The walk that stores this thread's elements [first, end) by `step`.
+  void store_elements(const std::string& first, const std::string& end, const std::string& step) {
+    element_loop(first, end, step);
+    element_exprs("        ", static_cast<int>(k_.exprs.size()));
+    for (const auto& st : k_.stores) {
+      if (!element_[st.value]) continue;
+      out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
+           << "] = " << stored_value(st) << ";\n";
+    }
+    close_element_loop();
+  }
+
   /// Across rows (cuda_schedule.h): lane l of each warp takes row l of a tile of neighbouring
   /// rows, so a warp's loads of one reduced element are neighbours in memory; the warps of the
   /// block split the reduced elements (warp g takes g, g + groups, ...) and their partial
@@ -591,11 +422,7 @@ class Emitter {
       out_ << "    " << value_type(e.dtype) << " " << v(static_cast<int>(id)) << ";\n"
            << "    {\n"
            << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
-      element_loop("group", row_size, groups);
-      element_exprs("        ", static_cast<int>(id));
-      out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
-           << v(e.args[0]) << "));\n";
-      close_element_loop();
+      fold_elements(static_cast<int>(id), "group", row_size, groups);
       out_ << "      __syncthreads();  // every thread has read the previous partials\n"
            << "      " << partials << "[threadIdx.x] = acc;\n"
            << "      __syncthreads();\n"
@@ -617,14 +444,7 @@ class Emitter {
     }
     if (element_stores) {
       out_ << "    if (active) {\n";
-      element_loop("group", row_size, groups);
-      element_exprs("        ", static_cast<int>(k_.exprs.size()));
-      for (const auto& st : k_.stores) {
-        if (!element_[st.value]) continue;
-        out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
-             << "] = " << stored_value(st) << ";\n";
-      }
-      close_element_loop();
+      store_elements("group", row_size, groups);
       out_ << "    }\n";
     }
     out_ << "  }\n";
@@ -671,11 +491,7 @@ class Emitter {
            << "    {\n"
            << "      " << acc_type << " acc = " << identity(e.reduce, acc_type) << ";\n";
       if (phased) out_ << "      if (phase == " << phase << ") {\n";
-      element_loop(walk_first, walk_end, "blockDim.x");
-      element_exprs("        ", static_cast<int>(id));
-      out_ << "        acc = " << combiner(e.reduce) << "(acc, static_cast<" << acc_type << ">("
-           << v(e.args[0]) << "));\n";
-      close_element_loop();
+      fold_elements(static_cast<int>(id), walk_first, walk_end, "blockDim.x");
       out_ << "      acc = kiln_block_reduce(acc, " << combiner(e.reduce) << ", reinterpret_cast<"
            << acc_type << "*>(kiln_shared));\n";
       if (split) split_combine(e, acc_type);
@@ -696,16 +512,7 @@ class Emitter {
       out_ << "    if (" << row_store_guard << ") " << k_.buffers[st.map.buffer].name << "["
            << offset(st.map) << "] = " << stored_value(st) << ";\n";
     }
-    if (element_stores) {
-      element_loop(walk_first, walk_end, "blockDim.x");
-      element_exprs("        ", static_cast<int>(k_.exprs.size()));
-      for (const auto& st : k_.stores) {
-        if (!element_[st.value]) continue;
-        out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
-             << "] = " << stored_value(st) << ";\n";
-      }
-      close_element_loop();
-    }
+    if (element_stores) store_elements(walk_first, walk_end, "blockDim.x");
     out_ << "  }\n";
   }
 
