@@ -1,18 +1,13 @@
 #include "backend/codegen/cuda/cuda_emitter.h"
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
-#include <cmath>
-#include <cstdio>
 #include <functional>
 #include <sstream>
 
 #include "backend/codegen/cuda/cuda_c.h"
 #include "backend/codegen/cuda/cuda_prelude.h"
-#include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
-#include "passes/kernel/scalar_convert.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -522,7 +517,7 @@ class Emitter {
   void phase_result(const std::string& acc_type, int phase) {
     const std::string at = "reinterpret_cast<" + acc_type + "*>(workspace + " +
                            std::to_string(workspace_results_offset(k_, s_)) + ")[row * " +
-                           std::to_string(count_reduces()) + " + " + std::to_string(phase) + "]";
+                           std::to_string(count_reduces(k_)) + " + " + std::to_string(phase) + "]";
     if (phase + 1 < s_.phases) {
       out_ << "      if (threadIdx.x == 0) " << at << " = acc;\n"
            << "      continue;\n";
@@ -530,11 +525,6 @@ class Emitter {
     out_ << "      } else {\n"
          << "        acc = " << at << ";\n"
          << "      }\n";
-  }
-
-  int count_reduces() const {
-    return static_cast<int>(std::count_if(k_.exprs.begin(), k_.exprs.end(),
-                                          [](const Expr& e) { return e.op == Op::Reduce; }));
   }
 
   /// Split reductions: each block leaves its slice's partial in the workspace; the last block of

@@ -65,12 +65,12 @@ int vector_width(const Kernel& kernel) {
   return width;
 }
 
+}  // namespace
+
 int count_reduces(const Kernel& kernel) {
   return static_cast<int>(std::count_if(kernel.exprs.begin(), kernel.exprs.end(),
                                         [](const Expr& e) { return e.op == Op::Reduce; }));
 }
-
-}  // namespace
 
 int64_t storage_size(kernel::DType dtype) {
   return ir::dtype_size(dtype);

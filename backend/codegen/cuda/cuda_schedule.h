@@ -61,6 +61,9 @@ struct CudaSchedule {
   bool across_rows = false;
 };
 
+/// The kernel's Reduce exprs (each one walk of a row).
+int count_reduces(const kernel::Kernel& kernel);
+
 /// Byte offsets in a split reduction's workspace: one accumulator (8 bytes) per row and slice,
 /// then one combined accumulator per row and Reduce when there are several phases, then one
 /// counter (4 bytes) per row.
