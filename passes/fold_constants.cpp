@@ -20,6 +20,12 @@ int64_t bytes(const ir::TensorType& type) {
   return type.numel() * ir::dtype_size(type.dtype);
 }
 
+// A weight transform that a pass added to be computed once, whatever it weighs: the Winograd
+// filter (winograd_conv) is 4x its weight.
+bool grows_by_design(const ir::Node& node) {
+  return node.op() == "kiln::winograd_weight";
+}
+
 }  // namespace
 
 bool from_constants(const ir::Value* value) {
@@ -51,7 +57,10 @@ int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
       input_bytes += bytes(in->type());
     }
     if (inputs.size() != node->inputs().size()) continue;
-    if (bytes(node->output()->type()) > std::max(input_bytes, kMinAllowedBytes)) continue;
+    if (bytes(node->output()->type()) > std::max(input_bytes, kMinAllowedBytes) &&
+        !grows_by_design(*node)) {
+      continue;
+    }
     auto index = evaluate(*node, inputs);
     if (!index) continue;
     // The constant takes the node's place, so everything after it sees a constant input.

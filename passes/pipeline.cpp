@@ -20,6 +20,7 @@
 #include "passes/kernel/lower_group.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
+#include "passes/winograd_conv.h"
 
 namespace kiln {
 namespace {
@@ -101,13 +102,11 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "canonicalize",        "fold_batch_norm",
-      "assign_layout",       "prepack_linear",
-      "prepack_conv",        "fold_constants",
-      "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions",     "fuse_epilogue",
-      "fuse_elementwise",    "lower_kernels",
-      "plan_memory"};
+      "canonicalize",    "fold_batch_norm",     "assign_layout",
+      "prepack_linear",  "prepack_conv",        "winograd_conv",
+      "fold_constants",  "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
+      "lower_kernels",   "plan_memory"};
   return names;
 }
 
@@ -130,6 +129,8 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   if (options.prepack_onednn && options.evaluate_constant) {
     passes.run("prepack_linear", "", [&] { prepack_linear(graph); });
     passes.run("prepack_conv", "", [&] { prepack_conv(graph); });
+    // On prepack_conv's oneDNN convolutions: the 3x3 ones where Winograd is measured to win.
+    passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

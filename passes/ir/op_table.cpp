@@ -101,6 +101,11 @@ constexpr OpInfo kOps[] = {
     {"mkldnn::_convolution_pointwise.binary", K::Convolution, 3, 4, 1, kOwn},
     {"aten::to_mkldnn", K::Copy, 1, 1, 1, kOwn},
     {"aten::mkldnn_reorder_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
+    // winograd_conv's: kiln's own ops (runtime/winograd_conv.h), registered with the dispatcher.
+    // Its results are fresh tensors, not planned buffers, so a oneDNN convolution that adds one
+    // as its residual can still write over it in place (runtime/in_place_extern.h).
+    {"kiln::winograd_weight", K::Copy, 1, 1, 1, kOwn},
+    {"kiln::winograd_conv2d", K::Convolution, 3, 5, 1, kOwn},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records

@@ -84,36 +84,76 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         "assert sum(op == 'aten::conv2d' for op in ops) == 20, ops\n"
         "print('ok')\n")
     assert run_child(code, disabled="prepack_conv").strip().endswith("ok")
-    # by default: folded, channels-last, and on oneDNN with weights packed at compile time, every
-    # relu and the 8 residual adds inside the convolutions, for scripted and traced graphs alike
+    # by default: folded, channels-last, with weights packed or transformed at compile time, every
+    # relu and the 8 residual adds inside the convolutions, for scripted and traced graphs alike:
+    # the 10 3x3 stride-1 convolutions of up to 256 channels by Winograd (winograd_conv's rule),
+    # the other 10 on oneDNN
     for capture in (torch.jit.script, lambda m: torch.jit.trace(m, (x,))):
         compiled = kiln.compile(capture(model))
         with torch.no_grad():
             assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
-        ops = _explained_ops(compiled, x)
+        entries = json.loads(compiled.explain(x))["entries"]
+        ops = [e["op"] for e in entries]
         assert "aten::batch_norm" not in ops and "aten::relu" not in ops, ops
-        assert ops.count("mkldnn::_convolution_pointwise") == 12, ops
-        assert ops.count("mkldnn::_convolution_pointwise.binary") == 8, ops
+        assert ops.count("kiln::winograd_conv2d") == 10, ops
+        assert sum(op.startswith("mkldnn::_convolution_pointwise") for op in ops) == 10, ops
+        assert sum("residual add inside" in e["why"] for e in entries) == 8, entries
         assert not any(op.startswith("aten::add") for op in ops), ops
 
 
-def test_residual_adds_write_over_the_dying_identity():
-    # ResNet-18's 8 residual adds run inside oneDNN convolutions; each identity dies there, so
-    # the in-place form runs and nothing is copied (the functional form copies the identity).
+class _WideBlock(torch.nn.Module):
+    """A residual block of 64-channel 3x3 convolutions, as winograd_conv takes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(64, 64, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return torch.relu(self.conv2(torch.relu(self.conv1(x))) + x)
+
+
+def test_wide_3x3_convolutions_run_by_winograd(tmp_path):
+    model = _WideBlock().eval()
+    x = torch.randn(2, 64, 20, 13)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        # A NaN reaches exactly the outputs eager's convolutions take it to.
+        x[1, 5, 7, 3] = float("nan")
+        got, want = compiled(x), model(x)
+        assert torch.equal(got.isnan(), want.isnan()) and got.isnan().any()
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, equal_nan=True)
+    ir = _final_ir(tmp_path)
+    lines = [line for line in ir.splitlines() if "= kiln::winograd_conv2d(" in line]
+    assert len(lines) == 2, ir
+    assert 'other=None, activation="relu"' in lines[0] and "bias=None" in lines[1], ir
+    assert "mkldnn::_convolution" not in ir and "kiln::winograd_weight" not in ir, ir
+
+
+def test_residual_adds_write_over_the_dying_identity(tmp_path):
+    # ResNet-18's 8 residual adds run inside its convolutions; in the oneDNN ones each identity
+    # dies there, so the in-place form runs and nothing is copied (the functional form copies the
+    # identity); the Winograd ones add it in their output transform.
     model = _vision("resnet18")
     x = torch.randn(2, 3, 64, 64)
     before = x.clone()
     with torch.no_grad():
         expected = model(x)
-        compiled = torch.compile(model, backend="kiln")
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
         compiled(x)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                     record_shapes=True) as prof:
             got = compiled(x)
     assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert torch.equal(x, before)
+    ir = _final_ir(tmp_path)
+    onednn_residuals = ir.count("= mkldnn::_convolution_pointwise.binary(")
+    winograd_residuals = sum("other=None" not in line for line in ir.splitlines()
+                             if "= kiln::winograd_conv2d(" in line)
+    assert onednn_residuals > 0 and onednn_residuals + winograd_residuals == 8, ir
     names = [e.name for e in prof.events()]
-    assert names.count("mkldnn::_convolution_pointwise_") == 8, names
+    assert names.count("mkldnn::_convolution_pointwise_") == onednn_residuals, names
     assert "mkldnn::_convolution_pointwise.binary" not in names
     feature_map_copies = [e for e in prof.events()
                           if e.name == "aten::copy_" and len(e.input_shapes[0]) == 4]
@@ -121,6 +161,7 @@ def test_residual_adds_write_over_the_dying_identity():
 
 
 PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
+          "winograd_conv",
           "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",

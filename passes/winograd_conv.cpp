@@ -1,0 +1,167 @@
+#include "passes/winograd_conv.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/fold_constants.h"
+
+namespace kiln {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+constexpr int64_t kPoints = 36;                  // F(4x4, 3x3): 6x6 transformed points
+constexpr int64_t kTile = 4;                     // output tile side
+constexpr int64_t kMinChannels = 64;             // fewer: the transforms cost more than they save
+constexpr int64_t kMaxFloats = 4 * 1024 * 1024;  // 16 MB: half the L3 it was measured on
+
+bool ints_are(const Node& node, const char* name, const std::vector<int64_t>& expected) {
+  const auto* list = std::get_if<std::vector<int64_t>>(node.find_attr(name));
+  return list && *list == expected;
+}
+
+bool is_none(const ir::Attr* attr) {
+  return attr && std::holds_alternative<ir::NoneAttr>(*attr);
+}
+
+const std::string* string_attr(const Node& node, const char* name) {
+  return std::get_if<std::string>(node.find_attr(name));
+}
+
+/// The post-op of a oneDNN convolution as winograd_conv2d's activation ("none" or "relu"), or
+/// null when it has another (hardtanh) or a binary op other than add.
+const char* activation_of(const Node& conv) {
+  if (conv.op() == "mkldnn::_convolution_pointwise") {
+    const std::string* attr = string_attr(conv, "attr");
+    if (!attr) return nullptr;
+    if (*attr == "none") return "none";
+    if (*attr == "relu") return "relu";
+    return nullptr;
+  }
+  const std::string* binary = string_attr(conv, "binary_attr");
+  if (!binary || *binary != "add" || !is_none(conv.find_attr("alpha"))) return nullptr;
+  if (is_none(conv.find_attr("unary_attr"))) return "none";
+  const std::string* unary = string_attr(conv, "unary_attr");
+  return unary && *unary == "relu" ? "relu" : nullptr;
+}
+
+/// The dense frozen weight behind prepack_conv's to_mkldnn + mkldnn_reorder_conv2d_weight.
+Value* dense_weight(const Value* packed) {
+  const Node* reorder = packed->producer();
+  if (!reorder || reorder->op() != "aten::mkldnn_reorder_conv2d_weight") return nullptr;
+  const Node* to_mkldnn = reorder->input(0)->producer();
+  if (!to_mkldnn || to_mkldnn->op() != "aten::to_mkldnn") return nullptr;
+  Value* weight = to_mkldnn->input(0);
+  return from_constants(weight) ? weight : nullptr;
+}
+
+/// Whether F(4x4, 3x3) is measured to beat oneDNN's direct convolution for these sizes: the
+/// transforms cost per tile and channel, the GEMMs save per channel pair, so narrow convolutions
+/// need their transformed tiles to stay in cache (half the limit below 128 channels).
+bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
+  const int64_t channels = input[1];
+  const int64_t narrowest = std::min(channels, out_channels);
+  const int64_t tiles =
+      input[0] * ((input[2] + kTile - 1) / kTile) * ((input[3] + kTile - 1) / kTile);
+  const int64_t tile_limit = narrowest >= 2 * kMinChannels ? kMaxFloats : kMaxFloats / 2;
+  return narrowest >= kMinChannels && kPoints * channels * out_channels <= kMaxFloats &&
+         kPoints * tiles * (channels + out_channels) <= tile_limit;
+}
+
+class WinogradRewriter {
+ public:
+  explicit WinogradRewriter(ir::Graph& graph) : graph_(graph) {
+    for (Node* node : graph.nodes())
+      for (const Value* in : node->inputs())
+        ++readers_[in];
+    for (const Value* out : graph.outputs())
+      ++readers_[out];
+  }
+
+  int run() {
+    int rewritten = 0;
+    for (Node* conv : graph_.nodes()) {
+      if (rewrite(*conv)) ++rewritten;
+    }
+    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
+    return rewritten;
+  }
+
+ private:
+  bool rewrite(Node& conv) {
+    const bool binary = conv.op() == "mkldnn::_convolution_pointwise.binary";
+    if (!binary && conv.op() != "mkldnn::_convolution_pointwise") return false;
+    if (!ints_are(conv, "padding", {1, 1}) || !ints_are(conv, "stride", {1, 1}) ||
+        !ints_are(conv, "dilation", {1, 1})) {
+      return false;
+    }
+    const auto* groups = std::get_if<int64_t>(conv.find_attr("groups"));
+    const char* activation = activation_of(conv);
+    if (!groups || *groups != 1 || !activation) return false;
+    // Inputs: x, [other,] packed weight[, bias]; a missing bias is the attr B=None.
+    const size_t weight_at = binary ? 2 : 1;
+    if (conv.inputs().size() <= weight_at) return false;
+    Value* packed = conv.input(weight_at);
+    Value* weight = dense_weight(packed);
+    if (!weight) return false;
+    const ir::TensorType& w = weight->type();
+    const std::vector<int64_t>& x = conv.input(0)->type().sizes;
+    if (w.rank() != 4 || w.sizes[2] != 3 || w.sizes[3] != 3 || w.dtype != ir::DType::Float32 ||
+        x.size() != 4 || w.sizes[1] != x[1] || !wins(x, w.sizes[0])) {
+      return false;
+    }
+
+    ir::TensorType transformed = w;
+    transformed.sizes = {kPoints, w.sizes[1], w.sizes[0]};
+    transformed.strides = {w.sizes[1] * w.sizes[0], w.sizes[0], 1};
+    Node* filter = graph_.append("kiln::winograd_weight", {weight}, {transformed}, {});
+    filter->output()->set_name(weight->name() + "_winograd");
+
+    // The dense filter stays too: inputs with NaN or infinities are convolved directly.
+    std::vector<Value*> inputs = {conv.input(0), weight, filter->output()};
+    ir::AttrList attrs;
+    const bool has_bias = conv.inputs().size() > weight_at + 1;
+    if (has_bias) {
+      inputs.push_back(conv.input(weight_at + 1));
+    } else {
+      attrs.emplace_back("bias", ir::NoneAttr{});
+    }
+    if (binary) {
+      inputs.push_back(conv.input(1));
+    } else {
+      attrs.emplace_back("other", ir::NoneAttr{});
+    }
+    attrs.emplace_back("activation", std::string(activation));
+    Node* winograd = graph_.append("kiln::winograd_conv2d", std::move(inputs),
+                                   {conv.output()->type()}, std::move(attrs));
+    winograd->output()->set_name(conv.output()->name());
+    graph_.move_before(filter, &conv);
+    graph_.move_before(winograd, &conv);
+    graph_.replace_all_uses(conv.output(), winograd->output());
+    removed_.insert(&conv);
+    drop_if_unread(packed);
+    return true;
+  }
+
+  /// Removes the packing chain behind `packed` once the rewritten convolution was its only reader.
+  void drop_if_unread(Value* packed) {
+    if (--readers_[packed] > 0) return;
+    Node* reorder = packed->producer();
+    removed_.insert(reorder);
+    if (--readers_[reorder->input(0)] == 0) removed_.insert(reorder->input(0)->producer());
+  }
+
+  ir::Graph& graph_;
+  std::unordered_map<const Value*, int> readers_;
+  std::unordered_set<const Node*> removed_;
+};
+
+}  // namespace
+
+int winograd_conv(ir::Graph& graph) {
+  return WinogradRewriter(graph).run();
+}
+
+}  // namespace kiln
