@@ -28,14 +28,7 @@ TensorType vector_type(const TensorType& like, std::vector<int64_t> sizes) {
 
 class Folder {
  public:
-  explicit Folder(ir::Graph& graph) : graph_(graph) {
-    for (const Node* node : graph.nodes()) {
-      for (const Value* in : node->inputs())
-        ++uses_[in];
-    }
-    for (const Value* out : graph.outputs())
-      ++uses_[out];
-  }
+  explicit Folder(ir::Graph& graph) : graph_(graph), uses_(ir::count_uses(graph)) {}
 
   int run() {
     int folded = 0;

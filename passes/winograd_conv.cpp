@@ -72,13 +72,7 @@ bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
 
 class WinogradRewriter {
  public:
-  explicit WinogradRewriter(ir::Graph& graph) : graph_(graph) {
-    for (Node* node : graph.nodes())
-      for (const Value* in : node->inputs())
-        ++readers_[in];
-    for (const Value* out : graph.outputs())
-      ++readers_[out];
-  }
+  explicit WinogradRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {}
 
   int run() {
     int rewritten = 0;

@@ -96,4 +96,14 @@ void Graph::replace_all_uses(Value* from, Value* to) {
   std::replace(outputs_.begin(), outputs_.end(), from, to);
 }
 
+std::unordered_map<const Value*, int> count_uses(const Graph& graph) {
+  std::unordered_map<const Value*, int> uses;
+  for (const auto& node : graph.nodes())
+    for (const Value* in : node->inputs())
+      ++uses[in];
+  for (const Value* out : graph.outputs())
+    ++uses[out];
+  return uses;
+}
+
 }  // namespace kiln::ir

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "passes/ir/attr.h"
@@ -109,5 +110,8 @@ class Graph {
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };
+
+/// How many times each value is read: once per node input slot, once per graph output.
+std::unordered_map<const Value*, int> count_uses(const Graph& graph);
 
 }  // namespace kiln::ir
