@@ -16,6 +16,7 @@ constexpr int64_t kPoints = 36;                  // F(4x4, 3x3): 6x6 transformed
 constexpr int64_t kTile = 4;                     // output tile side
 constexpr int64_t kMinChannels = 64;             // fewer: the transforms cost more than they save
 constexpr int64_t kMaxFloats = 4 * 1024 * 1024;  // 16 MB: half the L3 it was measured on
+constexpr int64_t kMinTiles = 64;                // to amortize a transformed filter past 4 MB
 
 bool ints_are(const Node& node, const char* name, const std::vector<int64_t>& expected) {
   const auto* list = std::get_if<std::vector<int64_t>>(node.find_attr(name));
@@ -59,14 +60,18 @@ Value* dense_weight(const Value* packed) {
 
 /// Whether F(4x4, 3x3) is measured to beat oneDNN's direct convolution for these sizes: the
 /// transforms cost per tile and channel, the GEMMs save per channel pair, so narrow convolutions
-/// need their transformed tiles to stay in cache (half the limit below 128 channels).
+/// need their transformed tiles to stay in cache (half the limit below 128 channels); and a
+/// transformed filter past 4 MB (ResNet's 256-channel ones are 9 MB) comes from memory on every
+/// call, which pays only over enough tiles (a batch of 8 at 14x14 has 128).
 bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
   const int64_t channels = input[1];
   const int64_t narrowest = std::min(channels, out_channels);
   const int64_t tiles =
       input[0] * ((input[2] + kTile - 1) / kTile) * ((input[3] + kTile - 1) / kTile);
+  const int64_t filter = kPoints * channels * out_channels;
+  const bool filter_pays = filter <= kMaxFloats / 4 || (filter <= kMaxFloats && tiles >= kMinTiles);
   const int64_t tile_limit = narrowest >= 2 * kMinChannels ? kMaxFloats : kMaxFloats / 2;
-  return narrowest >= kMinChannels && kPoints * channels * out_channels <= kMaxFloats &&
+  return narrowest >= kMinChannels && filter_pays &&
          kPoints * tiles * (channels + out_channels) <= tile_limit;
 }
 

@@ -14,11 +14,12 @@
 //
 // (`_convolution_pointwise.binary`'s residual operand becomes `other`). Only where it wins, as
 // measured on ResNet-18's layers and narrower ones here (2 Zen 4 cores, 32 MB L3): at least 64
-// input and output channels, the transformed filter (36 x C x K floats) within 16 MB and the
-// call's transformed tiles (36 x tiles x (C + K) floats) within 16 MB, 8 MB below 128 channels.
+// input and output channels, the transformed filter (36 x C x K floats) within 4 MB, or within
+// 16 MB over at least 64 tiles of 4x4 outputs, and the call's transformed tiles (36 x tiles x
+// (C + K) floats) within 16 MB, 8 MB below 128 channels.
 // Past that the transforms stream through memory and oneDNN's direct convolution, near the FMA
 // peak, is as fast or faster; below 64 channels the transforms cost more than the GEMMs save.
-// At batch 1 ResNet-18's 64- to 256-channel convolutions took 0.5-0.6 ms instead of 1.0-1.1; at
+// At batch 1 ResNet-18's 64- and 128-channel convolutions took 0.5-0.55 ms instead of 1.0-1.1; at
 // batch 8 the 128- and 256-channel ones 5.5-5.7 ms instead of 7.9-8.0.
 //
 // Results differ from a direct convolution by ~1e-5 of the largest output; inputs with NaN or

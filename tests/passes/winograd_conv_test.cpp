@@ -122,5 +122,25 @@ TEST(WinogradConvTest, ABatchWhoseTransformedTilesPassTheLimitStaysOnOneDnn) {
   EXPECT_EQ(winograd_conv(*g1), 1);
 }
 
+TEST(WinogradConvTest, AFilterPast4MbNeedsAtLeast64Tiles) {
+  // 256 -> 256 channels: a 9.4 MB transformed filter, read from memory on every call. At batch 1
+  // over 14x14 (16 tiles) oneDNN stays; at batch 8 (128 tiles) Winograd takes it.
+  const auto taken = [](int64_t batch) {
+    const std::string t = "f32[" + std::to_string(batch) + ",256,14,14]{50176,1,3584,256}";
+    auto g = ir::parse_graph("graph(%x : " + t +
+                             "):\n"
+                             "  %w : f32[256,256,3,3] = prim::Constant() {index=0}\n"
+                             "  %r : " +
+                             t +
+                             " = aten::conv2d(%x, %w) {bias=None, stride=[1,1], padding=[1,1], "
+                             "dilation=[1,1], groups=1}\n"
+                             "  return (%r)\n");
+    EXPECT_EQ(prepack_conv(*g), 1);
+    return winograd_conv(*g);
+  };
+  EXPECT_EQ(taken(1), 0);
+  EXPECT_EQ(taken(8), 1);
+}
+
 }  // namespace
 }  // namespace kiln
