@@ -218,12 +218,13 @@ at::Tensor winograd_weight(const at::Tensor& weight) {
   return u.reshape({kPoints, weight.size(1), weight.size(0)}).to(at::kFloat).contiguous();
 }
 
-at::Tensor& winograd_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
-                                const at::Tensor& transformed,
-                                const std::optional<at::Tensor>& bias,
-                                const std::optional<at::Tensor>& other, std::string_view activation,
-                                at::Tensor& out) {
-  check_arguments(input, weight, transformed, bias, other, activation);
+namespace {
+
+/// winograd_conv2d_out on arguments check_arguments accepted.
+at::Tensor& convolve(const at::Tensor& input, const at::Tensor& weight,
+                     const at::Tensor& transformed, const std::optional<at::Tensor>& bias,
+                     const std::optional<at::Tensor>& other, std::string_view activation,
+                     at::Tensor& out) {
   const Shape s{input.size(0),
                 input.size(2),
                 input.size(3),
@@ -267,13 +268,24 @@ at::Tensor& winograd_conv2d_out(const at::Tensor& input, const at::Tensor& weigh
   return out;
 }
 
+}  // namespace
+
+at::Tensor& winograd_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
+                                const at::Tensor& transformed,
+                                const std::optional<at::Tensor>& bias,
+                                const std::optional<at::Tensor>& other, std::string_view activation,
+                                at::Tensor& out) {
+  check_arguments(input, weight, transformed, bias, other, activation);
+  return convolve(input, weight, transformed, bias, other, activation, out);
+}
+
 at::Tensor winograd_conv2d(const at::Tensor& input, const at::Tensor& weight,
                            const at::Tensor& transformed, const std::optional<at::Tensor>& bias,
                            const std::optional<at::Tensor>& other, std::string_view activation) {
   check_arguments(input, weight, transformed, bias, other, activation);
   at::Tensor out = at::empty({input.size(0), weight.size(0), input.size(2), input.size(3)},
                              input.options().memory_format(at::MemoryFormat::ChannelsLast));
-  return winograd_conv2d_out(input, weight, transformed, bias, other, activation, out);
+  return convolve(input, weight, transformed, bias, other, activation, out);
 }
 
 namespace {
