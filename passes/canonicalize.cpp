@@ -195,7 +195,7 @@ class Canonicalizer {
     const bool addmm = node.op() == "aten::addmm";
     Value* t = node.input(addmm ? 2 : 1);
     Value* w = transposed_from(t);
-    if (!w) w = untransposed_constant(node, t);
+    if (!w) w = transposed_constant(node, t);
     if (!w) return;
     if (addmm) {
       if (number(node, "beta") != 1.0 || number(node, "alpha") != 1.0) return;
@@ -206,18 +206,17 @@ class Canonicalizer {
     }
   }
 
-  // TorchScript freezing folds `w.t()` into a constant that is a transposed view of a contiguous
-  // [N, K] weight. Its transpose, a new aten::t before `user` (fold_constants makes it a
-  // constant), is that weight; nullptr when `t` is not such a constant.
-  Value* untransposed_constant(Node& user, Value* t) {
+  // A 2-D constant right operand `t` of x @ t is a frozen weight stored [K, N]: either a
+  // transposed view of a contiguous [N, K] weight (TorchScript freezing folds `w.t()` into one)
+  // or a plain [K, N] weight (GPT-2's Conv1D multiplies by its [in, out] weight). Its transpose, a
+  // new aten::t before `user` that fold_constants makes a constant, is linear's [N, K] weight, so
+  // prepack_linear can pack it like any other; nullptr when `t` is not a 2-D constant.
+  Value* transposed_constant(Node& user, Value* t) {
     const ir::TensorType& type = t->type();
-    if (!produced_by(t, "prim::Constant") || type.rank() != 2 || type.is_contiguous()) {
-      return nullptr;
-    }
+    if (!produced_by(t, "prim::Constant") || type.rank() != 2) return nullptr;
     ir::TensorType weight = type;
     weight.sizes = {type.sizes[1], type.sizes[0]};
     weight.strides = {type.strides[1], type.strides[0]};
-    if (!weight.is_contiguous()) return nullptr;
     Node* transpose = graph_.append("aten::t", {t}, {weight}, {});
     transpose->output()->set_name(t->name() + "_t");
     graph_.move_before(transpose, &user);

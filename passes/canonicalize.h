@@ -4,6 +4,8 @@
 //   %t : f32[8,4] = aten::t(%w)
 //   %y : f32[2,4] = aten::addmm(%b, %x, %t) {beta=1, alpha=1}   ==>  aten::linear(%x, %w, %b)
 //   aten::mm(%x, %t) or aten::matmul(%x, %t)                    ==>  aten::linear(%x, %w)
+//   a frozen 2-D weight %c in %t's place (GPT-2's [in, out] Conv1D weight, or TorchScript's
+//     folded w.t())                                            ==>  aten::linear(%x, aten::t(%c))
 //   %z : f32[4]   = aten::sub.Tensor(%a, %c) {alpha=2}          ==>  aten::add.Tensor {alpha=-2}
 //   %q : f32[4]   = aten::div.Scalar(%a) {other=4}              ==>  aten::mul.Scalar {other=0.25}
 //   aten::t(aten::t(%x)), transpose twice, permute of permute   ==>  %x (or one permute)

@@ -63,11 +63,20 @@ class FirstOutput(nn.Module):
         return out[0] if isinstance(out, (tuple, list)) else out
 
 
+def _standalone(config):
+    """A layer's config as it is inside a loaded model: PreTrainedModel sets the attention
+    implementation, a bare config leaves it None. With None, transformers' attention lookup logs a
+    warning, and dynamo breaks every torch.compile graph there (3 breaks per layer) although the
+    attention is the same function, eager_attention_forward, either way."""
+    config._attn_implementation = "eager"
+    return config
+
+
 def _bert_layer(batch):
     def build():
         from transformers import BertConfig
         from transformers.models.bert.modeling_bert import BertLayer
-        config = BertConfig()  # BERT-base: hidden 768, 12 heads, intermediate 3072
+        config = _standalone(BertConfig())  # BERT-base: hidden 768, 12 heads, intermediate 3072
         return FirstOutput(BertLayer(config)), (torch.randn(batch, 128, config.hidden_size),)
     return build
 
@@ -76,7 +85,7 @@ def _gpt2_block(batch):
     def build():
         from transformers import GPT2Config
         from transformers.models.gpt2.modeling_gpt2 import GPT2Block
-        config = GPT2Config()  # GPT-2 small: hidden 768, 12 heads
+        config = _standalone(GPT2Config())  # GPT-2 small: hidden 768, 12 heads
         return FirstOutput(GPT2Block(config)), (torch.randn(batch, 128, config.n_embd),)
     return build
 

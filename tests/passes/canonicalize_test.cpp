@@ -67,7 +67,21 @@ TEST(CanonicalizeTest, MatmulOfAFrozenTransposedWeightIsLinear) {
             "  return (%y)\n");
 }
 
-TEST(CanonicalizeTest, MatmulOfAPlainWeightStaysMatmul) {
+TEST(CanonicalizeTest, AddmmOfAFrozenInOutWeightIsLinearOfItsTranspose) {
+  // GPT-2's Conv1D: addmm(b, x, w) with w stored [in, out]; linear takes its transpose.
+  EXPECT_EQ(canonical("graph(%x : f32[2,8], %b : f32[4]):\n"
+                      "  %c : f32[8,4] = prim::Constant() {index=0}\n"
+                      "  %y : f32[2,4] = aten::addmm(%b, %x, %c) {beta=1, alpha=1}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8], %b : f32[4]):\n"
+            "  %c : f32[8,4] = prim::Constant() {index=0}\n"
+            "  %c_t : f32[4,8]{1,4} = aten::t(%c)\n"
+            "  %y : f32[2,4] = aten::linear(%x, %c_t, %b)\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, MatmulOfAPlainWeightInputStaysMatmul) {
   const std::string text =
       "graph(%x : f32[2,8], %w : f32[8,4]):\n"
       "  %y : f32[2,4] = aten::matmul(%x, %w)\n"

@@ -298,6 +298,38 @@ def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(tmp_pat
     assert ops.count("mkldnn::_linear_pointwise") == 2 and "aten::linear" not in ops, ops
 
 
+class _InOutWeights(torch.nn.Module):
+    """GPT-2's Conv1D twice: addmm(bias, x, weight) with the weight stored [in, out], not the
+    [out, in] of nn.Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(256, 512) * 0.05)
+        self.b1 = torch.nn.Parameter(torch.randn(512))
+        self.w2 = torch.nn.Parameter(torch.randn(512, 256) * 0.05)
+        self.b2 = torch.nn.Parameter(torch.randn(256))
+
+    def forward(self, x):
+        h = torch.relu(torch.addmm(self.b1, x.view(-1, 256), self.w1))
+        return torch.addmm(self.b2, h, self.w2).view(x.shape)
+
+
+def test_in_out_weights_are_transposed_and_packed_at_compile_time(tmp_path):
+    model = _InOutWeights().eval()
+    x = torch.randn(4, 16, 256)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+        scripted = kiln.compile(torch.jit.script(model))
+        assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
+    ir = _final_ir(tmp_path)
+    assert ir.count("mkldnn::_linear_pointwise(") == 2 and "aten::addmm" not in ir, ir
+    assert "aten::t(" not in ir and "_reorder_linear_weight" not in ir, ir
+    ops = _explained_ops(scripted, x)
+    assert ops.count("mkldnn::_linear_pointwise") == 2 and "aten::addmm" not in ops, ops
+
+
 def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
     model = _FeedForward().train()
     x = torch.randn(4, 16, 256, requires_grad=True)
