@@ -1,7 +1,9 @@
 // Large elementwise outputs, and the large element outputs of reductions over rows (softmax,
 // layer_norm), use aligned non-temporal vector stores after a scalar head that reaches the first
 // 64-byte line; any piece of the launch range, starting anywhere, must still write exactly what
-// the reference interpreter writes.
+// the reference interpreter writes. A reduction that passes over each row more than once
+// prefetches the next row during its second pass (the tests above check the results of such
+// kernels, whose last row prefetches past the buffer's end).
 #include <cstring>
 #include <random>
 #include <vector>
@@ -90,6 +92,42 @@ TEST(StreamingStoresTest, LargeRowOutputsOfReductionsStreamToo) {
   for (size_t i = 0; i + 1 < std::size(cuts); ++i)
     compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
   EXPECT_EQ(std::memcmp(out.data(), expected.data(), n * sizeof(float)), 0);
+}
+
+// out = exp(x - max(x)) / sum(exp(x - max(x))) over rows of 1024: three passes over each row.
+Kernel softmax_rows_kernel() {
+  Kernel k;
+  k.name = "softmax_rows";
+  k.sizes = {64, 1024};
+  k.reduce_rank = 1;
+  k.buffers = {{"b0", DType::Float32, false}, {"b1", DType::Float32, true}};
+  KernelBuilder b(k);
+  const int x = b.load(0, {1024, 1});
+  const int m = b.reduce(kernel::ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, DType::Float32), DType::Float32);
+  const int s = b.reduce(kernel::ReduceKind::Sum, e);
+  b.store(1, {1024, 1}, b.binary(Op::Div, e, s, DType::Float32));
+  return k;
+}
+
+TEST(RowPrefetchTest, SoftmaxPrefetchesTheNextRowAndAlignsItsScratchRow) {
+  const std::string assembly = kernels_assembly({softmax_rows_kernel()}, {});
+  EXPECT_NE(assembly.find("prefetcht0"), std::string::npos) << assembly;
+  // exp(x - max) is kept in a scratch row between the sum and the stores: on the stack, which
+  // the kernel aligns to a 64-byte line.
+  EXPECT_NE(assembly.find("andq\t$-64, %rsp"), std::string::npos) << assembly;
+}
+
+TEST(RowPrefetchTest, OnePassOverARowPrefetchesNothing) {
+  Kernel k;
+  k.name = "row_sums";
+  k.sizes = {64, 1024};
+  k.reduce_rank = 1;
+  k.buffers = {{"b0", DType::Float32, false}, {"b1", DType::Float32, true}};
+  KernelBuilder b(k);
+  b.store(1, {1, 0}, b.reduce(kernel::ReduceKind::Sum, b.load(0, {1024, 1})));
+  const std::string assembly = kernels_assembly({k}, {});
+  EXPECT_EQ(assembly.find("prefetch"), std::string::npos) << assembly;
 }
 
 }  // namespace
