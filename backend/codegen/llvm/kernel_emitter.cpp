@@ -139,20 +139,13 @@ class KernelEmitter final : public EmitterCore {
       std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
       const Position at_row{1, i64(0), &offsets};
       compute_row_values(at_row);
-      // The second pass over a row reads it from the cache the first pass brought it into, so
-      // it fetches the next row meanwhile: the memory streams while the second pass computes
-      // (softmax's exp, layer_norm's variance) instead of only during the first.
-      const Offsets next_row =
-          prefetches_rows() ? row_offsets(b_.CreateAdd(row, i64(1)), row_rank) : Offsets{};
       int pass = 0;
       for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
         if (kernel_.exprs[id].op != Op::Reduce) continue;
-        prefetch_ = pass == 1 && !next_row.empty() ? &next_row : nullptr;
         use_row_caches(pass++);
         values_->set_row_value(static_cast<int>(id), reduce(static_cast<int>(id), offsets));
         compute_row_values(at_row);
       }
-      prefetch_ = pass == 1 && !next_row.empty() ? &next_row : nullptr;
       use_row_caches(pass);
       bool element_stores = false;
       for (size_t s = 0; s < kernel_.stores.size(); ++s) {
@@ -164,7 +157,6 @@ class KernelEmitter final : public EmitterCore {
       }
       if (!element_stores) return;
       auto store_elements = [&](const Position& at, int) {
-        prefetch_next_row(at);
         for (size_t s = 0; s < kernel_.stores.size(); ++s) {
           if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
         }
@@ -182,48 +174,6 @@ class KernelEmitter final : public EmitterCore {
       }
       row_loops(offsets, row_rank, store_elements, 1);
     });
-  }
-
-  /// Whether a row's second pass prefetches the next row: rows along the last dimension (the
-  /// vector loops walk them in order), more than one pass over each, and a contiguous load that
-  /// moves from row to row.
-  bool prefetches_rows() const {
-    if (kernel_.reduce_rank != 1 || width_ == 1) return false;
-    int passes = 0;
-    for (const auto& e : kernel_.exprs)
-      passes += e.op == Op::Reduce;
-    bool element_stores = false;
-    for (const auto& s : kernel_.stores)
-      element_stores = element_stores || element_[s.value];
-    if (passes + (element_stores ? 1 : 0) < 2) return false;
-    return std::any_of(kernel_.exprs.begin(), kernel_.exprs.end(),
-                       [&](const kernel::Expr& e) { return is_row_stream(e); });
-  }
-
-  /// A load that reads a contiguous row and a different one for each row.
-  bool is_row_stream(const kernel::Expr& e) const {
-    if (e.op != Op::Load) return false;
-    const std::vector<int64_t>& strides = e.map.strides;
-    const int last = kernel_.rank() - 1;
-    if (strides[last] != 1) return false;
-    return std::any_of(strides.begin(), strides.begin() + last, [](int64_t s) { return s != 0; });
-  }
-
-  /// In a vector step of a prefetching pass: one prefetch per vector of every row stream, at
-  /// the same place in the next row (past the last row it reads nothing: prefetches never fault).
-  void prefetch_next_row(const Position& at) {
-    if (!prefetch_ || at.width == 1) return;
-    for (size_t m = 0; m < kernel_.exprs.size(); ++m) {
-      const kernel::Expr& e = kernel_.exprs[m];
-      if (!is_row_stream(e)) continue;
-      const int64_t size = ir::dtype_size(kernel_.buffers[e.map.buffer].dtype);
-      llvm::Value* element = b_.CreateAdd((*prefetch_)[m], at.index);
-      llvm::Value* address = b_.CreateGEP(b_.getInt8Ty(), values_->buffer(e.map.buffer),
-                                          b_.CreateMul(element, i64(size)));
-      // A read, kept in every cache level (the next row's first pass reads it at once).
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
-                         {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-    }
   }
 
   // Which element values to keep in a per-row scratch array: those that contain a
@@ -347,7 +297,6 @@ class KernelEmitter final : public EmitterCore {
     row_loops(
         offsets, kernel_.row_rank(),
         [&](const Position& at, int k) {
-          prefetch_next_row(at);
           llvm::AllocaInst* target = k < 0 ? scalar : accs[k];
           llvm::Value* v = values_->value(arg, at);
           update(target,
@@ -378,8 +327,6 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* scratch;
   };
   std::vector<RowCacheSlot> row_caches_;
-  /// The next row's offsets while a pass prefetches it, else null.
-  const Offsets* prefetch_ = nullptr;
 };
 
 }  // namespace
