@@ -280,24 +280,6 @@ def _final_ir(dump_dir):
         return f.read()
 
 
-def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(tmp_path):
-    model = _FeedForward().eval()
-    x = torch.randn(4, 16, 256)
-    with torch.no_grad():
-        expected = model(x)
-        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
-        # oneDNN and BLAS sum in different orders: float32 rounding apart.
-        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
-        scripted = kiln.compile(torch.jit.script(model))
-        assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
-    ir = _final_ir(tmp_path)
-    assert ir.count("mkldnn::_linear_pointwise(") == 2 and "aten::linear" not in ir, ir
-    # The packed weights are constants, computed once.
-    assert "mkldnn::_reorder_linear_weight" not in ir, ir
-    ops = _explained_ops(scripted, x)
-    assert ops.count("mkldnn::_linear_pointwise") == 2 and "aten::linear" not in ops, ops
-
-
 class _InOutWeights(torch.nn.Module):
     """GPT-2's Conv1D twice: addmm(bias, x, weight) with the weight stored [in, out], not the
     [out, in] of nn.Linear."""
@@ -314,20 +296,27 @@ class _InOutWeights(torch.nn.Module):
         return torch.addmm(self.b2, h, self.w2).view(x.shape)
 
 
-def test_in_out_weights_are_transposed_and_packed_at_compile_time(tmp_path):
-    model = _InOutWeights().eval()
+@pytest.mark.parametrize("make_model,product", [
+    (_FeedForward, "aten::linear"),
+    (_InOutWeights, "aten::addmm"),  # canonicalize transposes the weight, prepack_linear packs it
+])
+def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(make_model, product,
+                                                                         tmp_path):
+    model = make_model().eval()
     x = torch.randn(4, 16, 256)
     with torch.no_grad():
         expected = model(x)
         compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        # oneDNN and BLAS sum in different orders: float32 rounding apart.
         assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
         scripted = kiln.compile(torch.jit.script(model))
         assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
     ir = _final_ir(tmp_path)
-    assert ir.count("mkldnn::_linear_pointwise(") == 2 and "aten::addmm" not in ir, ir
-    assert "aten::t(" not in ir and "_reorder_linear_weight" not in ir, ir
+    assert ir.count("mkldnn::_linear_pointwise(") == 2 and product not in ir, ir
+    # The packed (and transposed) weights are constants, computed once.
+    assert "mkldnn::_reorder_linear_weight" not in ir and "aten::t(" not in ir, ir
     ops = _explained_ops(scripted, x)
-    assert ops.count("mkldnn::_linear_pointwise") == 2 and "aten::addmm" not in ops, ops
+    assert ops.count("mkldnn::_linear_pointwise") == 2 and product not in ops, ops
 
 
 def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
