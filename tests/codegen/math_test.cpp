@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -559,29 +560,65 @@ TEST(MathAvx512Test, ExpScalesWithOneScalefPerVector) {
   }
 }
 
+// Inputs in [begin, end) (as float bits) where `a` and `b` differ (NaNs count as equal), and the
+// first of them.
+std::pair<uint64_t, uint32_t> differences(const Jitted& a, const Jitted& b, uint64_t begin,
+                                          uint64_t end) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::vector<float> in(kChunk), ra(kChunk), rb(kChunk);
+  uint64_t differ = 0;
+  uint32_t first = 0;
+  for (uint64_t start = begin; start < end; start += kChunk) {
+    const uint64_t n = std::min(kChunk, end - start);
+    for (uint64_t i = 0; i < n; ++i)
+      in[i] = std::bit_cast<float>(static_cast<uint32_t>(start + i));
+    a.run_into(in.data(), ra.data(), n);
+    b.run_into(in.data(), rb.data(), n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const bool same = std::isnan(ra[i])
+                            ? std::isnan(rb[i])
+                            : std::bit_cast<uint32_t>(ra[i]) == std::bit_cast<uint32_t>(rb[i]);
+      if (!same && differ++ == 0) first = static_cast<uint32_t>(start + i);
+    }
+  }
+  return {differ, first};
+}
+
 TEST(MathAvx512Test, ExpWithScalefMatchesTheGenericFormOnEveryFloat) {
   if (!host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL on this host";
   const Jitted generic(functions()[0].emit, /*fma=*/true);
   const Jitted scalef(
       [](llvm::IRBuilderBase& b, llvm::Value* x) { return emit_exp(b, x, MathTarget{true}); },
       /*fma=*/true);
-  constexpr uint64_t kChunk = uint64_t{1} << 20;
-  std::vector<float> in(kChunk), a(kChunk), b(kChunk);
-  uint64_t differ = 0;
-  uint32_t first = 0;
-  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kChunk) {
-    for (uint64_t i = 0; i < kChunk; ++i)
-      in[i] = std::bit_cast<float>(static_cast<uint32_t>(start + i));
-    generic.run_into(in.data(), a.data(), kChunk);
-    scalef.run_into(in.data(), b.data(), kChunk);
-    for (uint64_t i = 0; i < kChunk; ++i) {
-      const bool same = std::isnan(a[i])
-                            ? std::isnan(b[i])
-                            : std::bit_cast<uint32_t>(a[i]) == std::bit_cast<uint32_t>(b[i]);
-      if (!same && differ++ == 0) first = static_cast<uint32_t>(start + i);
-    }
-  }
+  const auto [differ, first] = differences(generic, scalef, 0, uint64_t{1} << 32);
   EXPECT_EQ(differ, 0u) << "first at " << describe(std::bit_cast<float>(first));
+}
+
+// --- exp of an argument known to be <= 0 (no overflow clamp) is exp, bit for bit.
+
+template <bool kAvx512, ExpArgument kArgument>
+llvm::Value* exp_for(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return emit_exp(b, x, MathTarget{kAvx512}, kArgument);
+}
+
+// Positive NaNs, then every float with the sign bit set: -0, the negatives, -inf and -NaN.
+void expect_same_on_non_positive_floats(const Jitted& full, const Jitted& nonpositive) {
+  for (auto [begin, end] : {std::pair<uint64_t, uint64_t>{0x7f800001u, 0x80000000u},
+                            std::pair<uint64_t, uint64_t>{0x80000000u, uint64_t{1} << 32}}) {
+    const auto [differ, first] = differences(full, nonpositive, begin, end);
+    EXPECT_EQ(differ, 0u) << "first at " << describe(std::bit_cast<float>(first));
+  }
+}
+
+TEST(MathTest, ExpOfANonPositiveArgumentIsExpOnEveryNonPositiveFloatAndNaN) {
+  expect_same_on_non_positive_floats(Jitted(exp_for<false, ExpArgument::kAny>, /*fma=*/true),
+                                     Jitted(exp_for<false, ExpArgument::kNonPositive>, true));
+}
+
+TEST(MathAvx512Test, ExpOfANonPositiveArgumentIsExpOnEveryNonPositiveFloatAndNaN) {
+  if (!host_has_avx512()) GTEST_SKIP() << "no AVX-512F/VL on this host";
+  expect_same_on_non_positive_floats(Jitted(exp_for<true, ExpArgument::kAny>, /*fma=*/true),
+                                     Jitted(exp_for<true, ExpArgument::kNonPositive>, true));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Large elementwise outputs, and the large element outputs of reductions over rows (softmax,
 // layer_norm), use aligned non-temporal vector stores after a scalar head that reaches the first
 // 64-byte line; any piece of the launch range, starting anywhere, must still write exactly what
-// the reference interpreter writes. The scratch row a softmax keeps its exps in is line-aligned.
+// the reference interpreter writes. The scratch row a softmax keeps its exps in is line-aligned,
+// and its exp has no overflow clamp.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -108,11 +109,13 @@ Kernel softmax_rows_kernel() {
   return k;
 }
 
-TEST(ScratchRowTest, SoftmaxKeepsItsExpsInALineAlignedScratchRow) {
+TEST(SoftmaxCodeTest, ExpsInALineAlignedScratchRowAndNoOverflowClamp) {
   const std::string assembly = kernels_assembly({softmax_rows_kernel()}, {});
   // exp(x - max) is kept in a scratch row between the sum and the stores: on the stack, which
   // the kernel aligns to a 64-byte line (a vector straddling two lines costs two accesses).
   EXPECT_NE(assembly.find("andq\t$-64, %rsp"), std::string::npos) << assembly;
+  // x - max(x) is <= 0: its exp needs no clamp at the overflow end (the only min in the kernel).
+  EXPECT_EQ(assembly.find("vminp"), std::string::npos) << assembly;
 }
 
 }  // namespace

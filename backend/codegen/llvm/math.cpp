@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include <llvm/IR/Constants.h>
@@ -58,10 +59,11 @@ Value* poly(llvm::IRBuilderBase& b, Value* x, std::initializer_list<double> c) {
   return acc;
 }
 
-Value* clamp(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
+// No upper clamp without `hi`.
+Value* clamp(llvm::IRBuilderBase& b, Value* x, double lo, std::optional<double> hi) {
   Type* ty = x->getType();
-  return binary(b, llvm::Intrinsic::minnum, binary(b, llvm::Intrinsic::maxnum, x, fconst(ty, lo)),
-                fconst(ty, hi));
+  Value* above = binary(b, llvm::Intrinsic::maxnum, x, fconst(ty, lo));
+  return hi ? binary(b, llvm::Intrinsic::minnum, above, fconst(ty, *hi)) : above;
 }
 
 // The main paths clamp (minnum drops a NaN) or take integer bits, so NaN is restored at the end.
@@ -76,10 +78,12 @@ Value* pow2(llvm::IRBuilderBase& b, Value* k, Type* fty) {
 }
 
 // min(max(x, lo), hi) with compare-and-select, so a NaN passes through (each compare is false).
-Value* clamp_keeping_nan(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
+// No upper clamp without `hi`.
+Value* clamp_keeping_nan(llvm::IRBuilderBase& b, Value* x, double lo, std::optional<double> hi) {
   Type* ty = x->getType();
   Value* above = b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, lo)), fconst(ty, lo), x);
-  return b.CreateSelect(b.CreateFCmpOGT(above, fconst(ty, hi)), fconst(ty, hi), above);
+  if (!hi) return above;
+  return b.CreateSelect(b.CreateFCmpOGT(above, fconst(ty, *hi)), fconst(ty, *hi), above);
 }
 
 int lanes_of(Type* ty) {
@@ -134,13 +138,17 @@ constexpr double kLog2e = 1.44269504088896340736;
 
 // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (Cody-Waite, two
 // steps, the first exact). exp(r) = 1 + r + r^2 Q(r), Q of degree 4: 0.06 ulp of fit error.
-llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target,
+                      ExpArgument argument) {
   Type* ty = x->getType();
   const bool use_scalef = has_scalef(ty, target);
+  // An argument known to be <= 0 cannot overflow: no upper clamp.
+  const std::optional<double> hi =
+      argument == ExpArgument::kNonPositive ? std::nullopt : std::optional(89.0);
   // Below -104 the result rounds to +0, above 89 to inf; the clamp keeps n in [-150, 128] so the
   // scaling below stays in range. It maps -inf to 0 and +inf to inf. With vscalefps a NaN goes
   // through the clamp and every step after it, so it needs no select at the end.
-  Value* xc = use_scalef ? clamp_keeping_nan(b, x, -104.0, 89.0) : clamp(b, x, -104.0, 89.0);
+  Value* xc = use_scalef ? clamp_keeping_nan(b, x, -104.0, hi) : clamp(b, x, -104.0, hi);
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer (ties to even) and leaves that integer in the
   // low mantissa bits, so n needs no rint intrinsic (a libcall without SSE4.1) and no fptosi.
   const double magic = 12582912.0;
@@ -227,7 +235,7 @@ llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target)
   Value* q = poly(b, b.CreateFSub(ac, fconst(ty, 1.0)),
                   {0.427583575, -0.273210734, 0.154343784, -0.0790067315, 0.0367263407,
                    -0.0148659749, 0.00469953287, -0.000965603627, 9.14478587e-05});
-  Value* e = emit_exp(b, b.CreateFNeg(b.CreateFMul(ac, ac)), target);
+  Value* e = emit_exp(b, b.CreateFNeg(b.CreateFMul(ac, ac)), target, ExpArgument::kNonPositive);
   Value* large = mul_add(b, b.CreateFNeg(e), q, fconst(ty, 1.0));
   Value* result = b.CreateSelect(b.CreateFCmpOLT(a, fconst(ty, 1.0)), small, large);
   return keep_nan(b, x, binary(b, llvm::Intrinsic::copysign, result, x));
@@ -238,7 +246,8 @@ llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target)
 // becoming 1 / inf = 0. A NaN needs no select here: exp returns it, and it survives the division.
 llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target) {
   Type* ty = x->getType();
-  Value* e = emit_exp(b, b.CreateFNeg(unary(b, llvm::Intrinsic::fabs, x)), target);
+  Value* e = emit_exp(b, b.CreateFNeg(unary(b, llvm::Intrinsic::fabs, x)), target,
+                      ExpArgument::kNonPositive);
   Value* one = fconst(ty, 1.0);
   Value* num = b.CreateSelect(b.CreateFCmpOGE(x, fconst(ty, 0.0)), one, e);
   return b.CreateFDiv(num, b.CreateFAdd(one, e));

@@ -19,7 +19,12 @@ struct MathTarget {
   bool avx512 = false;
 };
 
-llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
+/// What a caller knows of exp's argument. kNonPositive: x <= 0 or NaN (softmax's x - max(x),
+/// sigmoid's -|x|, erf's -x^2), so the clamp at the overflow end is left out; no result changes.
+enum class ExpArgument { kAny, kNonPositive };
+
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {},
+                      ExpArgument argument = ExpArgument::kAny);
 llvm::Value* emit_log(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});
 llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {});

@@ -372,6 +372,16 @@ llvm::Value* ValueEmitter::libm_per_lane(const char* name, llvm::Value* x) {
   return out;
 }
 
+bool ValueEmitter::is_shifted_by_row_max(int id) const {
+  // x <= max(x) for every element, so x - max(x) rounds to <= 0; a NaN anywhere makes the max
+  // NaN (reduce() tracks it) and the difference NaN.
+  const kernel::Expr& sub = kernel_.exprs[id];
+  if (sub.op != Op::Sub) return false;
+  const kernel::Expr& max = kernel_.exprs[sub.args[1]];
+  return max.op == Op::Reduce && max.reduce == kernel::ReduceKind::Max &&
+         max.args[0] == sub.args[0] && max.dtype == sub.dtype;
+}
+
 llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
   const DType t = e.dtype;
   llvm::Type* type = x->getType();
@@ -397,7 +407,10 @@ llvm::Value* ValueEmitter::unary(const kernel::Expr& e, llvm::Value* x) {
       case Op::Reciprocal:
         return round(b_.CreateFDiv(one(), x));
       case Op::Exp:
-        return round(f64 ? libm_per_lane("exp", x) : emit_exp(b_, x, math_));
+        if (f64) return round(libm_per_lane("exp", x));
+        return round(emit_exp(
+            b_, x, math_,
+            is_shifted_by_row_max(e.args[0]) ? ExpArgument::kNonPositive : ExpArgument::kAny));
       case Op::Log:
         return round(f64 ? libm_per_lane("log", x) : emit_log(b_, x));
       case Op::Tanh:

@@ -78,6 +78,8 @@ class ValueEmitter {
     return at.dim < 0 ? map.strides.back() : map.strides[at.dim];
   }
   llvm::Value* unary(const kernel::Expr& e, llvm::Value* x);
+  /// Whether expr `id` is x - max(x) over the row (softmax's shift): <= 0, or NaN.
+  bool is_shifted_by_row_max(int id) const;
   llvm::Value* binary(const kernel::Expr& e, llvm::Value* a, llvm::Value* b, kernel::DType arg);
   llvm::Value* libm_per_lane(const char* name, llvm::Value* x);
   llvm::Value* round_to_bfloat16(llvm::Value* v);
