@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/core/Stream.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -10,6 +9,7 @@
 
 #include "kiln/error.h"
 #include "runtime/in_place_extern.h"
+#include "runtime/parallel.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -128,12 +128,8 @@ class ArenaLease {
 
 void run_on_cpu(const KernelStep& step, const std::vector<void*>& pointers) {
   void* const* buffers = pointers.data();
-  if (step.range <= step.grain) {
-    step.function(buffers, 0, step.range);
-  } else {
-    at::parallel_for(0, step.range, step.grain,
-                     [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
-  }
+  run_parallel(step.range, step.grain,
+               [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
 }
 
 // Queued on PyTorch's current stream of the device (c10's device guard interface gives its

@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include "runtime/parallel.h"
 
 namespace kiln {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 constexpr int64_t kOut = 4;                  // output tile side
 constexpr int64_t kIn = kOut + 3 - 1;        // input tile side
 constexpr int64_t kPoints = kIn * kIn;       // GEMMs, one per transformed point
-constexpr int64_t kWorkPerThread = 1 << 16;  // floats per at::parallel_for grain
+constexpr int64_t kWorkPerThread = 1 << 16;  // floats per run_parallel grain
 
 // The transforms are short sums of channel vectors. libkiln is built for baseline x86-64, so they
 // are compiled once per vector width and the loader picks the CPU's (GCC function clones).
@@ -242,7 +243,7 @@ at::Tensor& convolve(const at::Tensor& input, const at::Tensor& weight,
   const at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor v = at::empty({kPoints, s.tiles(), s.c}, x.options());
   std::atomic<bool> finite = true;
-  at::parallel_for(0, s.tiles(), grain(kPoints * s.c), [&](int64_t begin, int64_t end) {
+  run_parallel(s.tiles(), grain(kPoints * s.c), [&](int64_t begin, int64_t end) {
     if (!transform_input(x.const_data_ptr<float>(), s, begin, end, v.mutable_data_ptr<float>()))
       finite = false;
   });
@@ -260,7 +261,7 @@ at::Tensor& convolve(const at::Tensor& input, const at::Tensor& weight,
   const at::Tensor r = other ? other->contiguous(at::MemoryFormat::ChannelsLast) : at::Tensor();
   const float* bias_data = b.defined() ? b.const_data_ptr<float>() : nullptr;
   const float* other_data = r.defined() ? r.const_data_ptr<float>() : nullptr;
-  at::parallel_for(0, s.tiles(), grain(kPoints * s.k), [&](int64_t begin, int64_t end) {
+  run_parallel(s.tiles(), grain(kPoints * s.k), [&](int64_t begin, int64_t end) {
     transform_output(m.const_data_ptr<float>(), s, bias_data, other_data, relu, begin, end,
                      y.mutable_data_ptr<float>());
   });
