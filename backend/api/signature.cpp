@@ -1,5 +1,6 @@
 #include "backend/api/signature.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 
 #include "runtime/tensor_bridge.h"
@@ -25,6 +26,12 @@ void append_tensor(const at::Tensor& t, SignatureKey& key) {
     key.push_back(s);
 }
 
+// Global state that a specialization folds (specialize_graph.h).
+SignatureKey global_state() {
+  return {at::GradMode::is_enabled(), at::autocast::is_autocast_enabled(at::kCPU),
+          at::autocast::is_autocast_enabled(at::kCUDA)};
+}
+
 }  // namespace
 
 size_t SignatureHash::operator()(const SignatureKey& key) const {
@@ -35,7 +42,7 @@ size_t SignatureHash::operator()(const SignatureKey& key) const {
 }
 
 SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
-  SignatureKey key{at::GradMode::is_enabled()};
+  SignatureKey key = global_state();
   for (const auto& input : inputs) {
     if (input.isTensor()) {
       append_tensor(input.toTensor(), key);
@@ -56,7 +63,7 @@ SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
 }
 
 SignatureKey signature_of(const std::vector<at::Tensor>& inputs) {
-  SignatureKey key{at::GradMode::is_enabled()};
+  SignatureKey key = global_state();
   for (const auto& t : inputs)
     append_tensor(t, key);
   return key;

@@ -1,6 +1,7 @@
 // Input signatures: what a specialization is keyed by. For a tensor: dtype, device, sizes,
 // strides and requires_grad; for anything else: its kind. Grad mode is part of every key, since
-// it decides whether outputs may be written into planned buffers.
+// it decides whether outputs may be written into planned buffers, and so are the CPU and CUDA
+// autocast states (a specialization folds `torch.is_autocast_enabled()`).
 #pragma once
 
 #include <ATen/core/ivalue.h>

@@ -3,10 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <torch/csrc/jit/passes/constant_propagation.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
-
 #include "backend/api/environment.h"
+#include "backend/api/specialize_graph.h"
 #include "backend/capture/partition.h"
 
 namespace kiln {
@@ -32,28 +30,12 @@ void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& expl
   }
 }
 
-// Replaces the uses of inputs that are None in this signature by a None constant, then folds.
-void specialize_none_inputs(std::shared_ptr<torch::jit::Graph>& graph,
-                            const std::vector<c10::IValue>& inputs) {
-  bool changed = false;
-  for (size_t i = 0; i < inputs.size() && i + 1 < graph->inputs().size(); ++i) {
-    torch::jit::Value* input = graph->inputs()[i + 1];  // input 0 is self
-    if (!inputs[i].isNone() || input->uses().empty()) continue;
-    torch::jit::WithInsertPoint guard(graph->block()->nodes().front());
-    input->replaceAllUsesWith(graph->insertConstant(c10::IValue()));
-    changed = true;
-  }
-  if (!changed) return;
-  torch::jit::ConstantPropagation(graph);
-  torch::jit::EliminateDeadCode(graph);
-}
-
 }  // namespace
 
 Specialization::Specialization(const CapturedModule& captured, const CompileOptions& options,
                                int index, const std::vector<c10::IValue>& inputs)
     : graph_(captured.graph->copy()) {
-  specialize_none_inputs(graph_, inputs);
+  specialize_graph(graph_, captured.frozen, inputs);
   partition_into_regions(*graph_);
   std::vector<torch::jit::Node*> regions;
   collect_regions(graph_->block(), regions);

@@ -15,8 +15,9 @@ namespace kiln {
 
 class Specialization {
  public:
-  /// `inputs` are the call's inputs: those that are None become constants in this
-  /// specialization's graph (None-ness is part of the signature), so `if x is None` folds away.
+  /// `inputs` are the call's inputs: what their signature fixes (None-ness, tensor metadata,
+  /// grad mode, autocast) is folded into this specialization's graph (specialize_graph.h), so
+  /// `if x is None` or a module's checks of its input's dim fold away.
   Specialization(const CapturedModule& captured, const CompileOptions& options, int index,
                  const std::vector<c10::IValue>& inputs);
   ~Specialization();

@@ -68,6 +68,13 @@ TEST(Compile, TransformerEncoderLayerMatchesLibTorch) {
   auto compiled = compile(module);
   std::vector<c10::IValue> inputs = {torch::randn({2, 10, 32})};
   EXPECT_EQ(compare(run(compiled, inputs), reference(module, inputs), 1e-4, 1e-4), "");
+  // The fast path's checks (input dim, devices, dtypes, requires_grad, grad mode, autocast) are
+  // folded per signature: left in the interpreter are only the reads of the two attention
+  // weights that require grad (and so cannot be TorchScript constants), 4 GetAttrs.
+  torch::NoGradGuard no_grad;
+  const Explanation explanation = compiled.explain(inputs);
+  EXPECT_EQ(explanation.regions, 1) << explanation.to_text();
+  EXPECT_LE(explanation.interpreter, 4) << explanation.to_text();
 }
 
 TEST(Compile, ControlFlowAndListsStayInTheInterpreter) {

@@ -1,0 +1,173 @@
+#include "backend/api/specialize_graph.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/loop_unrolling.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+namespace kiln {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+void for_each_node(torch::jit::Block* block, const std::function<void(Node*)>& visit) {
+  for (Node* node : block->nodes()) {
+    visit(node);
+    for (torch::jit::Block* inner : node->blocks())
+      for_each_node(inner, visit);
+  }
+}
+
+// Nodes without a schema that read a tensor's metadata and nothing else.
+bool reads_metadata_only(const Node* node) {
+  const auto kind = node->kind();
+  return kind == c10::prim::dtype || kind == c10::prim::device ||
+         kind == c10::prim::requires_grad || kind == c10::prim::is_cuda ||
+         kind == c10::prim::Return;
+}
+
+// Whether some op may change `value`'s sizes or requires_grad in place: a use whose schema
+// writes the argument, or a use by a node without a schema (a list, a loop) that could pass it
+// on to one.
+bool may_be_written(const Value* value) {
+  for (const torch::jit::Use& use : value->uses()) {
+    const c10::FunctionSchema* schema = use.user->maybeSchema();
+    if (!schema) {
+      if (!reads_metadata_only(use.user)) return true;
+      continue;
+    }
+    if (use.offset >= schema->arguments().size()) return true;  // varargs
+    const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
+    if (alias && alias->isWrite()) return true;
+  }
+  return false;
+}
+
+void replace_with_constant(Node* node, const c10::IValue& constant) {
+  torch::jit::WithInsertPoint guard(node);
+  std::optional<Value*> folded = torch::jit::tryInsertConstant(*node->owningGraph(), constant);
+  if (folded) node->output()->replaceAllUsesWith(*folded);
+}
+
+// The metadata ops that read `tensor` (through `value`) become constants.
+void fold_metadata(Value* value, const at::Tensor& tensor) {
+  for (const torch::jit::Use& use : value->uses()) {
+    Node* node = use.user;
+    const auto kind = node->kind();
+    if (kind == c10::prim::dtype) {
+      replace_with_constant(node, static_cast<int64_t>(tensor.scalar_type()));
+    } else if (kind == c10::prim::device) {
+      replace_with_constant(node, tensor.device());
+    } else if (kind == c10::prim::requires_grad) {
+      replace_with_constant(node, tensor.requires_grad());
+    } else if (kind == c10::prim::is_cuda) {
+      replace_with_constant(node, tensor.is_cuda());
+    } else if (kind == c10::aten::dim && node->inputs().size() == 1) {
+      replace_with_constant(node, tensor.dim());
+    } else if (kind == c10::aten::size && tensor.layout() == at::kStrided) {
+      if (node->inputs().size() == 1) {
+        replace_with_constant(node, c10::IValue(tensor.sizes().vec()));
+      } else if (node->inputs().size() == 2 && use.offset == 0) {
+        std::optional<c10::IValue> dim = torch::jit::toIValue(node->input(1));
+        if (dim && dim->isInt() && tensor.dim() > 0) {
+          const int64_t d = c10::maybe_wrap_dim(dim->toInt(), tensor.dim());
+          replace_with_constant(node, tensor.size(d));
+        }
+      }
+    }
+  }
+}
+
+void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+  for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
+    Value* input = graph.inputs()[i + 1];  // input 0 is self
+    if (input->uses().empty()) continue;
+    if (inputs[i].isNone()) {
+      torch::jit::WithInsertPoint guard(graph.block()->nodes().front());
+      input->replaceAllUsesWith(graph.insertConstant(c10::IValue()));
+    } else if (inputs[i].isTensor() && inputs[i].toTensor().defined() && !may_be_written(input)) {
+      fold_metadata(input, inputs[i].toTensor());
+    }
+  }
+}
+
+// Grad mode and the autocast states are in the signature (signature.cpp). Dead code elimination
+// keeps these ops (their schemas do not say they are pure), so the folded ones are removed here.
+void fold_global_state(torch::jit::Graph& graph) {
+  std::vector<Node*> folded;
+  for_each_node(graph.block(), [&](Node* node) {
+    if (!node->inputs().empty() || node->outputs().size() != 1) return;
+    const std::string name = node->kind().toQualString();
+    std::optional<bool> state;
+    if (name == "aten::is_grad_enabled") state = at::GradMode::is_enabled();
+    if (name == "aten::is_autocast_enabled") state = at::autocast::is_autocast_enabled(at::kCUDA);
+    if (name == "aten::is_autocast_cpu_enabled")
+      state = at::autocast::is_autocast_enabled(at::kCPU);
+    if (!state) return;
+    replace_with_constant(node, *state);
+    folded.push_back(node);
+  });
+  for (Node* node : folded)
+    node->destroy();
+}
+
+// prim::GetAttr chains from self, evaluated on the frozen module.
+void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
+  bool mutable_attributes = false;
+  std::vector<Node*> reads;
+  for_each_node(graph.block(), [&](Node* node) {
+    if (node->kind() == c10::prim::SetAttr) mutable_attributes = true;
+    if (node->kind() == c10::prim::GetAttr) {
+      reads.push_back(node);
+      if (may_be_written(node->output()) && node->output()->type()->cast<c10::TensorType>())
+        mutable_attributes = true;
+    }
+  });
+  if (mutable_attributes) return;
+  std::unordered_map<const Value*, c10::IValue> objects{{graph.inputs()[0], self._ivalue()}};
+  for (Node* node : reads) {  // in program order: an object's read comes before its attributes'
+    auto owner = objects.find(node->input());
+    if (owner == objects.end() || !owner->second.isObject()) continue;
+    const std::string& name = node->s(c10::attr::name);
+    const auto& object = owner->second.toObject();
+    if (!object->type()->hasAttribute(name)) continue;
+    c10::IValue value = object->getAttr(name);
+    if (value.isObject()) {
+      objects.emplace(node->output(), value);
+    } else if (value.isTensor() && value.toTensor().requires_grad()) {
+      fold_metadata(node->output(), value.toTensor());  // TorchScript has no such constants
+    } else {
+      replace_with_constant(node, value);
+    }
+  }
+}
+
+}  // namespace
+
+void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::jit::Module& self,
+                      const std::vector<c10::IValue>& inputs) {
+  fold_inputs(*graph, inputs);
+  fold_global_state(*graph);
+  fold_attributes(*graph, self);
+  // Folded branches leave lists built by appends and loops over them (`any(x.requires_grad for
+  // x in ...)`): make those plain, unroll the constant loops, fold again.
+  for (int round = 0; round < 4; ++round) {
+    torch::jit::ConstantPropagation(graph);
+    bool changed = torch::jit::RemoveListMutation(graph);
+    changed |= torch::jit::UnrollConstantLoops(graph);
+    changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
+    if (!changed) break;
+  }
+  torch::jit::EliminateDeadCode(graph);
+}
+
+}  // namespace kiln
