@@ -120,7 +120,31 @@ void fold_global_state(torch::jit::Graph& graph) {
     node->destroy();
 }
 
-// prim::GetAttr chains from self, evaluated on the frozen module.
+// Values of these types cannot change in place (numbers, strings, devices, None, and optionals
+// and tuples of them); anything else read from the module might (a tensor, a list).
+bool is_immutable(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::ComplexType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::DeviceObjType:
+    case c10::TypeKind::NoneType:
+      return true;
+    case c10::TypeKind::OptionalType:
+    case c10::TypeKind::TupleType:
+      for (const c10::TypePtr& contained : type->containedTypes())
+        if (!is_immutable(contained)) return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// prim::GetAttr chains from self, evaluated on the frozen module: only when the forward neither
+// sets an attribute nor hands one that could change in place to an op that might change it.
 void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
   bool mutable_attributes = false;
   std::vector<Node*> reads;
@@ -128,7 +152,8 @@ void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
     if (node->kind() == c10::prim::SetAttr) mutable_attributes = true;
     if (node->kind() == c10::prim::GetAttr) {
       reads.push_back(node);
-      if (may_be_written(node->output()) && node->output()->type()->cast<c10::TensorType>())
+      const c10::TypePtr& type = node->output()->type();
+      if (!type->cast<c10::ClassType>() && !is_immutable(type) && may_be_written(node->output()))
         mutable_attributes = true;
     }
   });

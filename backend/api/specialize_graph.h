@@ -20,8 +20,9 @@ namespace kiln {
 ///   inputs that no op writes in place (an in-place op can change sizes or requires_grad);
 /// - grad mode and the autocast states (in the signature);
 /// - attributes of the frozen module read by prim::GetAttr, when the graph sets none
-///   (prim::SetAttr) and writes into none in place: constants where TorchScript allows (not a
-///   tensor that requires grad), otherwise their dtype, device, requires_grad, dim and sizes.
+///   (prim::SetAttr) and hands none that could change in place (a tensor, a list) to an op that
+///   might change it: constants where TorchScript allows (not a tensor that requires grad),
+///   otherwise their dtype, device, requires_grad, dim and sizes.
 void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::jit::Module& self,
                       const std::vector<c10::IValue>& inputs);
 

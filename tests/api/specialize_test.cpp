@@ -120,5 +120,22 @@ TEST(Specialize, AttributesTheModuleSetsAreNotFolded) {
   }
 }
 
+// A list the forward appends to changes from call to call too.
+TEST(Specialize, AttributesTheModuleChangesInPlaceAreNotFolded) {
+  auto module = define(R"(
+    def forward(self, x):
+        self.seen.append(1)
+        return x * float(len(self.seen))
+  )",
+                       {{"seen", c10::List<int64_t>()}});
+  auto compiled = compile(module);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({4, 8});
+  for (int call = 1; call <= 3; ++call) {
+    const c10::IValue expected = module.forward({x});
+    EXPECT_EQ(compare(compiled.forward({x}), expected), "") << "call " << call;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
