@@ -23,6 +23,18 @@ torch::jit::Module define(const std::string& source,
   return module;
 }
 
+// A module with state: its compiled form and itself, called three times in step, must agree
+// each time (each keeps its own copy of the state, starting from the same values).
+void expect_the_same_over_calls(torch::jit::Module& module) {
+  auto compiled = compile(module);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({4, 8});
+  for (int call = 1; call <= 3; ++call) {
+    const c10::IValue expected = module.forward({x});
+    EXPECT_EQ(compare(compiled.forward({x}), expected), "") << "call " << call;
+  }
+}
+
 TEST(Specialize, ChecksOfTheInputFoldAwayAndEachSignatureTakesItsBranch) {
   auto module = define(R"(
     def forward(self, x):
@@ -111,13 +123,7 @@ TEST(Specialize, AttributesTheModuleSetsAreNotFolded) {
         return x * float(self.calls)
   )",
                        {{"calls", int64_t{0}}});
-  auto compiled = compile(module);
-  torch::NoGradGuard no_grad;
-  const at::Tensor x = torch::randn({4, 8});
-  for (int call = 1; call <= 3; ++call) {
-    const c10::IValue expected = module.forward({x});
-    EXPECT_EQ(compare(compiled.forward({x}), expected), "") << "call " << call;
-  }
+  expect_the_same_over_calls(module);
 }
 
 // A list the forward appends to changes from call to call too.
@@ -128,13 +134,7 @@ TEST(Specialize, AttributesTheModuleChangesInPlaceAreNotFolded) {
         return x * float(len(self.seen))
   )",
                        {{"seen", c10::List<int64_t>()}});
-  auto compiled = compile(module);
-  torch::NoGradGuard no_grad;
-  const at::Tensor x = torch::randn({4, 8});
-  for (int call = 1; call <= 3; ++call) {
-    const c10::IValue expected = module.forward({x});
-    EXPECT_EQ(compare(compiled.forward({x}), expected), "") << "call " << call;
-  }
+  expect_the_same_over_calls(module);
 }
 
 }  // namespace
