@@ -114,8 +114,9 @@ void double_and_record_thread(void* const* buffers, int64_t begin, int64_t end) 
     out[i] = in[i] * 2;
 }
 
-// at::parallel_for is a header template: unless the executor is compiled with OpenMP, its
-// pragma is ignored and every kernel silently runs on the calling thread.
+// at::parallel_for is a header template: in a file built without OpenMP its pragma is ignored
+// and every kernel silently runs on the calling thread. The executor goes through run_parallel
+// (runtime/parallel.h), built with it.
 TEST(Executor, KernelStepsRunOnTorchsThreadPool) {
   if (at::get_num_threads() < 2) GTEST_SKIP() << "needs at least 2 intra-op threads";
   constexpr int64_t n = 1 << 20;
