@@ -18,6 +18,13 @@ std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+// An op's own error: c10's without its backtrace; an error raised by a meta kernel written in
+// Python reaches here as another std::exception.
+std::string reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return first_line(c10_error ? c10_error->what_without_backtrace() : e.what());
+}
+
 }  // namespace
 
 OpImporter::OpImporter(const std::vector<at::Tensor>& inputs,
@@ -95,14 +102,13 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
   bool sampled = false;
   try {
     run(stack);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     // Some ATen ops (relu, fused transformer ops) have no meta kernel: run them once on zeros.
     // An op in the op table never has a data-dependent shape; for any other op the runtime
     // checks each call that its outputs still have these shapes, and falls back if not.
     if (result_.device.is_meta()) {
-      throw Error(ErrorKind::Unsupported,
-                  "cannot infer the output shapes of " + op_name +
-                      " on meta tensors: " + first_line(e.what_without_backtrace()));
+      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name +
+                                              " on meta tensors: " + reason(e));
     }
     sampled = !ir::find_op(op_name);
     stack.clear();
@@ -110,9 +116,9 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
       stack.push_back(materialize(meta_of(arg)));
     try {
       run(stack);
-    } catch (const c10::Error& again) {
-      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name + ": " +
-                                              first_line(again.what_without_backtrace()));
+    } catch (const std::exception& again) {
+      throw Error(ErrorKind::Unsupported,
+                  "cannot infer the output shapes of " + op_name + ": " + reason(again));
     }
     for (auto& out : stack) {
       if (out.isTensor()) out = meta_like(out.toTensor());
@@ -151,7 +157,10 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
       result_.graph->append(op_name, std::move(inputs), std::move(output_types), std::move(attrs));
   std::vector<ir::Value*> outputs;
   for (size_t i = 0; i < stack.size(); ++i) {
-    meta_[node->output(i)] = stack[i].toTensor();
+    // A factory (arange, full, scalar_tensor) runs on the device its arguments name, not on
+    // meta; the ops after it see a meta tensor, as for every other value.
+    const at::Tensor& out = stack[i].toTensor();
+    meta_[node->output(i)] = out.device().is_meta() ? out : meta_like(out);
     outputs.push_back(node->output(i));
   }
   return outputs;

@@ -1,7 +1,8 @@
 """The torch.compile backend: ``torch.compile(model, backend="kiln", options={...})``.
 
-Dynamo hands over a Torch-level FX graph; AOTAutograd decomposes it to core ATen and splits
-training graphs into a forward and a backward graph, and kiln compiles each (kiln/_fx.py).
+Dynamo hands over a Torch-level FX graph; AOTAutograd decomposes it to core ATen (less the ops
+that kiln/_decompositions.py keeps whole) and splits training graphs into a forward and a
+backward graph, and kiln compiles each (kiln/_fx.py).
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ import itertools
 import warnings
 
 import torch
-from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from . import _cuda_graphs, _fx, _options, _stats
+from . import _cuda_graphs, _decompositions, _fx, _options, _stats
 from ._errors import KilnError
 
 _graph_ids = itertools.count()
@@ -80,6 +80,6 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),
         inference_compiler=_fx_compiler(values, "inference"),
-        decompositions=core_aten_decompositions(),
+        decompositions=_decompositions.decomposition_table(),
     )
     return compiler(gm, example_inputs)

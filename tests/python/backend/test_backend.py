@@ -206,3 +206,21 @@ def test_ops_kiln_cannot_compile_run_eagerly_between_regions():
     assert_close(compile_kiln(f)(x), f(x))
     assert kiln.stats()["regions"] >= 2
     assert kiln.stats()["eager_ops"] >= 1
+
+
+def test_a_backward_graph_that_makes_index_tensors_compiles():
+    """select's backward builds its gradient from arange/eq/where on the CPU device; kiln's meta
+    run used to mix those CPU tensors with meta ones and the backward region failed."""
+    linear = torch.nn.Linear(16, 48)
+
+    def f(x):
+        q, k, v = linear(x).view(2, 7, 3, 16).permute(2, 0, 1, 3)
+        return (q * k + v).relu()
+
+    x = torch.randn(2, 7, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    kiln.reset_stats()
+    compile_kiln(f)(x).square().mean().backward()
+    f(x_ref).square().mean().backward()
+    assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-3)
+    assert kiln.stats()["graph_fallbacks"] == 0 and kiln.stats()["fallbacks"] == 0

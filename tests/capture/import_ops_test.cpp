@@ -1,0 +1,80 @@
+// OpImporter: what later ops see of a factory's output, and errors that are not c10's.
+#include "backend/capture/import_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+c10::OperatorHandle op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+}
+
+RunOp boxed(c10::OperatorHandle handle) {
+  return [handle](torch::jit::Stack& stack) { handle.callBoxed(stack); };
+}
+
+// The devices of the tensors an op was run on, in stack order.
+RunOp recording(c10::OperatorHandle handle, std::vector<c10::Device>& devices) {
+  return [handle, &devices](torch::jit::Stack& stack) {
+    for (const c10::IValue& v : stack)
+      if (v.isTensor()) devices.push_back(v.toTensor().device());
+    handle.callBoxed(stack);
+  };
+}
+
+TEST(OpImporter, LaterOpsSeeAFactorysOutputOnMeta) {
+  // arange(3, device=cpu) runs on the CPU even in the meta run; a backward graph then mixes it
+  // with meta values (select_backward: `where(arange(3).view(-1, 1) == i, grad, zeros)`), which
+  // a meta kernel written in Python rejects ("Tensor on device meta is not on the expected device
+  // cpu"), and the region could not compile.
+  OpImporter importer({at::randn({3, 4})});
+  const auto arange = op("aten::arange", "");
+  auto range = importer.add_op(arange.schema(), boxed(arange),
+                               {c10::IValue(int64_t{3}), c10::IValue(), c10::IValue(),
+                                c10::IValue(c10::Device(c10::kCPU)), c10::IValue()});
+  const auto view = op("aten::view", "");
+  auto column = importer.add_op(view.schema(), boxed(view),
+                                {range.at(0), c10::IValue(std::vector<int64_t>{3, 1})});
+  const auto mul = op("aten::mul", "Tensor");
+  std::vector<c10::Device> devices;
+  auto product =
+      importer.add_op(mul.schema(), recording(mul, devices), {importer.input(0), column.at(0)});
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_TRUE(devices[0].is_meta());
+  EXPECT_TRUE(devices[1].is_meta());
+  EXPECT_EQ(product.at(0)->type().sizes, (std::vector<int64_t>{3, 4}));
+}
+
+TEST(OpImporter, AnErrorThatIsNotC10sIsRetriedOnZerosThenReported) {
+  const auto relu = op("aten::relu", "");
+  // Fails on meta tensors only, as a Python meta kernel's exception would.
+  RunOp meta_fails = [relu](torch::jit::Stack& stack) {
+    if (stack.at(0).toTensor().device().is_meta()) throw std::runtime_error("no meta kernel");
+    relu.callBoxed(stack);
+  };
+  OpImporter cpu({at::randn({2, 5})});
+  auto out = cpu.add_op(relu.schema(), meta_fails, {cpu.input(0)});
+  EXPECT_EQ(out.at(0)->type().sizes, (std::vector<int64_t>{2, 5}));
+
+  RunOp always_fails = [](torch::jit::Stack&) { throw std::runtime_error("broken op"); };
+  OpImporter again({at::randn({2, 5})});
+  try {
+    again.add_op(relu.schema(), always_fails, {again.input(0)});
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("cannot infer the output shapes of aten::relu: broken op"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,113 @@
+"""The ops kiln keeps whole (kiln/_decompositions.py) reach it as one ATen op and match eager."""
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import kiln
+from kiln import _decompositions, _fx
+from models import assert_close
+
+
+class PadUnfoldRoll(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+        y = F.pad(y, (2, 0, 1, 1), mode="replicate").roll(3, dims=2) * 2
+        return F.unfold(y.tanh(), 3, padding=1).sum(1)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d).relu()
+
+
+KEPT = {
+    PadUnfoldRoll: ("aten.reflection_pad2d", "aten.replication_pad2d", "aten.roll",
+                    "aten.im2col"),
+    Attention: ("aten._scaled_dot_product_flash_attention_for_cpu",),
+}
+SHAPES = {PadUnfoldRoll: (2, 4, 9, 11), Attention: (2, 7, 16)}
+
+
+@pytest.fixture
+def graph_ops(monkeypatch):
+    """The call_function targets of every graph kiln's backend is handed, in order."""
+    seen = []
+    compile_graph = _fx.compile_graph
+
+    def spy(gm, *args, **kwargs):
+        seen.append(collections.Counter(str(n.target).rsplit(".", 1)[0]
+                                        for n in gm.graph.nodes if n.op == "call_function"))
+        return compile_graph(gm, *args, **kwargs)
+
+    monkeypatch.setattr(_fx, "compile_graph", spy)
+    return seen
+
+
+def test_the_table_is_core_aten_less_the_kept_ops():
+    from torch._decomp import core_aten_decompositions
+
+    table = _decompositions.decomposition_table()
+    core = core_aten_decompositions()
+    dropped = {op for op in core if op not in table}
+    assert dropped, "core ATen's table no longer decomposes any kept op"
+    assert {op.overloadpacket for op in dropped} <= _decompositions.KEPT_WHOLE
+    assert torch.ops.aten.reflection_pad2d.default in dropped
+    assert torch.ops.aten.reflection_pad2d_backward.default in dropped
+
+
+@pytest.mark.parametrize("make_model", [PadUnfoldRoll, Attention])
+def test_inference_keeps_the_op_and_matches_eager(make_model, graph_ops):
+    model = make_model().eval()
+    x = torch.randn(SHAPES[make_model])
+    kiln.reset_stats()
+    with torch.no_grad():
+        out = torch.compile(model, backend="kiln")(x)
+        expected = model(x)
+    assert_close(out, expected)
+    (ops,) = graph_ops
+    for name in KEPT[make_model]:
+        assert ops[name] >= 1, (name, ops)
+    assert ops["aten.index"] == 0, ops  # what the pads, im2col and roll decompose into
+    assert ops["aten.bmm"] == 0, ops  # what the fused attention decomposes into
+    assert kiln.stats()["graph_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("make_model", [PadUnfoldRoll, Attention])
+def test_training_keeps_the_op_and_gradients_match_eager(make_model, graph_ops):
+    model, reference = make_model(), make_model()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(SHAPES[make_model], requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    kiln.reset_stats()
+    loss = torch.compile(model, backend="kiln")(x).square().mean()
+    loss.backward()
+    expected = reference(x_ref).square().mean()
+    expected.backward()
+    assert_close(loss, expected)
+    assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-3)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-3), name
+    forward, backward = graph_ops
+    for name in KEPT[make_model]:
+        assert forward[name] >= 1, (name, forward)
+    if make_model is Attention:
+        assert backward["aten._scaled_dot_product_flash_attention_for_cpu_backward"] == 1, backward
+    else:  # the pads' and im2col's own backward kernels
+        assert backward["aten.reflection_pad2d_backward"] == 1, backward
+        assert backward["aten.col2im"] == 1, backward
+    assert kiln.stats()["graph_fallbacks"] == 0
