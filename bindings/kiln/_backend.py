@@ -76,6 +76,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     if values.get("target") == "cuda" and not torch.cuda.is_available():
         raise KilnError("target=cuda, but CUDA is not available in this process ("
                         + _cuda_unavailable_reason() + "); allowed here: target=auto or target=cpu")
+    if not torch.is_grad_enabled():  # an inference graph (dynamo guards on grad mode)
+        _decompositions.keep_interpolate_whole(gm)
     compiler = aot_autograd(
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),

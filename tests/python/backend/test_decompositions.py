@@ -111,3 +111,65 @@ def test_training_keeps_the_op_and_gradients_match_eager(make_model, graph_ops):
         assert backward["aten.reflection_pad2d_backward"] == 1, backward
         assert backward["aten.col2im"] == 1, backward
     assert kiln.stats()["graph_fallbacks"] == 0
+
+
+INTERPOLATIONS = [
+    ((2, 3, 9, 11), dict(scale_factor=2, mode="nearest")),
+    ((2, 3, 9, 11), dict(size=(13, 20), mode="nearest-exact")),
+    ((2, 3, 9, 11), dict(scale_factor=(1.5, 2.25), mode="bilinear")),
+    ((2, 3, 9, 11), dict(size=17, mode="bilinear", align_corners=True)),
+    ((2, 3, 9, 11), dict(scale_factor=3, mode="bicubic", antialias=False)),
+    ((2, 3, 9, 11), dict(size=(5, 4), mode="bilinear", antialias=True)),
+    ((2, 3, 10), dict(scale_factor=2.5, mode="linear")),
+    ((1, 2, 4, 5, 6), dict(scale_factor=2, mode="trilinear")),
+]
+
+
+@pytest.mark.parametrize("shape,kwargs,channels_last",
+                         [(s, k, False) for s, k in INTERPOLATIONS]
+                         + [(s, k, True) for s, k in INTERPOLATIONS if len(s) == 4])
+def test_inference_interpolate_runs_atens_kernel(shape, kwargs, channels_last, graph_ops):
+    def f(x):
+        return F.interpolate(x.relu(), **kwargs) * 2
+
+    x = torch.randn(shape)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    kiln.reset_stats()
+    with torch.no_grad():
+        out = torch.compile(f, backend="kiln")(x)
+    expected = f(x)
+    assert torch.equal(out, expected)  # the same ATen kernel, and an exact * 2
+    assert out.stride() == expected.stride()
+    (ops,) = graph_ops
+    assert ops["kiln.interpolate"] == 1 and ops["aten.index"] == 0, ops
+    assert kiln.stats()["eager_ops"] == 0 and kiln.stats()["fallbacks"] == 0
+
+
+def test_training_interpolate_is_decomposed_and_gradients_match_eager(graph_ops):
+    def f(x):
+        return F.interpolate(x, scale_factor=2, mode="bilinear").sin()
+
+    x = torch.randn(2, 3, 6, 7, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    torch.compile(f, backend="kiln")(x).sum().backward()
+    f(x_ref).sum().backward()
+    assert_close(x.grad, x_ref.grad)
+    assert graph_ops[0]["kiln.interpolate"] == 0, graph_ops[0]
+
+
+def test_area_and_graph_computed_sizes_are_left_to_the_decomposition():
+    from kiln._decompositions import keep_interpolate_whole
+
+    def f(x, y):
+        return F.interpolate(x, size=y.shape[-1] * 2), F.interpolate(x, size=3, mode="area")
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(keep_interpolate_whole(gm))
+        return gm
+
+    x, y = torch.randn(1, 2, 5), torch.randn(4)
+    torch.compile(f, backend=backend, dynamic=True)(x, y)
+    assert seen == [0]
