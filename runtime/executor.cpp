@@ -34,6 +34,14 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
   for (const auto& arg : step.tensor_args)
     stack[arg.position] = slots[arg.value];
   for (const auto& list_arg : step.tensor_list_args) {
+    if (list_arg.optional) {
+      c10::List<std::optional<at::Tensor>> list;
+      list.reserve(list_arg.values.size());
+      for (int v : list_arg.values)
+        list.push_back(v < 0 ? std::nullopt : std::optional<at::Tensor>(slots[v]));
+      stack[list_arg.position] = std::move(list);
+      continue;
+    }
     c10::List<at::Tensor> list;
     list.reserve(list_arg.values.size());
     for (int v : list_arg.values)

@@ -30,7 +30,8 @@ struct ExternStep {
   };
   struct TensorListArg {
     int position;
-    std::vector<int> values;
+    std::vector<int> values;  // slots; -1 is a None element (`optional`)
+    bool optional = false;    // a `Tensor?[]`, passed as a list of optional tensors
   };
   std::vector<TensorArg> tensor_args;
   std::vector<TensorListArg> tensor_list_args;

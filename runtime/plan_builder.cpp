@@ -78,6 +78,16 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
         list.values.push_back(take_input());
       step.tensor_list_args.push_back(std::move(list));
       step.stack_template.emplace_back();
+    } else if (is_optional_tensor_list_type(type)) {
+      const auto* present = attr ? std::get_if<std::vector<bool>>(attr) : nullptr;
+      if (!present) {
+        throw Error(ErrorKind::Internal, node.op() + ": no element flags for " + arg.name());
+      }
+      ExternStep::TensorListArg list{position, {}, /*optional=*/true};
+      for (bool element : *present)
+        list.values.push_back(element ? take_input() : -1);
+      step.tensor_list_args.push_back(std::move(list));
+      step.stack_template.emplace_back();
     } else if (attr) {
       step.stack_template.push_back(ivalue_from_attr(*attr, arg));
     } else if (arg.default_value()) {
@@ -135,7 +145,7 @@ void for_each_slot(const Step& step, F visit) {
       visit(arg.value);
     for (const auto& list : e->tensor_list_args)
       for (int v : list.values)
-        visit(v);
+        if (v >= 0) visit(v);
     for (int v : e->outputs)
       visit(v);
   } else {

@@ -197,4 +197,9 @@ bool is_tensor_list_type(const c10::TypePtr& type) {
   return list && is_tensor_type(list->getElementType());
 }
 
+bool is_optional_tensor_list_type(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && is_optional_tensor_type(list->getElementType());
+}
+
 }  // namespace kiln

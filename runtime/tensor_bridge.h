@@ -38,6 +38,8 @@ c10::IValue ivalue_from_attr(const ir::Attr& attr, const c10::Argument& arg);
 bool is_tensor_type(const c10::TypePtr& type);
 bool is_optional_tensor_type(const c10::TypePtr& type);
 bool is_tensor_list_type(const c10::TypePtr& type);
+/// `Tensor?[]` (`aten::index`'s and `index_put`'s indices): elements may be None.
+bool is_optional_tensor_list_type(const c10::TypePtr& type);
 
 /// "aten::add.Tensor" for the schema of add.Tensor; "aten::relu" when there is no overload name.
 std::string qualified_op_name(const c10::FunctionSchema& schema);

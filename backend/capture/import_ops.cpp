@@ -67,9 +67,15 @@ ir::Value* OpImporter::add_constant(const at::Tensor& tensor) {
   return node->output();
 }
 
-c10::IValue OpImporter::meta_of(const ImportArg& arg) const {
+c10::IValue OpImporter::meta_of(const ImportArg& arg, const c10::Argument& formal) const {
   if (const auto* value = std::get_if<ir::Value*>(&arg)) return meta_.at(*value);
   if (const auto* values = std::get_if<std::vector<ir::Value*>>(&arg)) {
+    if (is_optional_tensor_list_type(formal.type())) {
+      c10::List<std::optional<at::Tensor>> metas;
+      for (const ir::Value* v : *values)
+        metas.push_back(v ? std::optional<at::Tensor>(meta_.at(v)) : std::nullopt);
+      return metas;
+    }
     c10::List<at::Tensor> metas;
     for (const ir::Value* v : *values)
       metas.push_back(meta_.at(v));
@@ -90,15 +96,24 @@ c10::IValue OpImporter::materialize(const c10::IValue& value) const {
       list.push_back(materialize(t).toTensor());
     return list;
   }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& element : value.toListRef()) {
+      list.push_back(element.isNone() ? std::nullopt
+                                      : std::optional(materialize(element).toTensor()));
+    }
+    return list;
+  }
   return value;
 }
 
 std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, const RunOp& run,
                                            const std::vector<ImportArg>& args) {
   const std::string op_name = qualified_op_name(schema);
+  const auto& formals = schema.arguments();
   torch::jit::Stack stack;
-  for (const ImportArg& arg : args)
-    stack.push_back(meta_of(arg));
+  for (size_t i = 0; i < args.size(); ++i)
+    stack.push_back(meta_of(args[i], formals.at(i)));
   bool sampled = false;
   try {
     run(stack);
@@ -112,8 +127,8 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
     }
     sampled = !ir::find_op(op_name);
     stack.clear();
-    for (const ImportArg& arg : args)
-      stack.push_back(materialize(meta_of(arg)));
+    for (size_t i = 0; i < args.size(); ++i)
+      stack.push_back(materialize(meta_of(args[i], formals.at(i))));
     try {
       run(stack);
     } catch (const std::exception& again) {
@@ -135,11 +150,20 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
 
   std::vector<ir::Value*> inputs;
   ir::AttrList attrs;
-  const auto& formals = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     if (const auto* value = std::get_if<ir::Value*>(&args[i])) {
       inputs.push_back(*value);
     } else if (const auto* values = std::get_if<std::vector<ir::Value*>>(&args[i])) {
+      if (is_optional_tensor_list_type(formals.at(i).type())) {
+        // Which elements are tensors (graph inputs of the node, in order) and which are None.
+        std::vector<bool> present;
+        for (ir::Value* v : *values) {
+          present.push_back(v != nullptr);
+          if (v) inputs.push_back(v);
+        }
+        attrs.emplace_back(formals.at(i).name(), std::move(present));
+        continue;
+      }
       inputs.insert(inputs.end(), values->begin(), values->end());
       attrs.emplace_back(formals.at(i).name(), static_cast<int64_t>(values->size()));
     } else {

@@ -26,7 +26,7 @@ struct ImportedGraph {
 };
 
 /// One argument of an op call, in schema order: a graph value, a list of graph values (a
-/// `Tensor[]` argument), or a constant.
+/// `Tensor[]` argument, or a `Tensor?[]` one whose None elements are nullptr), or a constant.
 using ImportArg = std::variant<ir::Value*, std::vector<ir::Value*>, c10::IValue>;
 
 /// Runs an op on a stack (the TorchScript node's operation, or the dispatcher's boxed call).
@@ -51,7 +51,7 @@ class OpImporter {
 
  private:
   ir::TensorType type_of(const at::Tensor& t, const std::string& what) const;
-  c10::IValue meta_of(const ImportArg& arg) const;
+  c10::IValue meta_of(const ImportArg& arg, const c10::Argument& formal) const;
   c10::IValue materialize(const c10::IValue& value) const;
 
   ImportedGraph result_;

@@ -87,6 +87,8 @@ def _tensor_kind(formal) -> str:
         return "optional"
     if text == "List[Tensor]":
         return "list"
+    if text == "List[Optional[Tensor]]":  # Tensor?[]: aten.index's and index_put's indices
+        return "optional_list"
     return "other"
 
 
@@ -135,6 +137,10 @@ class KilnSupport(OperatorSupportBase):
                 if not all(isinstance(v, torch.fx.Node) and _is_plain_tensor(v.meta.get("val"))
                            for v in value):
                     return f"argument '{formal.name}' is a list that is not all tensors"
+            elif kind == "optional_list" and isinstance(value, (list, tuple)):
+                if not all(v is None or isinstance(v, torch.fx.Node)
+                           and _is_plain_tensor(v.meta.get("val")) for v in value):
+                    return f"argument '{formal.name}' is a list that is not tensors and Nones"
             elif _contains_node(value):
                 return f"argument '{formal.name}' is built from graph values at run time"
             elif kind in ("tensor", "list"):
@@ -171,8 +177,8 @@ def _encode(formal, value, refs: dict) -> tuple:
         return ("default", None)
     if isinstance(value, torch.fx.Node):
         return ("ref", refs[value])
-    if _tensor_kind(formal) == "list":
-        return ("refs", [refs[v] for v in value])
+    if _tensor_kind(formal) in ("list", "optional_list"):
+        return ("refs", [None if v is None else refs[v] for v in value])
     return ("const", value)
 
 
@@ -229,6 +235,33 @@ def _eager_runner(region: torch.fx.GraphModule, returns_tuple: bool):
     return run
 
 
+def _number_second(gm: torch.fx.GraphModule) -> None:
+    """sub/add/mul with a number first and a tensor second -> the Scalar overload, the number
+    second. Core ATen writes sigmoid's backward as `aten.sub.Tensor(1, s)`; no overload takes a
+    number first, so the node would run eagerly between two regions.
+
+        %d = aten.sub.Tensor(1, %s)    ==>   %d = aten.rsub.Scalar(%s, 1)
+        %p = aten.mul.Tensor(2, %s)    ==>   %p = aten.mul.Scalar(%s, 2)   (add.Scalar: alpha 1)
+    """
+    aten = torch.ops.aten
+    for node in gm.graph.nodes:
+        if (node.op != "call_function" or len(node.args) != 2
+                or not isinstance(node.args[0], (int, float)) or isinstance(node.args[0], bool)
+                or not isinstance(node.args[1], torch.fx.Node)):
+            continue
+        number, tensor = node.args
+        if node.target is aten.sub.Tensor:
+            node.target = aten.rsub.Scalar  # rsub(t, n, alpha) = n - alpha * t
+        elif node.target is aten.add.Tensor and node.kwargs.get("alpha", 1) == 1:
+            node.target, node.kwargs = aten.add.Scalar, {}
+        elif node.target is aten.mul.Tensor and not node.kwargs:
+            node.target = aten.mul.Scalar
+        else:
+            continue
+        node.args = (tensor, number)
+    gm.recompile()
+
+
 def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
     """native_layer_norm whose mean and rstd nothing reads (inference) -> layer_norm, the form
     kiln fuses (core ATen decomposes layer_norm into native_layer_norm).
@@ -262,6 +295,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     weight_names = {placeholders[i] for i in weights if i < len(placeholders)}
     gm.graph.eliminate_dead_code()
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
+    _number_second(gm)
     support = KilnSupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()

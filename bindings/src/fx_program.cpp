@@ -68,10 +68,15 @@ std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args
     if (kind == "ref" &&
         (is_tensor_type(formal.type()) || is_optional_tensor_type(formal.type()))) {
       call.args.emplace_back(checked_ref(entry[1].cast<int64_t>()));
-    } else if (kind == "refs" && is_tensor_list_type(formal.type())) {
+    } else if (kind == "refs" && (is_tensor_list_type(formal.type()) ||
+                                  is_optional_tensor_list_type(formal.type()))) {
+      // A None element of a `Tensor?[]` is kNoneRef.
+      const bool optional = is_optional_tensor_list_type(formal.type());
       std::vector<int64_t> refs;
-      for (auto ref : entry[1].cast<py::list>())
-        refs.push_back(checked_ref(ref.cast<int64_t>()));
+      for (auto ref : entry[1].cast<py::list>()) {
+        if (ref.is_none() && !optional) throw Error(ErrorKind::Unsupported, what + " has a None");
+        refs.push_back(ref.is_none() ? kNoneRef : checked_ref(ref.cast<int64_t>()));
+      }
       call.args.emplace_back(std::move(refs));
     } else if (kind == "default" && formal.default_value()) {
       call.args.emplace_back(*formal.default_value());
@@ -121,7 +126,7 @@ ImportedGraph FxProgram::import(const Tensors& inputs, const std::vector<size_t>
       } else if (const auto* refs = std::get_if<std::vector<int64_t>>(&arg)) {
         std::vector<ir::Value*> list;
         for (int64_t r : *refs)
-          list.push_back(values.at(r));
+          list.push_back(r == kNoneRef ? nullptr : values.at(r));
         args.emplace_back(std::move(list));
       } else {
         args.emplace_back(std::get<c10::IValue>(arg));

@@ -19,14 +19,16 @@ namespace kiln::python {
 
 class FxProgram {
  public:
+  static constexpr int64_t kNoneRef = -1;  // a None element of a Tensor?[] argument
+
   explicit FxProgram(int64_t num_inputs) : num_inputs_(num_inputs), next_ref_(num_inputs) {}
 
   /// A tensor the graph reads as a constant (a get_attr); returns its reference.
   int64_t constant(const at::Tensor& tensor);
   /// Appends a call of `op` ("aten::add.Tensor"). `args` has one entry per schema argument:
-  /// ("ref", id), ("refs", [ids]) for a Tensor[] argument, ("const", value) or ("default",
-  /// None). Returns the references of its outputs. Throws kiln::Error (unsupported) for ops and
-  /// arguments kiln cannot compile.
+  /// ("ref", id), ("refs", [ids]) for a Tensor[] argument (or a Tensor?[] one, whose None
+  /// elements are None), ("const", value) or ("default", None). Returns the references of its
+  /// outputs. Throws kiln::Error (unsupported) for ops and arguments kiln cannot compile.
   std::vector<int64_t> call(const std::string& op, const pybind11::list& args);
   void set_outputs(std::vector<int64_t> outputs) { outputs_ = std::move(outputs); }
 

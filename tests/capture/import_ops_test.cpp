@@ -76,5 +76,22 @@ TEST(OpImporter, AnErrorThatIsNotC10sIsRetriedOnZerosThenReported) {
   }
 }
 
+TEST(OpImporter, AnOptionalTensorListKeepsItsNonesAsElementFlags) {
+  // x[:, idx] is aten::index.Tensor(x, [None, idx]): the node reads x and idx, and its
+  // `indices` attribute says which elements were tensors.
+  OpImporter importer({at::randn({4, 6}), at::tensor({5, 0, 2})});
+  const auto index = op("aten::index", "Tensor");
+  auto out =
+      importer.add_op(index.schema(), boxed(index),
+                      {importer.input(0), std::vector<ir::Value*>{nullptr, importer.input(1)}});
+  EXPECT_EQ(out.at(0)->type().sizes, (std::vector<int64_t>{4, 3}));
+  const ir::Node* node = out.at(0)->producer();
+  ASSERT_EQ(node->inputs().size(), 2u);
+  EXPECT_EQ(node->input(1), importer.input(1));
+  const auto* flags = std::get_if<std::vector<bool>>(node->find_attr("indices"));
+  ASSERT_NE(flags, nullptr);
+  EXPECT_EQ(*flags, (std::vector<bool>{false, true}));
+}
+
 }  // namespace
 }  // namespace kiln

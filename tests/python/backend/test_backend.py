@@ -224,3 +224,26 @@ def test_a_backward_graph_that_makes_index_tensors_compiles():
     f(x_ref).square().mean().backward()
     assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-3)
     assert kiln.stats()["graph_fallbacks"] == 0 and kiln.stats()["fallbacks"] == 0
+
+
+def test_advanced_indexing_runs_inside_regions():
+    """aten.index and aten.index_put take `Tensor?[]` indices ([None, idx] for x[:, idx]):
+    kiln passes them through its plans instead of leaving the op to eager between regions."""
+    idx = torch.tensor([3, 0, 3, 1])
+
+    def f(x):
+        picked = x.relu()[:, idx] * 2  # index(x, [None, idx])
+        return picked.index_put((idx,), torch.ones(4), accumulate=True).sigmoid()
+
+    x = torch.randn(4, 5, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    kiln.reset_stats()
+    out = compile_kiln(f)(x)
+    expected = f(x_ref)
+    assert_close(out, expected)
+    out.sum().backward()  # index's backward accumulates into zeros with index_put
+    expected.sum().backward()
+    assert_close(x.grad, x_ref.grad)
+    stats = kiln.stats()
+    assert stats["eager_ops"] == 0, stats
+    assert stats["graph_fallbacks"] == 0 and stats["fallbacks"] == 0, stats
