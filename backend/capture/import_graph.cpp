@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "kiln/error.h"
+#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {
@@ -50,11 +51,13 @@ class Importer {
   }
 
   ImportArg argument(const Value* in, const c10::Argument& formal) const {
-    auto list = formal.type()->cast<c10::ListType>();
-    if (list && list->getElementType()->kind() == c10::TypeKind::TensorType) {
+    if (is_tensor_list_type(formal.type()) || is_optional_tensor_list_type(formal.type())) {
+      // The partitioner let in only tensors and None constants; None is nullptr.
       std::vector<ir::Value*> elements;
-      for (const Value* element : in->node()->inputs())
-        elements.push_back(values_.at(element));
+      for (const Value* element : in->node()->inputs()) {
+        auto found = values_.find(element);
+        elements.push_back(found == values_.end() ? nullptr : found->second);
+      }
       return elements;
     }
     if (auto found = values_.find(in); found != values_.end()) return found->second;

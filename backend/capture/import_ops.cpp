@@ -77,8 +77,10 @@ c10::IValue OpImporter::meta_of(const ImportArg& arg, const c10::Argument& forma
       return metas;
     }
     c10::List<at::Tensor> metas;
-    for (const ir::Value* v : *values)
+    for (const ir::Value* v : *values) {
+      if (!v) throw Error(ErrorKind::Internal, "a None in '" + formal.name() + "', a Tensor[]");
       metas.push_back(meta_.at(v));
+    }
     return metas;
   }
   return std::get<c10::IValue>(arg);

@@ -24,9 +24,16 @@ std::optional<std::string> argument_problem(const c10::Argument& arg, const Valu
     if (is_tensor_type(value->type()) || torch::jit::toIValue(value)) return std::nullopt;
     return "argument '" + arg.name() + "' is an optional tensor that is not known to be None";
   }
-  if (is_tensor_list_type(type)) {
+  if (is_tensor_list_type(type) || is_optional_tensor_list_type(type)) {
     if (value->node()->kind() != c10::prim::ListConstruct) {
       return "argument '" + arg.name() + "' is a tensor list not built in this graph";
+    }
+    // `Tensor?[]` ([None, idx] for x[:, idx]): each element a tensor or a None constant.
+    for (const Value* element : value->node()->inputs()) {
+      const bool none = element->type()->kind() == c10::TypeKind::NoneType;
+      if (!is_tensor_type(element->type()) && !none) {
+        return "argument '" + arg.name() + "' is a list with an element that may be None";
+      }
     }
     // A list that something appends to is not the list its ListConstruct built.
     for (const auto& use : value->uses()) {
@@ -72,7 +79,9 @@ bool reads_any(const Node* node, const std::unordered_set<const Value*>& values)
 
 // A prim::ListConstruct whose every user (in the same block) can join a region.
 bool feeds_only_region_ops(const Node* node) {
-  if (node->kind() != c10::prim::ListConstruct || !is_tensor_list_type(node->output()->type())) {
+  const c10::TypePtr& type = node->output()->type();
+  if (node->kind() != c10::prim::ListConstruct ||
+      (!is_tensor_list_type(type) && !is_optional_tensor_list_type(type))) {
     return false;
   }
   const auto& uses = node->output()->uses();

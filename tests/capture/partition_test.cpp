@@ -73,6 +73,35 @@ graph(%x : Tensor, %y : Tensor):
   EXPECT_EQ(count(graph->block(), c10::prim::ListConstruct), 0);
 }
 
+TEST(Partition, IndexWithNoneInItsIndicesJoinsTheRegion) {
+  // x.relu()[:, i] is aten::index(x, [None, i]): a `Tensor?[]` list with a None constant.
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %i : Tensor):
+  %none : NoneType = prim::Constant()
+  %a : Tensor = aten::relu(%x)
+  %l : Tensor?[] = prim::ListConstruct(%none, %i)
+  %b : Tensor = aten::index(%a, %l)
+  %c : Tensor = aten::exp(%b)
+  return (%c))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+  EXPECT_EQ(count(graph->block(), c10::prim::ListConstruct), 0);
+  EXPECT_EQ(count(graph->block(), c10::Symbol::fromQualString("aten::index")), 0);
+}
+
+TEST(Partition, AnIndexListWithAnOptionalValueStaysOut) {
+  // %o may be None or a tensor at run time; a region's list must be one or the other.
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %o : Tensor?):
+  %l : Tensor?[] = prim::ListConstruct(%o)
+  %b : Tensor = aten::index(%x, %l)
+  return (%b))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 0);
+  const torch::jit::Node* index = graph->outputs()[0]->node();
+  EXPECT_EQ(interpreter_reason(index).value_or("<none>"),
+            "argument 'indices' is a list with an element that may be None");
+}
+
 TEST(Partition, ControlFlowBodiesGetTheirOwnRegions) {
   auto graph = parse(R"IR(
 graph(%x : Tensor, %c : bool):

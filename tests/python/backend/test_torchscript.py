@@ -82,3 +82,19 @@ def test_to_backend_rejects_unknown_options(scripted):
 def test_to_backend_compiles_forward_only(scripted):
     with pytest.raises(Exception, match="'forward' only"):
         torch._C._jit_to_backend("kiln", scripted, {"other": {"strict": True}})
+
+
+class _Indexing(torch.nn.Module):
+    def forward(self, x, idx):
+        picked = x.relu()[:, idx] * 2  # aten::index(x, [None, idx])
+        return picked.index_put((idx,), torch.ones(4), accumulate=True).sigmoid()
+
+
+def test_indexing_with_none_in_the_indices_runs_in_a_region():
+    scripted = torch.jit.script(_Indexing())
+    x, idx = torch.randn(4, 5), torch.tensor([3, 0, 3, 1])
+    compiled = kiln.compile(scripted, options={"strict": True})
+    assert torch.equal(compiled(x, idx), scripted(x, idx))
+    where = {e["op"]: e["where"] for e in json.loads(compiled.explain(x, idx))["entries"]}
+    assert where["aten::index.Tensor"] == "extern ATen", where
+    assert where["aten::index_put"] == "extern ATen", where
