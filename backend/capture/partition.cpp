@@ -79,11 +79,9 @@ bool reads_any(const Node* node, const std::unordered_set<const Value*>& values)
 
 // A prim::ListConstruct whose every user (in the same block) can join a region.
 bool feeds_only_region_ops(const Node* node) {
+  if (node->kind() != c10::prim::ListConstruct) return false;  // one output only from here on
   const c10::TypePtr& type = node->output()->type();
-  if (node->kind() != c10::prim::ListConstruct ||
-      (!is_tensor_list_type(type) && !is_optional_tensor_list_type(type))) {
-    return false;
-  }
+  if (!is_tensor_list_type(type) && !is_optional_tensor_list_type(type)) return false;
   const auto& uses = node->output()->uses();
   return !uses.empty() && std::all_of(uses.begin(), uses.end(), [&](const auto& use) {
     return use.user->owningBlock() == node->owningBlock() && !interpreter_reason(use.user);

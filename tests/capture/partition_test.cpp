@@ -102,6 +102,18 @@ graph(%x : Tensor, %o : Tensor?):
             "argument 'indices' is a list with an element that may be None");
 }
 
+TEST(Partition, AMultiOutputInterpreterNodeAfterARegionSplitsIt) {
+  // Traced ShuffleNetV2's chunk: the list check must not ask a two-output node for its output.
+  auto graph = parse(R"IR(
+graph(%x : Tensor):
+  %a : Tensor = aten::relu(%x)
+  %b : Tensor, %c : Tensor = prim::ConstantChunk[chunks=2, dim=0](%a)
+  %d : Tensor = aten::exp(%c)
+  return (%b, %d))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 2);
+  graph->lint();
+}
+
 TEST(Partition, ControlFlowBodiesGetTheirOwnRegions) {
   auto graph = parse(R"IR(
 graph(%x : Tensor, %c : bool):
