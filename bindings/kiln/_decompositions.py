@@ -4,8 +4,8 @@ kiln asks for core ATen's table, so that composite ops reach it as the elementwi
 reductions it fuses, less the ops below. Each has one ATen kernel, and its decomposition in that
 table is either index arithmetic around `aten.index` gathers or `index_put`s (the pads,
 `im2col`, `roll`, `index_add`, `index_fill`), which kiln cannot fuse and would run op by op
-through ATen, or, for the CPU's fused attention, two `bmm`s around a masked softmax. Kept whole they run as one extern step: ATen's kernel, as in
-eager. Measured on the 2-core AVX-512 machine of the README, torch.compile(backend="kiln"),
+through ATen, or, for the CPU's fused attention, two `bmm`s around a masked softmax. Kept
+whole they run as one extern step: ATen's kernel, as in eager. Measured on the 2-core AVX-512 machine of the README, torch.compile(backend="kiln"),
 decomposed against kept (eager in brackets), one process:
 
 - `F.pad(x, 3, mode="reflect")`, [1, 64, 56, 56]: 471 us against ATen's kernel (51 us);
