@@ -262,6 +262,48 @@ def _number_second(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _split_as_slices(gm: torch.fx.GraphModule) -> None:
+    """split/split_with_sizes/unbind whose every user takes one piece -> one slice (select for
+    unbind) per piece. They return a list of views, which a region cannot hold, so each cut
+    its graph in two (ShuffleNet's channel split: 13 of them; GPT-2's fused QKV).
+
+        %s = aten.split_with_sizes(%x, [58, 58], 1)        %a = aten.slice.Tensor(%x, 1, 0, 58)
+        %a = getitem(%s, 0)                          ==>   %b = aten.slice.Tensor(%x, 1, 58, 116)
+        %b = getitem(%s, 1)
+    """
+    aten = torch.ops.aten
+    splits = (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int)
+    for node in list(gm.graph.nodes):
+        pieces = node.meta.get("val")
+        if (node.op != "call_function" or node.target not in splits
+                or not isinstance(pieces, (list, tuple)) or not node.users
+                or not all(u.op == "call_function" and u.target is operator.getitem
+                           for u in node.users)):
+            continue
+        unbind = node.target is aten.unbind.int
+        dim_position = 1 if unbind else 2  # (self, dim) or (self, split sizes, dim)
+        dim = (node.args[dim_position] if len(node.args) > dim_position
+               else node.kwargs.get("dim", 0))
+        dim %= pieces[0].dim() + (1 if unbind else 0)
+        lengths = [1 if unbind else piece.shape[dim] for piece in pieces]
+        if not all(isinstance(n, int) for n in lengths):
+            continue  # symbolic sizes
+        starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        for user in list(node.users):
+            i = user.args[1]
+            with gm.graph.inserting_before(user):
+                if unbind:
+                    piece = gm.graph.call_function(aten.select.int, (node.args[0], dim, i))
+                else:
+                    piece = gm.graph.call_function(
+                        aten.slice.Tensor, (node.args[0], dim, starts[i], starts[i] + lengths[i]))
+            piece.meta = dict(user.meta)
+            user.replace_all_uses_with(piece)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+    gm.recompile()
+
+
 def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
     """native_layer_norm whose mean and rstd nothing reads (inference) -> layer_norm, the form
     kiln fuses (core ATen decomposes layer_norm into native_layer_norm).
@@ -296,6 +338,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     gm.graph.eliminate_dead_code()
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     _number_second(gm)
+    _split_as_slices(gm)
     support = KilnSupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()

@@ -247,3 +247,25 @@ def test_advanced_indexing_runs_inside_regions():
     stats = kiln.stats()
     assert stats["eager_ops"] == 0, stats
     assert stats["graph_fallbacks"] == 0 and stats["fallbacks"] == 0, stats
+
+
+def test_split_chunk_and_unbind_become_slices_inside_one_region():
+    def f(x):
+        a, b, c = x.split([2, 3, 1], dim=-1)  # split_with_sizes, a negative dim
+        p, q = x.chunk(2, dim=0)  # split.Tensor
+        rows = x.unbind(1)  # unbind: select per piece
+        return (a.relu().sum(-1) + b.exp().sum(-1) + c[:, 0] + rows[4]
+                + torch.cat([p, q]).sum(-1) * rows[0])
+
+    x = torch.randn(4, 6, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    kiln.reset_stats()
+    out = compile_kiln(f)(x)
+    expected = f(x_ref)
+    assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    assert_close(x.grad, x_ref.grad)
+    stats = kiln.stats()
+    assert stats["eager_ops"] == 0, stats
+    assert stats["regions"] == 2, stats  # one in the forward graph, one in the backward
