@@ -41,7 +41,11 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
   };
   source.fallback_name = "TorchScript interpreter";
   for (const torch::jit::Node* node : region->nodes()) {
-    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
+    const auto kind = node->kind();
+    if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct ||
+        kind == c10::prim::ListUnpack) {
+      continue;
+    }
     source.op_names.push_back(node->kind().toQualString());
   }
   return source;

@@ -1,9 +1,11 @@
 #include "backend/capture/import_graph.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <unordered_map>
 
+#include "backend/capture/partition.h"
 #include "kiln/error.h"
 #include "runtime/tensor_bridge.h"
 
@@ -24,6 +26,13 @@ class Importer {
     for (const Node* node : region_.nodes()) {
       if (node->kind() == c10::prim::Constant) {
         import_constant(node);
+      } else if (node->kind() == c10::prim::ConstantChunk) {
+        import_constant_chunk(node);
+      } else if (node->kind() == c10::prim::ListUnpack) {
+        unpack(node, pieces_.at(node->input()));
+      } else if (is_split_op(node)) {
+        pieces_[node->output()] =
+            ops_.add_pieces(node->schema(), operation_of(node), arguments_of(node, node->schema()));
       } else if (node->kind() != c10::prim::ListConstruct) {
         import_op(node);
       }
@@ -65,22 +74,53 @@ class Importer {
     return *torch::jit::toIValue(in);
   }
 
-  void import_op(const Node* node) {
-    const c10::FunctionSchema& schema = node->schema();
+  std::vector<ImportArg> arguments_of(const Node* node, const c10::FunctionSchema& schema) const {
     std::vector<ImportArg> args;
     for (size_t i = 0; i < schema.arguments().size(); ++i)
       args.push_back(argument(node->input(i), schema.arguments()[i]));
-    torch::jit::Operation operation = node->getOperation();
-    auto outputs = ops_.add_op(
-        schema, [&](torch::jit::Stack& stack) { operation(stack); }, args);
+    return args;
+  }
+
+  static RunOp operation_of(const Node* node) {
+    return
+        [operation = node->getOperation()](torch::jit::Stack& stack) mutable { operation(stack); };
+  }
+
+  void import_op(const Node* node) {
+    const c10::FunctionSchema& schema = node->schema();
+    auto outputs = ops_.add_op(schema, operation_of(node), arguments_of(node, schema));
     for (size_t i = 0; i < node->outputs().size(); ++i)
       values_[node->output(i)] = outputs.at(i);
+  }
+
+  // `prim::ConstantChunk` (a traced `chunk`): aten::chunk with its attributes as arguments.
+  void import_constant_chunk(const Node* node) {
+    static const auto chunk = c10::Dispatcher::singleton().findSchemaOrThrow("aten::chunk", "");
+    const std::vector<ImportArg> args = {values_.at(node->input()),
+                                         c10::IValue(node->i(c10::attr::chunks)),
+                                         c10::IValue(node->i(c10::attr::dim))};
+    unpack(node, ops_.add_pieces(
+                     chunk.schema(), [](torch::jit::Stack& s) { chunk.callBoxed(s); }, args));
+  }
+
+  // The node's outputs are the pieces, one each. ATen may cut fewer pieces than the graph names
+  // (chunk of a short dim); the region then runs in the interpreter, which raises eager's error.
+  void unpack(const Node* node, const std::vector<ir::Value*>& pieces) {
+    if (pieces.size() != node->outputs().size()) {
+      throw Error(ErrorKind::Unsupported, std::string(node->kind().toQualString()) + " takes " +
+                                              std::to_string(node->outputs().size()) +
+                                              " pieces, and the input was cut into " +
+                                              std::to_string(pieces.size()));
+    }
+    for (size_t i = 0; i < pieces.size(); ++i)
+      values_[node->output(i)] = pieces[i];
   }
 
   const torch::jit::Graph& region_;
   OpImporter ops_;
   std::unordered_map<const Value*, ir::Value*> values_;
   std::unordered_map<const Value*, c10::IValue> constants_;
+  std::unordered_map<const Value*, std::vector<ir::Value*>> pieces_;  // a split's list output
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "backend/capture/import_ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
@@ -190,6 +191,45 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
     outputs.push_back(node->output(i));
   }
   return outputs;
+}
+
+std::vector<ir::Value*> OpImporter::add_pieces(const c10::FunctionSchema& schema, const RunOp& run,
+                                               const std::vector<ImportArg>& args) {
+  const std::string op_name = qualified_op_name(schema);
+  const auto dim_index = schema.argumentIndexWithName("dim");
+  const auto* self = std::get_if<ir::Value*>(&args.at(0));
+  const auto* dim_value = dim_index ? std::get_if<c10::IValue>(&args.at(*dim_index)) : nullptr;
+  if (!self || !dim_value || !dim_value->isInt()) {
+    throw Error(ErrorKind::Internal, op_name + " is not a tensor cut along a constant dim");
+  }
+  torch::jit::Stack stack;
+  for (size_t i = 0; i < args.size(); ++i)
+    stack.push_back(meta_of(args[i], schema.arguments().at(i)));
+  try {
+    run(stack);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Unsupported, "cannot infer the pieces of " + op_name + ": " + reason(e));
+  }
+  const at::Tensor& whole = meta_.at(*self);
+  const int64_t dim = c10::maybe_wrap_dim(dim_value->toInt(), whole.dim());
+  const bool select = schema.name() == "aten::unbind";
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto piece_op = select ? dispatcher.findSchemaOrThrow("aten::select", "int")
+                               : dispatcher.findSchemaOrThrow("aten::slice", "Tensor");
+  const RunOp run_piece = [piece_op](torch::jit::Stack& s) { piece_op.callBoxed(s); };
+  std::vector<ir::Value*> pieces;
+  int64_t start = 0;
+  for (const at::Tensor& piece : stack.at(0).toTensorList()) {
+    const int64_t length = select ? 1 : piece.size(dim);
+    std::vector<ImportArg> piece_args = {*self, c10::IValue(dim), c10::IValue(start)};
+    if (!select) {
+      piece_args.emplace_back(c10::IValue(start + length));
+      piece_args.emplace_back(c10::IValue(int64_t{1}));
+    }
+    pieces.push_back(add_op(piece_op.schema(), run_piece, piece_args).at(0));
+    start += length;
+  }
+  return pieces;
 }
 
 void OpImporter::add_output(ir::Value* value) {

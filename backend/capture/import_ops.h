@@ -46,6 +46,11 @@ class OpImporter {
   /// cannot be inferred or an output is not a tensor the IR can hold.
   std::vector<ir::Value*> add_op(const c10::FunctionSchema& schema, const RunOp& run,
                                  const std::vector<ImportArg>& args);
+  /// An op that cuts its first argument into a list of views along its `dim` argument (split,
+  /// split_with_sizes, chunk, unbind): one `aten::slice` (`aten::select` for unbind) per piece,
+  /// placed from the pieces' sizes in a meta run. A list cannot be a graph IR value; slices can.
+  std::vector<ir::Value*> add_pieces(const c10::FunctionSchema& schema, const RunOp& run,
+                                     const std::vector<ImportArg>& args);
   void add_output(ir::Value* value);
   ImportedGraph finish();
 

@@ -53,8 +53,8 @@ std::optional<std::string> argument_problem(const c10::Argument& arg, const Valu
   return std::nullopt;
 }
 
-// True when `node`, or a node nested in its blocks, reads one of `values`.
-// ATen ops whose output shape depends on input values; no static type exists for them.
+}  // namespace
+
 bool has_data_dependent_shape(const std::string& name) {
   static const std::unordered_set<std::string> ops = {
       "aten::nonzero",  "aten::nonzero_static",    "aten::masked_select",      "aten::unique",
@@ -64,6 +64,9 @@ bool has_data_dependent_shape(const std::string& name) {
   return ops.contains(name);
 }
 
+namespace {
+
+// True when `node`, or a node nested in its blocks, reads one of `values`.
 bool reads_any(const Node* node, const std::unordered_set<const Value*>& values) {
   for (const Value* in : node->inputs()) {
     if (values.count(in)) return true;
@@ -251,6 +254,21 @@ bool is_onednn(const Value* value) {
   });
 }
 
+bool is_split_op(const Node* node) {
+  static const std::unordered_set<std::string> splits = {"aten::split.Tensor", "aten::split.sizes",
+                                                         "aten::split_with_sizes", "aten::chunk",
+                                                         "aten::unbind.int"};
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema || !splits.contains(qualified_op_name(*schema))) return false;
+  if (node->outputs().size() != 1 || node->output()->uses().size() != 1) return false;
+  // Right next to it, so no region can close between the list and its pieces.
+  if (node->next()->kind() != c10::prim::ListUnpack || node->next()->input() != node->output()) {
+    return false;
+  }
+  return std::all_of(node->inputs().begin() + 1, node->inputs().end(),
+                     [](const Value* in) { return torch::jit::toIValue(in).has_value(); });
+}
+
 std::optional<std::string> interpreter_reason(const Node* node) {
   if (!node->blocks().empty()) return "control flow";
   const std::string kind = node->kind().toQualString();
@@ -261,6 +279,10 @@ std::optional<std::string> interpreter_reason(const Node* node) {
     if (in->type()->kind() == c10::TypeKind::TensorType && is_onednn(in)) {
       return "works on a tensor in oneDNN's layout (weight prepacking)";
     }
+  }
+  if (is_split_op(node) || node->kind() == c10::prim::ConstantChunk) return std::nullopt;
+  if (node->kind() == c10::prim::ListUnpack && is_split_op(node->input()->node())) {
+    return std::nullopt;
   }
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (!schema) return std::string(node->kind().toQualString()) + " is a TorchScript-only construct";

@@ -93,5 +93,33 @@ TEST(OpImporter, AnOptionalTensorListKeepsItsNonesAsElementFlags) {
   EXPECT_EQ(*flags, (std::vector<bool>{false, true}));
 }
 
+TEST(OpImporter, ASplitBecomesOneSlicePerPiece) {
+  OpImporter importer({at::randn({3, 10})});
+  const auto split = op("aten::split_with_sizes", "");
+  auto pieces = importer.add_pieces(
+      split.schema(), boxed(split),
+      {importer.input(0), c10::IValue(std::vector<int64_t>{2, 5, 3}), c10::IValue(int64_t{-1})});
+  ASSERT_EQ(pieces.size(), 3u);
+  const std::vector<std::pair<int64_t, int64_t>> bounds = {{0, 2}, {2, 7}, {7, 10}};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const ir::Node* slice = pieces[i]->producer();
+    EXPECT_EQ(slice->op(), "aten::slice.Tensor");
+    EXPECT_EQ(slice->input(0), importer.input(0));
+    EXPECT_EQ(std::get<int64_t>(*slice->find_attr("dim")), 1);
+    EXPECT_EQ(std::get<int64_t>(*slice->find_attr("start")), bounds[i].first);
+    EXPECT_EQ(std::get<int64_t>(*slice->find_attr("end")), bounds[i].second);
+    EXPECT_EQ(pieces[i]->type().sizes,
+              (std::vector<int64_t>{3, bounds[i].second - bounds[i].first}));
+  }
+
+  const auto unbind = op("aten::unbind", "int");
+  auto rows = importer.add_pieces(unbind.schema(), boxed(unbind),
+                                  {importer.input(0), c10::IValue(int64_t{0})});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]->producer()->op(), "aten::select.int");
+  EXPECT_EQ(std::get<int64_t>(*rows[2]->producer()->find_attr("index")), 2);
+  EXPECT_EQ(rows[2]->type().sizes, (std::vector<int64_t>{10}));
+}
+
 }  // namespace
 }  // namespace kiln

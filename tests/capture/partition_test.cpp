@@ -103,15 +103,39 @@ graph(%x : Tensor, %o : Tensor?):
 }
 
 TEST(Partition, AMultiOutputInterpreterNodeAfterARegionSplitsIt) {
-  // Traced ShuffleNetV2's chunk: the list check must not ask a two-output node for its output.
+  // A split by a size known only at run time: the list check must not ask the two-output
+  // ListUnpack for its output (traced ShuffleNetV2's ConstantChunk once hit that assert).
   auto graph = parse(R"IR(
-graph(%x : Tensor):
+graph(%x : Tensor, %k : int):
+  %zero : int = prim::Constant[value=0]()
   %a : Tensor = aten::relu(%x)
-  %b : Tensor, %c : Tensor = prim::ConstantChunk[chunks=2, dim=0](%a)
+  %l : Tensor[] = aten::split(%a, %k, %zero)
+  %b : Tensor, %c : Tensor = prim::ListUnpack(%l)
   %d : Tensor = aten::exp(%c)
   return (%b, %d))IR");
   EXPECT_EQ(partition_into_regions(*graph), 2);
   graph->lint();
+}
+
+TEST(Partition, SplitsUnpackedIntoPiecesJoinTheRegion) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %four : int = prim::Constant[value=4]()
+  %a : Tensor = aten::relu(%x)
+  %b : Tensor, %c : Tensor = prim::ConstantChunk[chunks=2, dim=0](%a)
+  %l : Tensor[] = aten::split(%c, %four, %one)
+  %d : Tensor, %e : Tensor = prim::ListUnpack(%l)
+  %u : Tensor[] = aten::unbind(%d, %zero)
+  %f : Tensor, %g : Tensor = prim::ListUnpack(%u)
+  %h : Tensor = aten::mul(%f, %g)
+  %i : Tensor = aten::exp(%e)
+  return (%b, %h, %i))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+  EXPECT_EQ(count(graph->block(), c10::prim::ListUnpack), 0);
+  EXPECT_EQ(count(graph->block(), c10::prim::ConstantChunk), 0);
 }
 
 TEST(Partition, ControlFlowBodiesGetTheirOwnRegions) {

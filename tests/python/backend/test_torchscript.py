@@ -98,3 +98,47 @@ def test_indexing_with_none_in_the_indices_runs_in_a_region():
     where = {e["op"]: e["where"] for e in json.loads(compiled.explain(x, idx))["entries"]}
     assert where["aten::index.Tensor"] == "extern ATen", where
     assert where["aten::index_put"] == "extern ATen", where
+
+
+class _Pieces(torch.nn.Module):
+    def forward(self, x):
+        a, b = x.relu().chunk(2, dim=1)  # prim::ConstantChunk when traced
+        c, d, e = x.split([2, 3, 3], dim=1)
+        h, i = x.split(4, dim=-1)
+        f, g = x[:2].unbind(0)
+        return a * b.sigmoid() + h - i, torch.cat([c, d, e.exp()], 1), f * g
+
+
+@pytest.mark.parametrize("capture", ["script", "trace"])
+def test_split_chunk_and_unbind_pieces_stay_inside_the_region(capture):
+    """A split unpacked into its pieces becomes one slice per piece inside the region; as a list
+    it used to stay in the interpreter and cut the graph (traced ShuffleNetV2: 13 chunks)."""
+    x = torch.randn(4, 8)
+    module = torch.jit.script(_Pieces()) if capture == "script" else torch.jit.trace(_Pieces(), x)
+    compiled = kiln.compile(module, options={"strict": True})
+    for got, want in zip(compiled(x), module(x)):
+        assert_close(got, want)
+    entries = json.loads(compiled.explain(x))["entries"]
+    interpreted = [e["op"] for e in entries if e["where"] == "TorchScript interpreter"]
+    assert interpreted == [], interpreted
+
+
+class _TooFewChunks(torch.nn.Module):
+    def forward(self, x):
+        a, b, c = x.exp().chunk(3)
+        return a + b + c
+
+
+def test_a_chunk_that_cuts_fewer_pieces_than_unpacked_raises_torchscripts_error():
+    # chunk(3) of 2 rows cuts 2 pieces, and the unpack of 3 fails: the region runs in the
+    # interpreter, whose error kiln passes on (eager says "Expected chunk to return at least 3
+    # outputs, but got only 2"; the frozen graph unpacks a list).
+    scripted = torch.jit.script(_TooFewChunks())
+    compiled = kiln.compile(scripted)
+    with pytest.raises(RuntimeError, match="got only 2"):
+        scripted(torch.randn(2, 4))
+    with pytest.raises(kiln.KilnError,
+                       match=r"(?s)failed on these inputs.*Expected 3 elements in a list but found 2"):
+        compiled(torch.randn(2, 4))
+    assert_close(compiled(torch.ones(3, 4)), scripted(torch.ones(3, 4)))
+
