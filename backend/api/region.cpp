@@ -58,8 +58,13 @@ std::shared_ptr<const CompiledRegion> RegionRunner::compile(
     const Tensors& inputs, const std::vector<size_t>& frozen) const {
   const auto start = std::chrono::steady_clock::now();
   ImportedGraph imported = source_.import(inputs, frozen);
+  // Generated kernels record no autograd history: where a gradient must flow through the region
+  // (a TorchScript module called on inputs that require grad), every op runs through ATen.
+  const bool autograd = needs_autograd(inputs);
+  CompileOptions options = options_;
+  if (autograd) options.fusion = false;
   auto compiled = compile_graph(std::move(imported.graph), imported.constants, imported.device,
-                                options_, name_, !needs_autograd(inputs));
+                                options, name_, !autograd);
   compiled->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;

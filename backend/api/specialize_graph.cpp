@@ -1,5 +1,8 @@
 #include "backend/api/specialize_graph.h"
 
+#include "backend/api/fold_computed_shapes.h"
+#include "backend/api/fold_metadata.h"
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -52,41 +55,6 @@ bool may_be_written(const Value* value) {
   return false;
 }
 
-void replace_with_constant(Node* node, const c10::IValue& constant) {
-  torch::jit::WithInsertPoint guard(node);
-  std::optional<Value*> folded = torch::jit::tryInsertConstant(*node->owningGraph(), constant);
-  if (folded) node->output()->replaceAllUsesWith(*folded);
-}
-
-// The metadata ops that read `tensor` (through `value`) become constants.
-void fold_metadata(Value* value, const at::Tensor& tensor) {
-  for (const torch::jit::Use& use : value->uses()) {
-    Node* node = use.user;
-    const auto kind = node->kind();
-    if (kind == c10::prim::dtype) {
-      replace_with_constant(node, static_cast<int64_t>(tensor.scalar_type()));
-    } else if (kind == c10::prim::device) {
-      replace_with_constant(node, tensor.device());
-    } else if (kind == c10::prim::requires_grad) {
-      replace_with_constant(node, tensor.requires_grad());
-    } else if (kind == c10::prim::is_cuda) {
-      replace_with_constant(node, tensor.is_cuda());
-    } else if (kind == c10::aten::dim && node->inputs().size() == 1) {
-      replace_with_constant(node, tensor.dim());
-    } else if (kind == c10::aten::size && tensor.layout() == at::kStrided) {
-      if (node->inputs().size() == 1) {
-        replace_with_constant(node, c10::IValue(tensor.sizes().vec()));
-      } else if (node->inputs().size() == 2 && use.offset == 0) {
-        std::optional<c10::IValue> dim = torch::jit::toIValue(node->input(1));
-        if (dim && dim->isInt() && tensor.dim() > 0) {
-          const int64_t d = c10::maybe_wrap_dim(dim->toInt(), tensor.dim());
-          replace_with_constant(node, tensor.size(d));
-        }
-      }
-    }
-  }
-}
-
 void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     Value* input = graph.inputs()[i + 1];  // input 0 is self
@@ -113,7 +81,7 @@ void fold_global_state(torch::jit::Graph& graph) {
     if (name == "aten::is_autocast_cpu_enabled")
       state = at::autocast::is_autocast_enabled(at::kCPU);
     if (!state) return;
-    replace_with_constant(node, *state);
+    replace_with_constant(node->output(), *state);
     folded.push_back(node);
   });
   for (Node* node : folded)
@@ -171,7 +139,7 @@ void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
     } else if (value.isTensor() && value.toTensor().requires_grad()) {
       fold_metadata(node->output(), value.toTensor());  // TorchScript has no such constants
     } else {
-      replace_with_constant(node, value);
+      replace_with_constant(node->output(), value);
     }
   }
 }
@@ -184,12 +152,14 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   fold_global_state(*graph);
   fold_attributes(*graph, self);
   // Folded branches leave lists built by appends and loops over them (`any(x.requires_grad for
-  // x in ...)`): make those plain, unroll the constant loops, fold again.
+  // x in ...)`): make those plain, unroll the constant loops, fold again, sizes of computed
+  // values too.
   for (int round = 0; round < 4; ++round) {
     torch::jit::ConstantPropagation(graph);
     bool changed = torch::jit::RemoveListMutation(graph);
     changed |= torch::jit::UnrollConstantLoops(graph);
     changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
+    changed |= fold_computed_shapes(*graph, inputs);
     if (!changed) break;
   }
   torch::jit::EliminateDeadCode(graph);

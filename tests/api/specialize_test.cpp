@@ -137,5 +137,55 @@ TEST(Specialize, AttributesTheModuleChangesInPlaceAreNotFolded) {
   expect_the_same_over_calls(module);
 }
 
+// A traced model asks intermediates for their sizes (ShuffleNetV2's channel shuffle); the
+// signature fixes them, so the view's sizes become constants and the graph is one region.
+TEST(Specialize, SizesOfComputedValuesFold) {
+  auto module = define(R"(
+    def forward(self, x):
+        y = torch.relu(x).flatten(1)
+        n = y.size(0)
+        groups = y.size(1) // 4
+        return y.view(n, groups, 4).transpose(1, 2).reshape(n, -1) * float(y.dim())
+  )");
+  auto compiled = compile(module);
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& x : {torch::randn({2, 4, 3}), torch::randn({5, 8, 2})}) {
+    EXPECT_EQ(compare(compiled.forward({x}), module.forward({x})), "") << x.sizes();
+    const Explanation explanation = compiled.explain({x});
+    EXPECT_EQ(explanation.interpreter, 0) << explanation.to_text();
+  }
+}
+
+// A meta tensor never requires grad and lives on no real device: what a computed value says of
+// its grad-ness and device is left to run time.
+TEST(Specialize, ComputedValuesKeepTheirRequiresGradAndDeviceChecks) {
+  auto module = define(R"(
+    def forward(self, x):
+        y = x * 2.0
+        if y.requires_grad and not y.is_cuda:
+            return y + 1.0
+        return y - 1.0
+  )");
+  auto compiled = compile(module);
+  const at::Tensor x = torch::randn({3, 4}).requires_grad_();
+  EXPECT_EQ(compare(compiled.forward({x}), module.forward({x})), "");
+}
+
+// An in-place op could change a computed value's sizes: nothing computed is folded.
+TEST(Specialize, AGraphThatChangesATensorInPlaceKeepsComputedSizes) {
+  auto module = define(R"(
+    def forward(self, x):
+        y = x.relu()
+        x.unsqueeze_(0)
+        return y * float(y.size(0)) + float(x.dim())
+  )");
+  auto compiled = compile(module);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({3, 4});
+  const c10::IValue expected = module.forward({x.clone()});
+  EXPECT_EQ(compare(compiled.forward({x.clone()}), expected), "");
+  EXPECT_GT(compiled.explain({x.clone()}).interpreter, 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -142,3 +142,38 @@ def test_a_chunk_that_cuts_fewer_pieces_than_unpacked_raises_torchscripts_error(
         compiled(torch.randn(2, 4))
     assert_close(compiled(torch.ones(3, 4)), scripted(torch.ones(3, 4)))
 
+
+class _ChannelShuffle(torch.nn.Module):
+    def forward(self, x):
+        b, c, h, w = x.size()
+        y = x.relu().view(b, 2, c // 2, h, w).transpose(1, 2).contiguous()
+        return y.view(b, -1, h, w).sigmoid()
+
+
+def test_a_traced_channel_shuffle_compiles_into_one_region():
+    """Traced, the shuffle computes its view sizes from aten::size at run time; each signature
+    fixes them, so they fold to constants and the views join the region (ShuffleNetV2)."""
+    model = _ChannelShuffle()
+    traced = torch.jit.trace(model, torch.randn(2, 8, 3, 3))
+    compiled = kiln.compile(traced, options={"strict": True})
+    for shape in [(2, 8, 3, 3), (1, 4, 5, 2)]:
+        x = torch.randn(shape)
+        assert_close(compiled(x), model(x))
+        explained = json.loads(compiled.explain(x))
+        assert explained["interpreter"] == 0, explained["entries"]
+        assert explained["regions"] == 1
+
+
+def test_an_input_that_requires_grad_gets_its_gradient(scripted):
+    """Generated kernels record no autograd history: a signature whose inputs require grad runs
+    its ops through ATen (until 2026-12-01 the output came back without a grad_fn)."""
+    compiled = kiln.compile(scripted)
+    x = torch.randn(4, 32, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out = compiled(x)
+    assert out.requires_grad
+    out.square().sum().backward()
+    scripted(x_ref).square().sum().backward()
+    assert_close(x.grad, x_ref.grad)
+    with torch.no_grad():
+        assert_close(compiled(x), scripted(x))

@@ -1,0 +1,219 @@
+#include "backend/api/fold_computed_shapes.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <optional>
+#include <unordered_map>
+
+#include "backend/api/fold_metadata.h"
+#include "backend/capture/partition.h"
+
+namespace kiln {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+bool mutates_a_tensor(const torch::jit::Block* block) {
+  for (const Node* node : block->nodes()) {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (schema && schema->is_mutable()) return true;
+    for (const torch::jit::Block* inner : node->blocks())
+      if (mutates_a_tensor(inner)) return true;
+  }
+  return false;
+}
+
+bool reads_a_computed_shape(const torch::jit::Block* block) {
+  for (const Node* node : block->nodes()) {
+    const auto kind = node->kind();
+    if ((kind == c10::aten::size || kind == c10::aten::dim) &&
+        node->input(0)->node()->kind() != c10::prim::Param) {
+      return true;
+    }
+    for (const torch::jit::Block* inner : node->blocks())
+      if (reads_a_computed_shape(inner)) return true;
+  }
+  return false;
+}
+
+at::Tensor on_meta(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+bool is_meta_tensor(const c10::IValue& value) {
+  return value.isTensor() && value.toTensor().device().is_meta();
+}
+
+// Numbers, and lists of them, computed from sizes (a tensor made from a number stays: TorchScript
+// constants cannot hold every tensor).
+bool is_foldable_number(const c10::IValue& value) {
+  return value.isInt() || value.isDouble() || value.isBool() || value.isIntList() ||
+         value.isDoubleList() || value.isBoolList();
+}
+
+// What a meta run knows of each value: a meta tensor for a tensor, the value itself for a number
+// or a list computed from sizes.
+class MetaRun {
+ public:
+  std::optional<c10::IValue> known(const Value* value) const {
+    if (auto found = values_.find(value); found != values_.end()) return found->second;
+    auto constant = torch::jit::toIValue(value);
+    // A weight's shape is all the run needs; a scalar constant takes part in traced size
+    // arithmetic (`channels // 2` traces to a floor_divide by a tensor constant).
+    if (constant && constant->isTensor() && constant->toTensor().dim() > 0) {
+      return on_meta(constant->toTensor());
+    }
+    return constant;
+  }
+
+  void set(const Value* value, c10::IValue known) { values_[value] = std::move(known); }
+
+  // Runs `node` when everything it reads is known; records its outputs.
+  void run(const Node* node) {
+    if (!runs_on_meta(node)) return;
+    torch::jit::Stack stack;
+    bool reads_meta = false;
+    bool reads_tensor = false;
+    for (const Value* in : node->inputs()) {
+      auto value = known(in);
+      if (!value) return;
+      reads_meta |= is_meta_tensor(*value) || is_meta_list(*value);
+      reads_tensor |= value->isTensor() || value->isTensorList();
+      stack.push_back(std::move(*value));
+    }
+    bool returns_tensor = false;
+    bool returns_other = false;
+    for (const Value* out : node->outputs()) {
+      const bool tensor = out->type()->kind() == c10::TypeKind::TensorType;
+      returns_tensor |= tensor;
+      returns_other |= !tensor && !is_tensor_list(out->type());
+    }
+    // A meta tensor's device is meta and it never requires grad: of what it says about
+    // itself, only its shape and dtype are the real tensor's.
+    if (reads_meta && returns_other && !reads_shape(node)) return;
+    // A factory would run for real (allocating, or on a device). A number made into a tensor is
+    // the exception: traced size arithmetic is done on such tensors, and aten::Int reads it back.
+    if (returns_tensor && !reads_tensor && node->kind() != c10::prim::NumToTensor) return;
+    // Lists are built and taken apart here: TorchScript finds no operation for some traced
+    // ones ("Schema not found for node").
+    if (node->kind() == c10::prim::ListConstruct) {
+      c10::impl::GenericList list(
+          node->output()->type()->expectRef<c10::ListType>().getElementType());
+      for (c10::IValue& value : stack)
+        list.push_back(std::move(value));
+      stack = {c10::IValue(std::move(list))};
+    } else if (node->kind() == c10::prim::ListUnpack) {
+      const auto elements = stack.at(0).toListRef().vec();
+      if (elements.size() != node->outputs().size()) return;
+      stack.assign(elements.begin(), elements.end());
+    } else if (!run_op(node, stack, reads_meta && !returns_other)) {
+      return;
+    }
+    if (stack.size() != node->outputs().size()) return;
+    for (size_t i = 0; i < stack.size(); ++i)
+      values_[node->output(i)] = std::move(stack[i]);
+  }
+
+  const std::unordered_map<const Value*, c10::IValue>& values() const { return values_; }
+
+ private:
+  static bool is_meta_list(const c10::IValue& value) {
+    if (!value.isTensorList()) return false;
+    for (const at::Tensor& t : value.toTensorList())
+      if (t.device().is_meta()) return true;
+    return false;
+  }
+
+  // Runs the op on `stack`. An op without a meta kernel (LibTorch without Python has none for
+  // relu) may run once on zeros on the CPU instead, as the importer does (import_ops.h).
+  static bool run_op(const Node* node, torch::jit::Stack& stack, bool may_run_on_zeros) {
+    const torch::jit::Stack inputs = stack;
+    try {
+      node->getOperation()(stack);
+      return true;
+    } catch (const std::exception&) {
+      if (!may_run_on_zeros) return false;  // a value read from data: it stays unknown
+    }
+    stack.clear();
+    for (const c10::IValue& value : inputs)
+      stack.push_back(on_cpu_zeros(value));
+    try {
+      node->getOperation()(stack);
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (c10::IValue& value : stack)
+      if (value.isTensor()) value = on_meta(value.toTensor());
+    return true;
+  }
+
+  static c10::IValue on_cpu_zeros(const c10::IValue& value) {
+    if (is_meta_tensor(value)) {
+      const at::Tensor& t = value.toTensor();
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU)).zero_();
+    }
+    if (is_meta_list(value)) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList())
+        list.push_back(on_cpu_zeros(t).toTensor());
+      return list;
+    }
+    return value;
+  }
+
+  static bool is_tensor_list(const c10::TypePtr& type) {
+    const auto list = type->cast<c10::ListType>();
+    return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
+  }
+
+  static bool reads_shape(const Node* node) {
+    static const c10::Symbol numel = c10::Symbol::fromQualString("aten::numel");
+    const auto kind = node->kind();
+    return kind == c10::aten::size || kind == c10::aten::dim || kind == numel ||
+           kind == c10::prim::dtype;
+  }
+
+  static bool runs_on_meta(const Node* node) {
+    if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic()) {
+      return false;
+    }
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    return !schema || !has_data_dependent_shape(schema->name());
+  }
+
+  std::unordered_map<const Value*, c10::IValue> values_;
+};
+
+}  // namespace
+
+bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+  // The run costs a pass over the graph (convolutions have no meta kernel and run on zeros):
+  // only when some computed value's shape is read.
+  if (!reads_a_computed_shape(graph.block()) || mutates_a_tensor(graph.block())) return false;
+  MetaRun run;
+  for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
+    const c10::IValue& input = inputs[i];
+    if (input.isTensor() && input.toTensor().defined() &&
+        input.toTensor().layout() == at::kStrided) {
+      run.set(graph.inputs()[i + 1], on_meta(input.toTensor()));
+    }
+  }
+  for (const Node* node : graph.block()->nodes()) {
+    if (node->kind() != c10::prim::Constant) run.run(node);
+  }
+  bool folded = false;
+  for (const auto& [value, known] : run.values()) {
+    Value* v = const_cast<Value*>(value);
+    if (is_meta_tensor(known)) {
+      // Sizes only: the device of a meta tensor is meta, and it never requires grad.
+      folded |= fold_shape_reads(v, known.toTensor().sizes());
+    } else if (is_foldable_number(known) && v->node()->kind() != c10::prim::Constant) {
+      folded |= replace_with_constant(v, known);
+    }
+  }
+  return folded;
+}
+
+}  // namespace kiln

@@ -1,0 +1,26 @@
+// The sizes of values a specialization's graph computes, folded to constants.
+//
+// A traced model asks its intermediates for their sizes: ShuffleNetV2's channel shuffle,
+// `x.view(b, groups, c // groups, h, w)` with `b, c, h, w = x.size()`, traces to aten::size ->
+// prim::NumToTensor -> aten::Int -> prim::ListConstruct -> aten::view. With its sizes computed at
+// run time the view stays in the interpreter and cuts the graph (16 times in ShuffleNetV2). The
+// signature fixes every tensor input's sizes, and through them those of every value that
+// straight-line ops compute from the inputs and constants: running the graph once on meta tensors
+// gives them, and their metadata reads become constants.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <vector>
+
+namespace kiln {
+
+/// `graph` is a specialization's forward (input 0 is self), `inputs` the call's arguments after
+/// self. Runs the top-level block's ops on meta tensors, skipping ops with side effects, random
+/// ops, ops with data-dependent shapes and ops without a meta kernel (what they produce stays
+/// unknown), and folds the metadata reads of every value whose metadata that run found. Does
+/// nothing when the graph changes any tensor in place, since an in-place op may change sizes.
+/// Returns whether it folded anything.
+bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
+
+}  // namespace kiln

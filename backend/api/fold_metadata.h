@@ -1,0 +1,22 @@
+// Shared by the folds of a specialization (specialize_graph.cpp, fold_computed_shapes.cpp):
+// what the signature fixes becomes a constant.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+namespace kiln {
+
+/// Replaces the uses of `value` by a constant holding `constant`, inserted where `value` is
+/// defined. False when `value` has no uses left or TorchScript cannot hold `constant`.
+bool replace_with_constant(torch::jit::Value* value, const c10::IValue& constant);
+
+/// The shape reads of `value` (aten::dim, aten::size) become constants from `sizes`. Returns
+/// whether it folded one.
+bool fold_shape_reads(torch::jit::Value* value, c10::IntArrayRef sizes);
+
+/// The metadata reads of `value` (prim::dtype, prim::device, prim::requires_grad, prim::is_cuda,
+/// aten::dim, aten::size) become constants taken from `tensor`, which has its metadata.
+void fold_metadata(torch::jit::Value* value, const at::Tensor& tensor);
+
+}  // namespace kiln
