@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/lower_tuples.h>
 #include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_dropout.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
 #include "kiln/error.h"
@@ -34,6 +35,9 @@ CapturedModule capture_module(const torch::jit::Module& module) {
   torch::jit::LowerSimpleTuples(graph);
   torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
   torch::jit::ConstantPropagation(graph);
+  // The module is captured in eval mode: dropout is the identity. An in-place one (traced
+  // EfficientNet's `dropout_`) would otherwise stay in the interpreter between two regions.
+  torch::jit::removeDropout(graph);
   torch::jit::ConstantPooling(graph);
   torch::jit::EliminateDeadCode(graph);
   captured.graph = graph;

@@ -177,3 +177,16 @@ def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     assert_close(x.grad, x_ref.grad)
     with torch.no_grad():
         assert_close(compiled(x), scripted(x))
+
+
+def test_dropout_is_gone_from_the_captured_graph():
+    """kiln captures a module in eval mode, where dropout is the identity; an in-place dropout
+    (traced EfficientNet's) used to stay in the interpreter between two regions."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Flatten(1),
+                                torch.nn.Dropout(0.5, inplace=True),  # on a view: stays in place
+                                torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(3, 2, 4)
+    compiled = kiln.compile(torch.jit.trace(model, x), options={"strict": True})
+    assert_close(compiled(x), model(x))
+    explained = json.loads(compiled.explain(x))
+    assert explained["interpreter"] == 0 and explained["regions"] == 1, explained["entries"]
