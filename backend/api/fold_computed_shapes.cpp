@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backend/api/fold_metadata.h"
 #include "backend/capture/partition.h"
@@ -15,12 +16,40 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-bool mutates_a_tensor(const torch::jit::Block* block) {
+// Whether some op may change a tensor's sizes in place: the in-place view and resize ops, and
+// any op writing an argument other than its first tensor (an out= variant resizes `out`). Ops
+// that write data only (fill_, copy_, index_put_: Swin's attention mask) leave sizes alone.
+bool changes_sizes_in_place(const Node* node) {
+  static const std::unordered_set<std::string> resizing = {"aten::resize_",
+                                                           "aten::resize_as_",
+                                                           "aten::_resize_output_",
+                                                           "aten::set_",
+                                                           "aten::as_strided_",
+                                                           "aten::squeeze_",
+                                                           "aten::unsqueeze_",
+                                                           "aten::t_",
+                                                           "aten::transpose_",
+                                                           "aten::swapaxes_",
+                                                           "aten::swapdims_",
+                                                           "aten::sparse_resize_",
+                                                           "aten::sparse_resize_and_clear_"};
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema || !schema->is_mutable()) return false;
+  if (resizing.contains(schema->name())) return true;
+  const auto& args = schema->arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* alias = args[i].alias_info();
+    if (!alias || !alias->isWrite()) continue;
+    if (i != 0 || args[i].type()->kind() != c10::TypeKind::TensorType) return true;
+  }
+  return false;
+}
+
+bool changes_sizes_in_place(const torch::jit::Block* block) {
   for (const Node* node : block->nodes()) {
-    const c10::FunctionSchema* schema = node->maybeSchema();
-    if (schema && schema->is_mutable()) return true;
+    if (changes_sizes_in_place(node)) return true;
     for (const torch::jit::Block* inner : node->blocks())
-      if (mutates_a_tensor(inner)) return true;
+      if (changes_sizes_in_place(inner)) return true;
   }
   return false;
 }
@@ -191,7 +220,7 @@ class MetaRun {
 bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
   // The run costs a pass over the graph (convolutions have no meta kernel and run on zeros):
   // only when some computed value's shape is read.
-  if (!reads_a_computed_shape(graph.block()) || mutates_a_tensor(graph.block())) return false;
+  if (!reads_a_computed_shape(graph.block()) || changes_sizes_in_place(graph.block())) return false;
   MetaRun run;
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     const c10::IValue& input = inputs[i];

@@ -18,8 +18,9 @@ namespace kiln {
 /// `graph` is a specialization's forward (input 0 is self), `inputs` the call's arguments after
 /// self. Runs the top-level block's ops on meta tensors, skipping ops with side effects, random
 /// ops, ops with data-dependent shapes and ops without a meta kernel (what they produce stays
-/// unknown), and folds the metadata reads of every value whose metadata that run found. Does
-/// nothing when the graph changes any tensor in place, since an in-place op may change sizes.
+/// unknown), and folds the shape reads of every value whose shape that run found, and numbers
+/// computed from them. Does nothing when some op may change a tensor's sizes in place (resize_,
+/// unsqueeze_, an out= variant, ...); ops that write data in place do not stop it.
 /// Returns whether it folded anything.
 bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
 

@@ -117,6 +117,12 @@ constexpr OpInfo kOps[] = {
     {"aten::_unsafe_view", K::View, 1, 1, 1, kOwn},
     {"aten::permute", K::View, 1, 1, 1, kOwn},
     {"aten::transpose.int", K::View, 1, 1, 1, kOwn},
+    {"aten::swapaxes", K::View, 1, 1, 1, kOwn},  // transpose by other names (MaxViT, traced)
+    {"aten::swapdims", K::View, 1, 1, 1, kOwn},
+    {"aten::movedim.int", K::View, 1, 1, 1, kOwn},
+    {"aten::movedim.intlist", K::View, 1, 1, 1, kOwn},
+    {"aten::unflatten.int", K::View, 1, 1, 1, kOwn},
+    {"aten::view_as", K::View, 2, 2, 1, kOwn},
     {"aten::t", K::View, 1, 1, 1, kOwn},
     {"aten::flatten.using_ints", K::View, 1, 1, 1, kOwn},
     {"aten::squeeze", K::View, 1, 1, 1, kOwn},

@@ -190,3 +190,20 @@ def test_dropout_is_gone_from_the_captured_graph():
     assert_close(compiled(x), model(x))
     explained = json.loads(compiled.explain(x))
     assert explained["interpreter"] == 0 and explained["regions"] == 1, explained["entries"]
+
+
+class _MoreViews(torch.nn.Module):
+    def forward(self, x, like):
+        y = x.relu().swapaxes(0, 1).swapdims(1, 2)  # MaxViT's window partition, traced
+        z = y.unflatten(0, (2, 2)).movedim([0, 1], [1, 0]).movedim(0, -1)
+        return z.sigmoid() * 2, x.exp().view_as(like)
+
+
+def test_swapaxes_movedim_unflatten_and_view_as_join_the_region():
+    x, like = torch.randn(3, 4, 5), torch.empty(60)
+    scripted = torch.jit.script(_MoreViews())
+    compiled = kiln.compile(scripted, options={"strict": True})
+    for got, want in zip(compiled(x, like), scripted(x, like)):
+        assert_close(got, want)
+    explained = json.loads(compiled.explain(x, like))
+    assert explained["interpreter"] == 0 and explained["regions"] == 1, explained["entries"]
