@@ -228,6 +228,20 @@ def test_a_backward_graph_that_makes_index_tensors_compiles():
     assert kiln.stats()["graph_fallbacks"] == 0 and kiln.stats()["fallbacks"] == 0
 
 
+def _training_matches_eager(f, x):
+    """f compiled and eager on copies of x (which requires grad): the outputs and x's gradients
+    agree. Returns kiln's stats for the compiled run."""
+    x_ref = x.detach().clone().requires_grad_()
+    kiln.reset_stats()
+    out = compile_kiln(f)(x)
+    expected = f(x_ref)
+    assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    assert_close(x.grad, x_ref.grad)
+    return kiln.stats()
+
+
 def test_advanced_indexing_runs_inside_regions():
     """aten.index and aten.index_put take `Tensor?[]` indices ([None, idx] for x[:, idx]):
     kiln passes them through its plans instead of leaving the op to eager between regions."""
@@ -237,16 +251,8 @@ def test_advanced_indexing_runs_inside_regions():
         picked = x.relu()[:, idx] * 2  # index(x, [None, idx])
         return picked.index_put((idx,), torch.ones(4), accumulate=True).sigmoid()
 
-    x = torch.randn(4, 5, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    kiln.reset_stats()
-    out = compile_kiln(f)(x)
-    expected = f(x_ref)
-    assert_close(out, expected)
-    out.sum().backward()  # index's backward accumulates into zeros with index_put
-    expected.sum().backward()
-    assert_close(x.grad, x_ref.grad)
-    stats = kiln.stats()
+    # index's backward accumulates into zeros with index_put
+    stats = _training_matches_eager(f, torch.randn(4, 5, requires_grad=True))
     assert stats["eager_ops"] == 0, stats
     assert stats["graph_fallbacks"] == 0 and stats["fallbacks"] == 0, stats
 
@@ -259,15 +265,6 @@ def test_split_chunk_and_unbind_become_slices_inside_one_region():
         return (a.relu().sum(-1) + b.exp().sum(-1) + c[:, 0] + rows[4]
                 + torch.cat([p, q]).sum(-1) * rows[0])
 
-    x = torch.randn(4, 6, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    kiln.reset_stats()
-    out = compile_kiln(f)(x)
-    expected = f(x_ref)
-    assert_close(out, expected)
-    out.sum().backward()
-    expected.sum().backward()
-    assert_close(x.grad, x_ref.grad)
-    stats = kiln.stats()
+    stats = _training_matches_eager(f, torch.randn(4, 6, requires_grad=True))
     assert stats["eager_ops"] == 0, stats
     assert stats["regions"] == 2, stats  # one in the forward graph, one in the backward
