@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/api/environment.h"
 #include "backend/api/fold_metadata.h"
 #include "backend/capture/partition.h"
 
@@ -45,13 +46,13 @@ bool changes_sizes_in_place(const Node* node) {
   return false;
 }
 
-bool changes_sizes_in_place(const torch::jit::Block* block) {
+const Node* find_size_change_in_place(const torch::jit::Block* block) {
   for (const Node* node : block->nodes()) {
-    if (changes_sizes_in_place(node)) return true;
+    if (changes_sizes_in_place(node)) return node;
     for (const torch::jit::Block* inner : node->blocks())
-      if (changes_sizes_in_place(inner)) return true;
+      if (const Node* found = find_size_change_in_place(inner)) return found;
   }
-  return false;
+  return nullptr;
 }
 
 bool reads_a_computed_shape(const torch::jit::Block* block) {
@@ -137,7 +138,13 @@ class MetaRun {
       const auto elements = stack.at(0).toListRef().vec();
       if (elements.size() != node->outputs().size()) return;
       stack.assign(elements.begin(), elements.end());
-    } else if (!run_op(node, stack, reads_meta && !returns_other)) {
+    } else if (!run_op(node, stack,
+                       // A random op run for real would draw from the user's generator
+                       // (scaled_dot_product_attention counts as one: it has a dropout_p).
+                       reads_meta && !returns_other && !node->isNondeterministic())) {
+      log(LogLevel::Debug, std::string("computed sizes: ") + node->kind().toQualString() +
+                               " ran neither on meta tensors nor on zeros; what it makes stays "
+                               "unknown");
       return;
     }
     if (stack.size() != node->outputs().size()) return;
@@ -205,9 +212,7 @@ class MetaRun {
   }
 
   static bool runs_on_meta(const Node* node) {
-    if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic()) {
-      return false;
-    }
+    if (!node->blocks().empty() || node->hasSideEffects()) return false;
     const c10::FunctionSchema* schema = node->maybeSchema();
     return !schema || !has_data_dependent_shape(schema->name());
   }
@@ -220,7 +225,12 @@ class MetaRun {
 bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
   // The run costs a pass over the graph (convolutions have no meta kernel and run on zeros):
   // only when some computed value's shape is read.
-  if (!reads_a_computed_shape(graph.block()) || changes_sizes_in_place(graph.block())) return false;
+  if (!reads_a_computed_shape(graph.block())) return false;
+  if (const Node* node = find_size_change_in_place(graph.block())) {
+    log(LogLevel::Debug, std::string("computed sizes stay unfolded: ") +
+                             node->kind().toQualString() + " may change sizes in place");
+    return false;
+  }
   MetaRun run;
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     const c10::IValue& input = inputs[i];

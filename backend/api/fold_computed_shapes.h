@@ -16,9 +16,10 @@
 namespace kiln {
 
 /// `graph` is a specialization's forward (input 0 is self), `inputs` the call's arguments after
-/// self. Runs the top-level block's ops on meta tensors, skipping ops with side effects, random
-/// ops, ops with data-dependent shapes and ops without a meta kernel (what they produce stays
-/// unknown), and folds the shape reads of every value whose shape that run found, and numbers
+/// self. Runs the top-level block's ops on meta tensors, skipping ops with side effects and ops
+/// with data-dependent shapes; an op without a meta kernel runs once on CPU zeros instead,
+/// unless it is random (that would draw from the user's generator): what a skipped op produces
+/// stays unknown. Folds the shape reads of every value whose shape that run found, and numbers
 /// computed from them. Does nothing when some op may change a tensor's sizes in place (resize_,
 /// unsqueeze_, an out= variant, ...); ops that write data in place do not stop it.
 /// Returns whether it folded anything.

@@ -123,6 +123,7 @@ constexpr OpInfo kOps[] = {
     {"aten::movedim.intlist", K::View, 1, 1, 1, kOwn},
     {"aten::unflatten.int", K::View, 1, 1, 1, kOwn},
     {"aten::view_as", K::View, 2, 2, 1, kOwn},
+    {"aten::reshape_as", K::View, 2, 2, 1, kOwn},  // LeViT, traced
     {"aten::t", K::View, 1, 1, 1, kOwn},
     {"aten::flatten.using_ints", K::View, 1, 1, 1, kOwn},
     {"aten::squeeze", K::View, 1, 1, 1, kOwn},
