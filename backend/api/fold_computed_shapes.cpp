@@ -87,8 +87,18 @@ bool is_foldable_number(const c10::IValue& value) {
 // or a list computed from sizes.
 class MetaRun {
  public:
+  explicit MetaRun(const torch::jit::Block* graph) { find_written(graph); }
+
   std::optional<c10::IValue> known(const Value* value) const {
-    if (auto found = values_.find(value); found != values_.end()) return found->second;
+    if (auto found = values_.find(value); found != values_.end()) {
+      // A real tensor (a number made into one) that some op writes in place, maybe in a loop the
+      // run does not enter: its value here could be stale.
+      if (found->second.isTensor() && !is_meta_tensor(found->second) &&
+          written_.contains(alias_root(value))) {
+        return std::nullopt;
+      }
+      return found->second;
+    }
     auto constant = torch::jit::toIValue(value);
     // A weight's shape is all the run needs; a scalar constant takes part in traced size
     // arithmetic (`channels // 2` traces to a floor_divide by a tensor constant).
@@ -199,6 +209,31 @@ class MetaRun {
     return value;
   }
 
+  // The value whose memory `value` is: back through ops that return an alias of their first
+  // argument (views, in-place ops).
+  static const Value* alias_root(const Value* value) {
+    for (;;) {
+      const Node* producer = value->node();
+      const c10::FunctionSchema* schema = producer->maybeSchema();
+      if (!schema || producer->inputs().empty() || schema->returns().empty() ||
+          !schema->returns()[0].alias_info()) {
+        return value;
+      }
+      value = producer->input(0);
+    }
+  }
+
+  void find_written(const torch::jit::Block* block) {
+    for (const Node* node : block->nodes()) {
+      const c10::FunctionSchema* schema = node->maybeSchema();
+      if (schema && schema->is_mutable() && !node->inputs().empty()) {
+        written_.insert(alias_root(node->input(0)));
+      }
+      for (const torch::jit::Block* inner : node->blocks())
+        find_written(inner);
+    }
+  }
+
   static bool is_tensor_list(const c10::TypePtr& type) {
     const auto list = type->cast<c10::ListType>();
     return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
@@ -218,6 +253,7 @@ class MetaRun {
   }
 
   std::unordered_map<const Value*, c10::IValue> values_;
+  std::unordered_set<const Value*> written_;  // alias roots of what ops write in place
 };
 
 }  // namespace
@@ -231,7 +267,7 @@ bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValu
                              node->kind().toQualString() + " may change sizes in place");
     return false;
   }
-  MetaRun run;
+  MetaRun run(graph.block());
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     const c10::IValue& input = inputs[i];
     if (input.isTensor() && input.toTensor().defined() &&
