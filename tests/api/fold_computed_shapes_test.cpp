@@ -3,17 +3,13 @@
 #include "backend/api/fold_computed_shapes.h"
 
 #include <gtest/gtest.h>
-#include <torch/csrc/jit/ir/irparser.h>
 #include <torch/torch.h>
+#include "support/torchscript_ir.h"
 
 namespace kiln {
 namespace {
 
-std::shared_ptr<torch::jit::Graph> parse(const std::string& text) {
-  auto graph = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(text, graph.get());
-  return graph;
-}
+using testing::parse_torchscript;
 
 c10::Symbol returned_kind(const torch::jit::Graph& graph) {
   return graph.outputs().at(0)->node()->kind();
@@ -21,7 +17,7 @@ c10::Symbol returned_kind(const torch::jit::Graph& graph) {
 
 TEST(FoldComputedShapes, SizeArithmeticOnNumbersMadeTensorsFolds) {
   // What a traced `c // 2` looks like.
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%self : Tensor, %x : Tensor):
   %one : int = prim::Constant[value=1]()
   %two : int = prim::Constant[value=2]()
@@ -39,7 +35,7 @@ graph(%self : Tensor, %x : Tensor):
 
 TEST(FoldComputedShapes, ANumberMadeTensorWrittenInALoopIsNotFolded) {
   // The loop adds n to t; a run that does not enter loops would read t as n.
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%self : Tensor, %x : Tensor):
   %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
@@ -58,7 +54,7 @@ graph(%self : Tensor, %x : Tensor):
 }
 
 TEST(FoldComputedShapes, AnOpThatMayResizeInPlaceStopsIt) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%self : Tensor, %x : Tensor):
   %zero : int = prim::Constant[value=0]()
   %y : Tensor = aten::relu(%x)

@@ -1,18 +1,13 @@
 // Partitioning TorchScript graphs (written as TorchScript IR text) into kiln regions.
 #include <gtest/gtest.h>
 
-#include <torch/csrc/jit/ir/irparser.h>
-
 #include "backend/capture/partition.h"
+#include "support/torchscript_ir.h"
 
 namespace kiln {
 namespace {
 
-std::shared_ptr<torch::jit::Graph> parse(const std::string& text) {
-  auto graph = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(text, graph.get());
-  return graph;
-}
+using testing::parse_torchscript;
 
 int count(const torch::jit::Block* block, c10::Symbol kind) {
   int n = 0;
@@ -25,7 +20,7 @@ int count(const torch::jit::Block* block, c10::Symbol kind) {
 }
 
 TEST(Partition, StraightLineGraphIsOneRegion) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %y : Tensor):
   %one : int = prim::Constant[value=1]()
   %a : Tensor = aten::add(%x, %y, %one)
@@ -38,7 +33,7 @@ graph(%x : Tensor, %y : Tensor):
 }
 
 TEST(Partition, InterpreterNodeReadingTheRegionSplitsIt) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor):
   %zero : int = prim::Constant[value=0]()
   %a : Tensor = aten::relu(%x)
@@ -50,7 +45,7 @@ graph(%x : Tensor):
 }
 
 TEST(Partition, IndependentInterpreterNodeDoesNotSplit) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %k : int):
   %a : Tensor = aten::relu(%x)
   %m : int = aten::mul(%k, %k)
@@ -61,7 +56,7 @@ graph(%x : Tensor, %k : int):
 }
 
 TEST(Partition, CatWithListBuiltOutsideJoinsTheRegion) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %y : Tensor):
   %zero : int = prim::Constant[value=0]()
   %a : Tensor = aten::relu(%x)
@@ -75,7 +70,7 @@ graph(%x : Tensor, %y : Tensor):
 
 TEST(Partition, IndexWithNoneInItsIndicesJoinsTheRegion) {
   // x.relu()[:, i] is aten::index(x, [None, i]): a `Tensor?[]` list with a None constant.
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %i : Tensor):
   %none : NoneType = prim::Constant()
   %a : Tensor = aten::relu(%x)
@@ -91,7 +86,7 @@ graph(%x : Tensor, %i : Tensor):
 
 TEST(Partition, AnIndexListWithAnOptionalValueStaysOut) {
   // %o may be None or a tensor at run time; a region's list must be one or the other.
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %o : Tensor?):
   %l : Tensor?[] = prim::ListConstruct(%o)
   %b : Tensor = aten::index(%x, %l)
@@ -105,7 +100,7 @@ graph(%x : Tensor, %o : Tensor?):
 TEST(Partition, AMultiOutputInterpreterNodeAfterARegionSplitsIt) {
   // A split by a size known only at run time: the list check must not ask the two-output
   // ListUnpack for its output (traced ShuffleNetV2's ConstantChunk once hit that assert).
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %k : int):
   %zero : int = prim::Constant[value=0]()
   %a : Tensor = aten::relu(%x)
@@ -118,7 +113,7 @@ graph(%x : Tensor, %k : int):
 }
 
 TEST(Partition, SplitsUnpackedIntoPiecesJoinTheRegion) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor):
   %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
@@ -149,13 +144,13 @@ TEST(Partition, ManyPathsToTheInputsAreWalkedOnce) {
     text += "  %x" + std::to_string(i + 1) + " : Tensor = aten::mul(%a" + n + ", %b" + n + ")\n";
   }
   text += "  return (%x64)";
-  auto graph = parse(text);
+  auto graph = parse_torchscript(text);
   EXPECT_EQ(partition_into_regions(*graph), 1);
   graph->lint();
 }
 
 TEST(Partition, ControlFlowBodiesGetTheirOwnRegions) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %c : bool):
   %y : Tensor = prim::If(%c)
     block0():
@@ -170,7 +165,7 @@ graph(%x : Tensor, %c : bool):
 }
 
 TEST(Partition, ReasonsNameWhatKeepsANodeOut) {
-  auto graph = parse(R"IR(
+  auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor, %y : Tensor, %k : int):
   %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
