@@ -154,12 +154,18 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   // Folded branches leave lists built by appends and loops over them (`any(x.requires_grad for
   // x in ...)`): make those plain, unroll the constant loops, fold again, sizes of computed
   // values too.
+  // The meta run of fold_computed_shapes costs a pass over the graph (convolutions on zeros):
+  // once it finds nothing to fold, later rounds skip it.
+  bool fold_shapes = true;
   for (int round = 0; round < 4; ++round) {
     torch::jit::ConstantPropagation(graph);
     bool changed = torch::jit::RemoveListMutation(graph);
     changed |= torch::jit::UnrollConstantLoops(graph);
     changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
-    changed |= fold_computed_shapes(*graph, inputs);
+    if (fold_shapes) {
+      fold_shapes = fold_computed_shapes(*graph, inputs);
+      changed |= fold_shapes;
+    }
     if (!changed) break;
   }
   torch::jit::EliminateDeadCode(graph);
