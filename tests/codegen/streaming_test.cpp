@@ -1,8 +1,11 @@
 // Large elementwise outputs, and the large element outputs of reductions over rows (softmax,
 // layer_norm), use aligned non-temporal vector stores after a scalar head that reaches the first
 // 64-byte line; any piece of the launch range, starting anywhere, must still write exactly what
-// the reference interpreter writes. The scratch row a softmax keeps its exps in is line-aligned,
-// and its exp has no overflow clamp.
+// the reference interpreter writes. A large input read in more than one pass over each row is
+// prefetched a row ahead (the last row's prefetch points past the buffer, harmlessly). The
+// scratch row a softmax keeps its exps in is line-aligned, and its exp has no overflow clamp.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -78,6 +81,8 @@ TEST(StreamingStoresTest, LargeRowOutputsOfReductionsStreamToo) {
   const Kernel k = centered_rows_kernel();
   const std::string assembly = kernels_assembly({k}, {});
   EXPECT_NE(assembly.find("vmovntp"), std::string::npos) << assembly;
+  // Two passes (the max, then the stores): the second one asks for the next row.
+  EXPECT_NE(assembly.find("prefetcht0"), std::string::npos) << assembly;
   const int64_t n = 3000 * 1003;
   std::vector<float> input(n), expected(n), out(n, -12345.0f);
   std::mt19937 rng(11);
@@ -94,10 +99,10 @@ TEST(StreamingStoresTest, LargeRowOutputsOfReductionsStreamToo) {
 }
 
 // out = exp(x - max(x)) / sum(exp(x - max(x))) over rows of 1024: three passes over each row.
-Kernel softmax_rows_kernel() {
+Kernel softmax_rows_kernel(int64_t rows = 64) {
   Kernel k;
   k.name = "softmax_rows";
-  k.sizes = {64, 1024};
+  k.sizes = {rows, 1024};
   k.reduce_rank = 1;
   k.buffers = {{"b0", DType::Float32, false}, {"b1", DType::Float32, true}};
   KernelBuilder b(k);
@@ -116,6 +121,32 @@ TEST(SoftmaxCodeTest, ExpsInALineAlignedScratchRowAndNoOverflowClamp) {
   EXPECT_NE(assembly.find("andq\t$-64, %rsp"), std::string::npos) << assembly;
   // x - max(x) is <= 0: its exp needs no clamp at the overflow end (the only min in the kernel).
   EXPECT_EQ(assembly.find("vminp"), std::string::npos) << assembly;
+}
+
+TEST(SoftmaxCodeTest, OnlyInputsPastTheCachesArePrefetched) {
+  // 64 rows (256 KB) stay in cache; 4096 rows (16 MB) do not.
+  EXPECT_EQ(kernels_assembly({softmax_rows_kernel(64)}, {}).find("prefetch"), std::string::npos);
+  const Kernel large = softmax_rows_kernel(4096);
+  const std::string assembly = kernels_assembly({large}, {});
+  EXPECT_NE(assembly.find("prefetcht0"), std::string::npos) << assembly;
+  // And it still computes a softmax, for any piece of the rows.
+  const int64_t n = 4096 * 1024;
+  std::vector<float> input(n), expected(n), out(n, -12345.0f);
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> dist(-20, 20);
+  for (float& v : input)
+    v = dist(rng);
+  kernel::interpret(large, {input.data(), expected.data()});
+  CompiledKernels compiled = compile_kernels({large}, {});
+  void* buffers[] = {input.data(), out.data()};
+  const int64_t cuts[] = {0, 3, 2048, 4095, 4096};
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i)
+    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(out[i]) - expected[i]) /
+                                std::max(1e-30, std::abs(static_cast<double>(expected[i]))));
+  EXPECT_LT(worst, 1e-5);  // the vector exp's error and a reassociated sum against the oracle's
 }
 
 }  // namespace

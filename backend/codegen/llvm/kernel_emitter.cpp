@@ -101,10 +101,12 @@ class KernelEmitter final : public EmitterCore {
               });
   }
 
+  /// Data of this size is well past the caches of one core: its loads and stores go to memory.
+  static constexpr int64_t kStreamBytes = 8 << 20;
+
   /// Streaming stores pay off for one large contiguous output of 4- or 8-byte elements, whose
   /// vectors are at least 32 bytes (so every vector store after the first aligned one is too).
   bool streams_output() const {
-    constexpr int64_t kStreamBytes = 8 << 20;  // well past this machine's caches per core
     if (kernel_.stores.size() != 1 || width_ < 8) return false;
     const kernel::Store& store = kernel_.stores[0];
     const int64_t size = ir::dtype_size(kernel_.buffers[store.map.buffer].dtype);
@@ -135,17 +137,21 @@ class KernelEmitter final : public EmitterCore {
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
     plan_row_caches();
+    const std::vector<int> streamed = streamed_row_maps();
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
       std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
       const Position at_row{1, i64(0), &offsets};
+      if (!streamed.empty()) next_row_ = row_offsets(b_.CreateAdd(row, i64(1)), row_rank);
       compute_row_values(at_row);
       int pass = 0;
       for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
         if (kernel_.exprs[id].op != Op::Reduce) continue;
+        prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
         use_row_caches(pass++);
         values_->set_row_value(static_cast<int>(id), reduce(static_cast<int>(id), offsets));
         compute_row_values(at_row);
       }
+      prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
       use_row_caches(pass);
       bool element_stores = false;
       for (size_t s = 0; s < kernel_.stores.size(); ++s) {
@@ -157,6 +163,7 @@ class KernelEmitter final : public EmitterCore {
       }
       if (!element_stores) return;
       auto store_elements = [&](const Position& at, int) {
+        prefetch_next_row(at);
         for (size_t s = 0; s < kernel_.stores.size(); ++s) {
           if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
         }
@@ -174,6 +181,49 @@ class KernelEmitter final : public EmitterCore {
       }
       row_loops(offsets, row_rank, store_elements, 1);
     });
+  }
+
+  /// The input maps worth prefetching a row ahead: contiguous rows of a buffer larger than this
+  /// machine's per-core caches, read by a kernel that passes over each row more than once. The
+  /// first pass brings the row into L1 and the later ones compute from there, so the memory
+  /// system idles unless the second pass asks for the next row: on a softmax it is the
+  /// difference between computing and loading in turn and doing both at once.
+  std::vector<int> streamed_row_maps() const {
+    std::vector<int> maps;
+    if (kernel_.reduce_rank != 1 || width_ <= 1) return maps;
+    int passes = 0;
+    for (const auto& e : kernel_.exprs)
+      passes += e.op == Op::Reduce;
+    for (const auto& s : kernel_.stores)
+      if (element_[s.value]) {
+        ++passes;
+        break;
+      }
+    if (passes < 2) return maps;
+    int64_t rows = 1;
+    for (int d = 0; d < kernel_.row_rank(); ++d)
+      rows *= kernel_.sizes[d];
+    for (size_t m = 0; m < kernel_.exprs.size(); ++m) {
+      if (kernel_.exprs[m].op != Op::Load) continue;
+      const kernel::IndexMap& map = values_->map(static_cast<int>(m));
+      const int64_t bytes =
+          ir::dtype_size(kernel_.buffers[map.buffer].dtype) * kernel_.row_size() * rows;
+      bool moves_with_rows = false;
+      for (int d = 0; d < kernel_.row_rank(); ++d)
+        moves_with_rows = moves_with_rows || map.strides[d] != 0;
+      if (map.strides.back() == 1 && moves_with_rows && bytes >= kStreamBytes)
+        maps.push_back(static_cast<int>(m));
+    }
+    return maps;
+  }
+
+  /// During the pass that prefetches: one request per vector for each streamed map, the same
+  /// element of the next row.
+  void prefetch_next_row(const Position& at) {
+    if (prefetch_maps_.empty() || at.width == 1) return;
+    const Position next{at.width, at.index, &next_row_, at.dim};
+    for (int m : prefetch_maps_)
+      values_->prefetch(m, next);
   }
 
   // Which element values to keep in a per-row scratch array: those that contain a
@@ -297,6 +347,7 @@ class KernelEmitter final : public EmitterCore {
     row_loops(
         offsets, kernel_.row_rank(),
         [&](const Position& at, int k) {
+          prefetch_next_row(at);
           llvm::AllocaInst* target = k < 0 ? scalar : accs[k];
           llvm::Value* v = values_->value(arg, at);
           update(target,
@@ -327,6 +378,8 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* scratch;
   };
   std::vector<RowCacheSlot> row_caches_;
+  std::vector<int> prefetch_maps_;  // maps prefetch_next_row asks for, in the current pass
+  Offsets next_row_;                // every map's offsets at the next row
 };
 
 }  // namespace

@@ -190,6 +190,13 @@ llvm::Value* ValueEmitter::address(int map_id, const Position& at, llvm::Value* 
   return b_.CreateGEP(memory, buffers_[m.buffer], offset);
 }
 
+void ValueEmitter::prefetch(int map_id, const Position& at) {
+  llvm::Value* at_address = address(map_id, at, nullptr);
+  // read, keep in all cache levels (locality 3), data cache
+  b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {at_address->getType()},
+                     {at_address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+}
+
 llvm::Value* ValueEmitter::load(const kernel::IndexMap& m, int map_id, const Position& at) {
   const DType t = kernel_.buffers[m.buffer].dtype;
   const int width = at.width;

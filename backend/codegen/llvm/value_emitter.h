@@ -57,6 +57,9 @@ class ValueEmitter {
   /// the loop to an aligned start).
   void set_streaming_stores(bool on) { streaming_ = on; }
   llvm::Value* buffer(int index) const { return buffers_.at(index); }
+  /// Asks the cache for the line that map `map_id` reads at `at` (a hint: never faults, so the
+  /// address may lie past the buffer).
+  void prefetch(int map_id, const Position& at);
   bool has_row_value(int id) const { return row_values_.contains(id); }
   /// Computes a row-level expr (not a Reduce) from row values already set.
   llvm::Value* row_expr(int id, const Position& row);
