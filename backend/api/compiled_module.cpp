@@ -56,7 +56,11 @@ void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const 
     inputs.push_back(*args[i].default_value());
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].type()->isSubtypeOf(*args[i].type())) {
+    // A tensor passed for a Tensor argument needs no type: building one (sizes, strides, a
+    // shared object) for each input would cost more than a small model's whole call.
+    const bool tensor_for_tensor =
+        inputs[i].isTensor() && args[i].type()->kind() == c10::TypeKind::TensorType;
+    if (!tensor_for_tensor && !inputs[i].type()->isSubtypeOf(*args[i].type())) {
       throw Error(ErrorKind::InvalidInput, "input " + std::to_string(i) + " ('" + args[i].name() +
                                                "') must be " + args[i].type()->str() + ", got " +
                                                inputs[i].type()->str());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <string>
@@ -12,7 +13,9 @@
 
 namespace kiln {
 
-using SignatureKey = std::vector<int64_t>;
+/// Inline room for a few small tensors: a key is built on every call, and a heap allocation
+/// (with its growth steps) costs a noticeable share of a small model's call.
+using SignatureKey = c10::SmallVector<int64_t, 32>;
 
 struct SignatureHash {
   size_t operator()(const SignatureKey& key) const;
