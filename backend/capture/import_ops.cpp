@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "backend/capture/expand_encoder_layer.h"
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
 #include "runtime/plan.h"
@@ -112,6 +113,9 @@ c10::IValue OpImporter::materialize(const c10::IValue& value) const {
 
 std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, const RunOp& run,
                                            const std::vector<ImportArg>& args) {
+  if (schema.name() == "aten::_transformer_encoder_layer_fwd") {
+    if (auto parts = expand_encoder_layer(*this, args)) return *parts;
+  }
   const std::string op_name = qualified_op_name(schema);
   const auto& formals = schema.arguments();
   torch::jit::Stack stack;

@@ -53,6 +53,8 @@ class OpImporter {
                                      const std::vector<ImportArg>& args);
   void add_output(ir::Value* value);
   ImportedGraph finish();
+  /// A value's meta tensor: its exact sizes, strides and dtype.
+  const at::Tensor& meta(const ir::Value* value) const { return meta_.at(value); }
 
  private:
   ir::TensorType type_of(const at::Tensor& t, const std::string& what) const;

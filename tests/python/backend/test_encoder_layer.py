@@ -1,0 +1,70 @@
+"""nn.TransformerEncoderLayer's inference fast path is one fused ATen op
+(aten::_transformer_encoder_layer_fwd), in TorchScript and under dynamo alike. kiln expands it
+into its parts (linears, attention, layer norms) so that it compiles them; with a mask, or
+anything else it does not expand, the op runs whole through ATen. Either way: eager's results."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+from models import assert_close
+
+FUSED_OP = "aten::_transformer_encoder_layer_fwd"
+
+
+def _layer(activation="relu", norm_first=False, width=32, heads=4):
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, activation=activation,
+                                      batch_first=True, norm_first=norm_first).eval()
+
+
+def _ops(explained):
+    return [entry["op"] for entry in explained["entries"]]
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_torchscript_layer_compiles_as_its_parts(activation, norm_first):
+    layer = _layer(activation, norm_first)
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        scripted = torch.jit.script(layer)
+        compiled = kiln.compile(scripted, options={"strict": True})
+        assert_close(compiled(x), layer(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert FUSED_OP not in ops, ops
+    assert "aten::softmax.int" in ops and ops.count("aten::layer_norm") == 2, ops
+
+
+def test_a_stack_of_layers_expands_every_layer():
+    encoder = nn.TransformerEncoder(_layer(), num_layers=2, enable_nested_tensor=False).eval()
+    x = torch.randn(3, 5, 32)
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.script(encoder))
+        assert_close(compiled(x), encoder(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert FUSED_OP not in ops and ops.count("aten::softmax.int") == 2, ops
+
+
+def test_with_a_padding_mask_the_fused_op_runs_whole():
+    layer = _layer()
+    x = torch.randn(2, 6, 32)
+    mask = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.script(layer))
+        assert_close(compiled(x, None, mask), layer(x, src_key_padding_mask=mask))
+        ops = _ops(json.loads(compiled.explain(x, None, mask)))
+    assert FUSED_OP in ops, ops
+
+
+def test_torch_compile_expands_the_layer_too(tmp_path):
+    layer = _layer("gelu")
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        compiled = torch.compile(layer, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), layer(x))
+    captured = "".join(p.read_text() for p in tmp_path.glob("*-capture.kir"))
+    assert "aten::softmax.int" in captured and FUSED_OP not in captured, captured
