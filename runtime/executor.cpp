@@ -26,8 +26,26 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
   return at::Tensor(std::move(impl));
 }
 
+bool has_layout(const at::Tensor& t, const ir::TensorType& type);
+
+// A view step's output straight from its input's storage (see ExternStep::View). Not for an
+// input that records autograd history: the view op's own backward is the one to record.
+bool run_view(const ExternStep& step, std::vector<at::Tensor>& slots) {
+  const at::Tensor& input = slots[step.tensor_args[0].value];
+  if (!input.defined() || !has_layout(input, step.view->input) ||
+      (input.requires_grad() && at::GradMode::is_enabled())) {
+    return false;
+  }
+  slots[step.outputs[0]] = input.as_strided(step.view->sizes, step.view->strides,
+                                            input.storage_offset() + step.view->offset);
+  for (int v : step.release)
+    slots[v].reset();
+  return true;
+}
+
 void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
                 std::vector<c10::IValue>& stack) {
+  if (step.view && run_view(step, slots)) return;
   // Checked before the stack takes its own references.
   const bool in_place = step.in_place && is_sole_owner(slots[step.in_place->input]);
   stack = step.stack_template;

@@ -53,6 +53,17 @@ struct ExternStep {
   /// For an op whose output shapes were found by a sample run (it has no meta kernel): the
   /// shapes every call must produce; a call that produces others raises Unsupported.
   std::vector<std::vector<int64_t>> expected_sizes;
+  /// For a view op (its output aliases its one tensor input: permute, select, unflatten, ...):
+  /// the output as an `as_strided` of the input, found by a meta run when the plan was built.
+  /// Taken while the input has the layout it was built for; a boxed call through the dispatcher
+  /// costs several times what the view itself does, and small models make many.
+  struct View {
+    ir::TensorType input;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    int64_t offset = 0;  // elements past the input's own storage offset
+  };
+  std::optional<View> view;
 };
 
 /// The attribute that marks such an op in the graph IR.

@@ -1,5 +1,6 @@
 #include "runtime/plan_builder.h"
 
+#include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/jit_type.h>
 
@@ -43,6 +44,37 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& o
     if (same && handle->schema().returns().size() == 1) return handle;
   }
   return std::nullopt;
+}
+
+// A view op's output as an as_strided of its input: the op run once on a meta tensor of the
+// input's layout. Only where the output aliases the input with exactly the sizes and strides the
+// IR gives it (a reshape that copies does not qualify).
+std::optional<ExternStep::View> as_view(const ExternStep& step, const ir::Node& node) {
+  const c10::FunctionSchema& schema = step.op.schema();
+  if (schema.is_mutable() || schema.returns().size() != 1 || node.outputs().size() != 1 ||
+      node.inputs().size() != 1 || step.tensor_args.size() != 1 || !step.tensor_list_args.empty() ||
+      step.out_position >= 0 || !step.expected_sizes.empty()) {
+    return std::nullopt;
+  }
+  const c10::AliasInfo* alias = schema.returns()[0].alias_info();
+  if (!alias || alias->isWrite()) return std::nullopt;
+  const ir::TensorType& in = node.input(0)->type();
+  const ir::TensorType& out = node.output()->type();
+  try {
+    const at::Tensor meta = at::empty_strided(
+        in.sizes, in.strides, at::TensorOptions().dtype(to_aten_dtype(in.dtype)).device(at::kMeta));
+    torch::jit::Stack stack = step.stack_template;
+    stack[step.tensor_args[0].position] = meta;
+    step.op.callBoxed(stack);
+    const at::Tensor result = stack.at(0).toTensor();
+    if (!result.is_alias_of(meta) || result.sizes() != c10::IntArrayRef(out.sizes) ||
+        result.strides() != c10::IntArrayRef(out.strides)) {
+      return std::nullopt;
+    }
+    return ExternStep::View{in, out.sizes, out.strides, result.storage_offset()};
+  } catch (const std::exception&) {
+    return std::nullopt;  // no meta kernel: the boxed call it is
+  }
 }
 
 ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
@@ -109,6 +141,7 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
     for (const ir::Value* output : node.outputs())
       step.expected_sizes.push_back(output->type().sizes);
   }
+  step.view = as_view(step, node);
   return step;
 }
 

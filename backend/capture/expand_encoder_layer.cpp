@@ -48,8 +48,7 @@ class OpWriter {
   ir::Value* add(ir::Value* a, ir::Value* b) {
     return call("aten::add", "Tensor", {a, b, c10::IValue(int64_t{1})});
   }
-  ir::Value* layer_norm(ir::Value* x, int64_t dim, ir::Value* weight, ir::Value* bias,
-                        double eps) {
+  ir::Value* layer_norm(ir::Value* x, int64_t dim, ir::Value* weight, ir::Value* bias, double eps) {
     return call("aten::layer_norm", "",
                 {x, c10::IValue(std::vector<int64_t>{dim}), weight, bias, c10::IValue(eps),
                  c10::IValue(true)});
@@ -83,18 +82,19 @@ ir::Value* self_attention(OpWriter& write, ir::Value* x, int64_t embed, int64_t 
   auto tensor = [&](Arg a) { return std::get<ir::Value*>(args[a]); };
   ir::Value* qkv = write.linear(x, tensor(kQkvWeight), tensor(kQkvBias));
   // [batch, length, 3 * embed] -> [3, batch, heads, length, head_size]
-  qkv = write.call("aten::unflatten", "int",
-                   {qkv, c10::IValue(int64_t{-1}),
-                    c10::IValue(std::vector<int64_t>{3, heads, head_size})});
+  qkv = write.call(
+      "aten::unflatten", "int",
+      {qkv, c10::IValue(int64_t{-1}), c10::IValue(std::vector<int64_t>{3, heads, head_size})});
   qkv = write.call("aten::permute", "", {qkv, c10::IValue(std::vector<int64_t>{2, 0, 3, 1, 4})});
   auto part = [&](int64_t i) {
     return write.call("aten::select", "int", {qkv, c10::IValue(int64_t{0}), c10::IValue(i)});
   };
-  ir::Value* q = write.call("aten::mul", "Scalar",
-                            {part(0), c10::IValue(1.0 / std::sqrt(static_cast<double>(head_size)))});
+  ir::Value* q =
+      write.call("aten::mul", "Scalar",
+                 {part(0), c10::IValue(1.0 / std::sqrt(static_cast<double>(head_size)))});
   ir::Value* scores = write.call("aten::matmul", "", {q, write.transpose(part(1), -2, -1)});
-  ir::Value* weights = write.call("aten::softmax", "int",
-                                  {scores, c10::IValue(int64_t{-1}), c10::IValue()});
+  ir::Value* weights =
+      write.call("aten::softmax", "int", {scores, c10::IValue(int64_t{-1}), c10::IValue()});
   ir::Value* heads_out = write.call("aten::matmul", "", {weights, part(2)});
   // [batch, heads, length, head_size] -> [batch, length, embed]
   ir::Value* joined = write.call(
@@ -138,9 +138,8 @@ std::optional<std::vector<ir::Value*>> expand_encoder_layer(OpImporter& ops,
   // Post-norm: x = norm1(x + attention(x)); x = norm2(x + ffn(x)).
   // Pre-norm:  x = x + attention(norm1(x)); x = x + ffn(norm2(x)).
   ir::Value* x = src;
-  ir::Value* attended =
-      self_attention(write, *norm_first ? norm(x, kNormWeight1, kNormBias1) : x, *embed, *heads,
-                     args);
+  ir::Value* attended = self_attention(write, *norm_first ? norm(x, kNormWeight1, kNormBias1) : x,
+                                       *embed, *heads, args);
   x = write.add(x, attended);
   if (!*norm_first) x = norm(x, kNormWeight1, kNormBias1);
   ir::Value* hidden = write.linear(*norm_first ? norm(x, kNormWeight2, kNormBias2) : x,

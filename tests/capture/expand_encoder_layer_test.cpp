@@ -17,21 +17,38 @@ constexpr int64_t kEmbed = 16, kHeads = 4, kHidden = 24;
 // The op's tensor arguments: src, then the weights in schema order.
 std::vector<at::Tensor> layer_tensors() {
   at::manual_seed(0);
-  return {at::randn({2, 5, kEmbed}),       at::randn({3 * kEmbed, kEmbed}) * 0.2,
-          at::randn({3 * kEmbed}),         at::randn({kEmbed, kEmbed}) * 0.2,
-          at::randn({kEmbed}),             at::randn({kEmbed}),
-          at::randn({kEmbed}),             at::randn({kEmbed}),
-          at::randn({kEmbed}),             at::randn({kHidden, kEmbed}) * 0.2,
-          at::randn({kHidden}),            at::randn({kEmbed, kHidden}) * 0.2,
+  return {at::randn({2, 5, kEmbed}), at::randn({3 * kEmbed, kEmbed}) * 0.2,
+          at::randn({3 * kEmbed}),   at::randn({kEmbed, kEmbed}) * 0.2,
+          at::randn({kEmbed}),       at::randn({kEmbed}),
+          at::randn({kEmbed}),       at::randn({kEmbed}),
+          at::randn({kEmbed}),       at::randn({kHidden, kEmbed}) * 0.2,
+          at::randn({kHidden}),      at::randn({kEmbed, kHidden}) * 0.2,
           at::randn({kEmbed})};
 }
 
 // In schema order: tensors at their places, flags and sizes as constants.
 template <typename T>
 std::vector<T> layer_args(const std::vector<T>& t, bool use_gelu, bool norm_first, T mask) {
-  return {t[0],  T(c10::IValue(kEmbed)), T(c10::IValue(kHeads)), t[1],  t[2],  t[3],  t[4],
-          T(c10::IValue(use_gelu)),      T(c10::IValue(norm_first)), T(c10::IValue(1e-5)),
-          t[5],  t[6],  t[7],  t[8],  t[9],  t[10], t[11], t[12], mask, T(c10::IValue())};
+  return {t[0],
+          T(c10::IValue(kEmbed)),
+          T(c10::IValue(kHeads)),
+          t[1],
+          t[2],
+          t[3],
+          t[4],
+          T(c10::IValue(use_gelu)),
+          T(c10::IValue(norm_first)),
+          T(c10::IValue(1e-5)),
+          t[5],
+          t[6],
+          t[7],
+          t[8],
+          t[9],
+          t[10],
+          t[11],
+          t[12],
+          mask,
+          T(c10::IValue())};
 }
 
 std::map<std::string, int> op_counts(const ir::Graph& graph) {
@@ -42,8 +59,8 @@ std::map<std::string, int> op_counts(const ir::Graph& graph) {
 }
 
 TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
-  const auto fused = c10::Dispatcher::singleton().findSchemaOrThrow(
-      "aten::_transformer_encoder_layer_fwd", "");
+  const auto fused =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::_transformer_encoder_layer_fwd", "");
   const std::vector<at::Tensor> tensors = layer_tensors();
   for (bool use_gelu : {false, true}) {
     for (bool norm_first : {false, true}) {
@@ -52,9 +69,8 @@ TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
       std::vector<ImportArg> inputs;
       for (size_t i = 0; i < tensors.size(); ++i)
         inputs.emplace_back(importer.input(i));
-      auto parts =
-          expand_encoder_layer(importer, layer_args<ImportArg>(inputs, use_gelu, norm_first,
-                                                               ImportArg(c10::IValue())));
+      auto parts = expand_encoder_layer(
+          importer, layer_args<ImportArg>(inputs, use_gelu, norm_first, ImportArg(c10::IValue())));
       ASSERT_TRUE(parts.has_value());
       ASSERT_EQ(parts->size(), 1u);
       EXPECT_EQ(parts->at(0)->type().sizes, (std::vector<int64_t>{2, 5, kEmbed}));
@@ -73,7 +89,8 @@ TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
       const at::Tensor& src = tensors[0];
       const double scale = 1.0 / std::sqrt(static_cast<double>(kEmbed / kHeads));
       auto attention = [&](const at::Tensor& x) {
-        auto qkv = at::linear(x, tensors[1], tensors[2]).unflatten(-1, {3, kHeads, kEmbed / kHeads});
+        auto qkv =
+            at::linear(x, tensors[1], tensors[2]).unflatten(-1, {3, kHeads, kEmbed / kHeads});
         qkv = qkv.permute({2, 0, 3, 1, 4});
         auto weights = at::softmax(at::matmul(qkv[0] * scale, qkv[1].transpose(-2, -1)), -1);
         return at::linear(at::matmul(weights, qkv[2]).transpose(1, 2).flatten(2), tensors[3],
@@ -108,8 +125,8 @@ TEST(ExpandEncoderLayer, AMaskOrAFlagThatIsNotConstantKeepsTheOpWhole) {
   std::vector<ImportArg> inputs;
   for (size_t i = 0; i < tensors.size(); ++i)
     inputs.emplace_back(importer.input(i));
-  EXPECT_FALSE(expand_encoder_layer(importer, layer_args<ImportArg>(inputs, false, false,
-                                                                    importer.input(13))));
+  EXPECT_FALSE(expand_encoder_layer(
+      importer, layer_args<ImportArg>(inputs, false, false, importer.input(13))));
   std::vector<ImportArg> args = layer_args<ImportArg>(inputs, false, false, c10::IValue());
   args[2] = importer.input(0);  // num_heads: not a constant
   EXPECT_FALSE(expand_encoder_layer(importer, args));

@@ -144,5 +144,36 @@ TEST(Executor, KernelStepsRunOnTorchsThreadPool) {
   EXPECT_GE(kernel_threads.size(), 2u);
 }
 
+// View ops become as_strided of their input (no boxed call); the results alias the input and
+// equal ATen's views, including offsets (select, slice) and views of views. An input with
+// another layout than the plan was built for (a transposed x) takes the boxed call, whose
+// result is still ATen's.
+TEST(Executor, ViewStepsMatchATensViews) {
+  Plan plan = compile_text(R"IR(
+graph(%x : f32[2,6,4]):
+  %u : f32[2,6,2,2] = aten::unflatten.int(%x) {dim=-1, sizes=[2,2]}
+  %p : f32[2,2,2,6]{24,1,2,4} = aten::permute(%u) {dims=[0,3,2,1]}
+  %s : f32[2,2,6]{24,2,4} = aten::select.int(%p) {dim=1, index=1}
+  %t : f32[2,2,3]{24,2,8} = aten::slice.Tensor(%s) {dim=2, start=1, end=6, step=2}
+  return (%t, %p)
+)IR");
+  int views = 0;
+  for (const Step& step : plan.steps)
+    if (const auto* e = std::get_if<ExternStep>(&step)) views += e->view.has_value();
+  EXPECT_EQ(views, 4);
+  auto expect_views_of = [&](const at::Tensor& x) {
+    auto out = run_plan(plan, {x});
+    const at::Tensor p = x.unflatten(-1, {2, 2}).permute({0, 3, 2, 1});
+    const at::Tensor t = p.select(1, 1).slice(2, 1, 6, 2);
+    EXPECT_TRUE(out[0].equal(t));
+    EXPECT_TRUE(out[1].equal(p));
+    EXPECT_TRUE(out[0].is_alias_of(x));
+  };
+  at::Tensor base = at::randn({3, 2, 6, 4});
+  expect_views_of(base[1]);  // a storage offset of its own
+  at::Tensor same_values_other_layout = at::randn({2, 4, 6}).transpose(1, 2);
+  expect_views_of(same_values_other_layout);
+}
+
 }  // namespace
 }  // namespace kiln
