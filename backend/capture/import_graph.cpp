@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "backend/capture/partition.h"
@@ -88,7 +89,11 @@ class Importer {
 
   void import_op(const Node* node) {
     const c10::FunctionSchema& schema = node->schema();
-    auto outputs = ops_.add_op(schema, operation_of(node), arguments_of(node, schema));
+    // An expanded fused op leaves out what eager returns as None (attention weights not asked
+    // for); where the graph reads that, the op is imported whole.
+    const bool expand = std::all_of(node->outputs().begin() + 1, node->outputs().end(),
+                                    [](const Value* out) { return !out->hasUses(); });
+    auto outputs = ops_.add_op(schema, operation_of(node), arguments_of(node, schema), expand);
     for (size_t i = 0; i < node->outputs().size(); ++i)
       values_[node->output(i)] = outputs.at(i);
   }

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "backend/capture/expand_encoder_layer.h"
+#include <algorithm>
+
+#include "backend/capture/expand_transformer_ops.h"
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
 #include "runtime/plan.h"
@@ -25,6 +27,13 @@ std::string first_line(const std::string& text) {
 std::string reason(const std::exception& e) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   return first_line(c10_error ? c10_error->what_without_backtrace() : e.what());
+}
+
+// An expanded op's output that eager returns as None (expand_transformer_ops.h) is nullptr here;
+// an op that reads it, or a graph that returns it, runs in the fallback with eager's semantics.
+Error not_computed(const std::string& who) {
+  return Error(ErrorKind::Unsupported,
+               who + " an output its op returns as None (attention weights not asked for)");
 }
 
 }  // namespace
@@ -112,12 +121,21 @@ c10::IValue OpImporter::materialize(const c10::IValue& value) const {
 }
 
 std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, const RunOp& run,
-                                           const std::vector<ImportArg>& args) {
-  if (schema.name() == "aten::_transformer_encoder_layer_fwd") {
-    if (auto parts = expand_encoder_layer(*this, args)) return *parts;
+                                           const std::vector<ImportArg>& args, bool expand) {
+  if (expand) {
+    if (auto parts = expand_transformer_op(*this, schema.name(), args)) return *parts;
   }
   const std::string op_name = qualified_op_name(schema);
   const auto& formals = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    // nullptr is None only as an element of a `Tensor?[]`.
+    const auto* value = std::get_if<ir::Value*>(&args[i]);
+    const auto* list = std::get_if<std::vector<ir::Value*>>(&args[i]);
+    if ((value && !*value) || (list && !is_optional_tensor_list_type(formals.at(i).type()) &&
+                               std::find(list->begin(), list->end(), nullptr) != list->end())) {
+      throw not_computed(op_name + " reads");
+    }
+  }
   torch::jit::Stack stack;
   for (size_t i = 0; i < args.size(); ++i)
     stack.push_back(meta_of(args[i], formals.at(i)));
@@ -237,6 +255,7 @@ std::vector<ir::Value*> OpImporter::add_pieces(const c10::FunctionSchema& schema
 }
 
 void OpImporter::add_output(ir::Value* value) {
+  if (!value) throw not_computed("the graph returns");
   result_.graph->add_output(value);
 }
 

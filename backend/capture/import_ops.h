@@ -43,9 +43,10 @@ class OpImporter {
   /// A frozen tensor (a weight) as a `prim::Constant`.
   ir::Value* add_constant(const at::Tensor& tensor);
   /// Appends the op; returns its outputs. Throws kiln::Error (unsupported) when its output shapes
-  /// cannot be inferred or an output is not a tensor the IR can hold.
+  /// cannot be inferred or an output is not a tensor the IR can hold. A fused transformer op is
+  /// appended as its parts (expand_transformer_ops.h) unless `expand` is false.
   std::vector<ir::Value*> add_op(const c10::FunctionSchema& schema, const RunOp& run,
-                                 const std::vector<ImportArg>& args);
+                                 const std::vector<ImportArg>& args, bool expand = true);
   /// An op that cuts its first argument into a list of views along its `dim` argument (split,
   /// split_with_sizes, chunk, unbind): one `aten::slice` (`aten::select` for unbind) per piece,
   /// placed from the pieces' sizes in a meta run. A list cannot be a graph IR value; slices can.

@@ -1,6 +1,7 @@
-// expand_encoder_layer: aten::_transformer_encoder_layer_fwd imports as its parts, which compute
-// what the fused op computes; with a mask it imports whole.
-#include "backend/capture/expand_encoder_layer.h"
+// expand_transformer_op: aten::_transformer_encoder_layer_fwd and
+// aten::_native_multi_head_attention import as their parts, which compute what the fused ops
+// compute; with a mask (or weights asked for, or cross-attention) they import whole.
+#include "backend/capture/expand_transformer_ops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -13,6 +14,8 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kEmbed = 16, kHeads = 4, kHidden = 24;
+const std::string kEncoderLayer = "aten::_transformer_encoder_layer_fwd";
+const std::string kAttention = "aten::_native_multi_head_attention";
 
 // The op's tensor arguments: src, then the weights in schema order.
 std::vector<at::Tensor> layer_tensors() {
@@ -58,7 +61,7 @@ std::map<std::string, int> op_counts(const ir::Graph& graph) {
   return counts;
 }
 
-TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
+TEST(ExpandTransformerOps, ImportsAsItsPartsWhichComputeTheFusedOp) {
   const auto fused =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::_transformer_encoder_layer_fwd", "");
   const std::vector<at::Tensor> tensors = layer_tensors();
@@ -69,15 +72,16 @@ TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
       std::vector<ImportArg> inputs;
       for (size_t i = 0; i < tensors.size(); ++i)
         inputs.emplace_back(importer.input(i));
-      auto parts = expand_encoder_layer(
-          importer, layer_args<ImportArg>(inputs, use_gelu, norm_first, ImportArg(c10::IValue())));
+      auto parts = expand_transformer_op(
+          importer, kEncoderLayer,
+          layer_args<ImportArg>(inputs, use_gelu, norm_first, ImportArg(c10::IValue())));
       ASSERT_TRUE(parts.has_value());
       ASSERT_EQ(parts->size(), 1u);
       EXPECT_EQ(parts->at(0)->type().sizes, (std::vector<int64_t>{2, 5, kEmbed}));
       std::map<std::string, int> ops = op_counts(*importer.finish().graph);
       EXPECT_EQ(ops["aten::linear"], 4);
       EXPECT_EQ(ops["aten::layer_norm"], 2);
-      EXPECT_EQ(ops["aten::softmax.int"], 1);
+      EXPECT_EQ(ops["aten::scaled_dot_product_attention"], 1);
       EXPECT_EQ(ops[use_gelu ? "aten::gelu" : "aten::relu"], 1);
       EXPECT_EQ(ops.count("aten::_transformer_encoder_layer_fwd"), 0u);
 
@@ -117,7 +121,7 @@ TEST(ExpandEncoderLayer, ImportsAsItsPartsWhichComputeTheFusedOp) {
   }
 }
 
-TEST(ExpandEncoderLayer, AMaskOrAFlagThatIsNotConstantKeepsTheOpWhole) {
+TEST(ExpandTransformerOps, AMaskOrAFlagThatIsNotConstantKeepsTheOpWhole) {
   const std::vector<at::Tensor> tensors = layer_tensors();
   std::vector<at::Tensor> with_mask = tensors;
   with_mask.push_back(at::zeros({2, 5}, at::kBool));
@@ -125,12 +129,56 @@ TEST(ExpandEncoderLayer, AMaskOrAFlagThatIsNotConstantKeepsTheOpWhole) {
   std::vector<ImportArg> inputs;
   for (size_t i = 0; i < tensors.size(); ++i)
     inputs.emplace_back(importer.input(i));
-  EXPECT_FALSE(expand_encoder_layer(
-      importer, layer_args<ImportArg>(inputs, false, false, importer.input(13))));
+  EXPECT_FALSE(expand_transformer_op(
+      importer, kEncoderLayer, layer_args<ImportArg>(inputs, false, false, importer.input(13))));
   std::vector<ImportArg> args = layer_args<ImportArg>(inputs, false, false, c10::IValue());
   args[2] = importer.input(0);  // num_heads: not a constant
-  EXPECT_FALSE(expand_encoder_layer(importer, args));
+  EXPECT_FALSE(expand_transformer_op(importer, kEncoderLayer, args));
   EXPECT_EQ(importer.finish().graph->num_nodes(), 0u);
+}
+
+// Self-attention without weights: two outputs, the weights nullptr (ATen returns None); the
+// attention matches the fused op. Weights asked for, or a key that is not the query: whole.
+TEST(ExpandTransformerOps, SelfAttentionWithoutWeightsImportsAsItsParts) {
+  const auto fused = c10::Dispatcher::singleton().findSchemaOrThrow(kAttention.c_str(), "");
+  const std::vector<at::Tensor> t = layer_tensors();  // src, qkv weight and bias, proj ...
+  OpImporter importer({t[0], t[1], t[2], t[3], t[4]});
+  ir::Value* x = importer.input(0);
+  auto args = [&](ImportArg key, bool need_weights) {
+    return std::vector<ImportArg>{x,
+                                  key,
+                                  x,
+                                  c10::IValue(kEmbed),
+                                  c10::IValue(kHeads),
+                                  importer.input(1),
+                                  importer.input(2),
+                                  importer.input(3),
+                                  importer.input(4),
+                                  c10::IValue(),
+                                  c10::IValue(need_weights),
+                                  c10::IValue(true),
+                                  c10::IValue()};
+  };
+  EXPECT_FALSE(expand_transformer_op(importer, kAttention, args(x, true)));
+  EXPECT_FALSE(expand_transformer_op(importer, kAttention, args(importer.input(3), false)));
+  auto parts = expand_transformer_op(importer, kAttention, args(x, false));
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ(parts->at(1), nullptr);
+  EXPECT_EQ(parts->at(0)->type().sizes, (std::vector<int64_t>{2, 5, kEmbed}));
+  std::map<std::string, int> ops = op_counts(*importer.finish().graph);
+  EXPECT_EQ(ops["aten::linear"], 2);
+  EXPECT_EQ(ops["aten::scaled_dot_product_attention"], 1);
+
+  torch::jit::Stack stack = {t[0], t[0], t[0],          kEmbed, kHeads, t[1],         t[2],
+                             t[3], t[4], c10::IValue(), false,  true,   c10::IValue()};
+  fused.callBoxed(stack);
+  EXPECT_FALSE(stack.at(1).isTensor() && stack.at(1).toTensor().defined());  // no weights
+  const int64_t head = kEmbed / kHeads;
+  auto qkv = at::linear(t[0], t[1], t[2]).unflatten(-1, {3, kHeads, head}).permute({2, 0, 3, 1, 4});
+  auto weights = at::softmax(at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(head), -1);
+  auto expected = at::linear(at::matmul(weights, qkv[2]).transpose(1, 2).flatten(2), t[3], t[4]);
+  EXPECT_TRUE(at::allclose(stack.at(0).toTensor(), expected, 1e-4, 1e-5));
 }
 
 }  // namespace

@@ -1,0 +1,139 @@
+"""nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast paths are fused ATen
+ops (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention), in TorchScript
+and under dynamo alike. kiln expands them into their parts (linears, attention, layer norms) so
+that it compiles them; with a mask, or anything else it does not expand, the op runs whole
+through ATen. Either way: eager's results."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+from models import assert_close
+
+FUSED_OP = "aten::_transformer_encoder_layer_fwd"
+
+
+def _layer(activation="relu", norm_first=False, width=32, heads=4):
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, activation=activation,
+                                      batch_first=True, norm_first=norm_first).eval()
+
+
+def _ops(explained):
+    return [entry["op"] for entry in explained["entries"]]
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_torchscript_layer_compiles_as_its_parts(activation, norm_first):
+    layer = _layer(activation, norm_first)
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        scripted = torch.jit.script(layer)
+        compiled = kiln.compile(scripted, options={"strict": True})
+        assert_close(compiled(x), layer(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert FUSED_OP not in ops, ops
+    assert "aten::scaled_dot_product_attention" in ops and ops.count("aten::layer_norm") == 2, ops
+
+
+def test_a_stack_of_layers_expands_every_layer():
+    encoder = nn.TransformerEncoder(_layer(), num_layers=2, enable_nested_tensor=False).eval()
+    x = torch.randn(3, 5, 32)
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.script(encoder))
+        assert_close(compiled(x), encoder(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert FUSED_OP not in ops and ops.count("aten::scaled_dot_product_attention") == 2, ops
+
+
+def test_with_a_padding_mask_the_fused_op_runs_whole():
+    layer = _layer()
+    x = torch.randn(2, 6, 32)
+    mask = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.script(layer))
+        assert_close(compiled(x, None, mask), layer(x, src_key_padding_mask=mask))
+        ops = _ops(json.loads(compiled.explain(x, None, mask)))
+    assert FUSED_OP in ops, ops
+
+
+def test_torch_compile_expands_the_layer_too(tmp_path):
+    layer = _layer("gelu")
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        compiled = torch.compile(layer, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), layer(x))
+    captured = "".join(p.read_text() for p in tmp_path.glob("*-capture.kir"))
+    assert "aten::scaled_dot_product_attention" in captured and FUSED_OP not in captured, captured
+
+
+ATTENTION_OP = "aten::_native_multi_head_attention"
+
+
+class _SelfAttention(nn.Module):
+    """torchvision's ViT block calls its attention this way."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        y, _ = self.attention(x, x, x, need_weights=False)
+        return (y + x).relu()
+
+
+class _CrossAttention(_SelfAttention):
+    """The fast path's op with a key that is not the query (MultiheadAttention itself takes
+    its slow path there)."""
+
+    def forward(self, x):
+        a = self.attention
+        y, _ = torch._native_multi_head_attention(
+            x, x.flip(1), x.flip(1), 32, 4, a.in_proj_weight, a.in_proj_bias, a.out_proj.weight,
+            a.out_proj.bias, None, False)
+        return y
+
+
+class _ReadsTheWeights(_SelfAttention):
+    def forward(self, x):
+        y, weights = self.attention(x, x, x, need_weights=False)
+        if weights is None:
+            return y
+        return y + 1
+
+
+def test_traced_self_attention_compiles_as_its_parts():
+    model = _SelfAttention().eval()
+    x = torch.randn(2, 9, 32)
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.trace(model, x), options={"strict": True})
+        assert_close(compiled(x), model(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert ATTENTION_OP not in ops and "aten::scaled_dot_product_attention" in ops, ops
+
+
+def test_scripted_self_attention_matches_eager():
+    """Scripted, MultiheadAttention's forward passes the weights on through its control flow
+    (to the interpreter), so the op is imported whole there."""
+    model = _SelfAttention().eval()
+    x = torch.randn(2, 9, 32)
+    with torch.no_grad():
+        assert_close(kiln.compile(torch.jit.script(model))(x), model(x))
+
+
+@pytest.mark.parametrize("model", [_CrossAttention, _ReadsTheWeights])
+def test_cross_attention_or_weights_read_keep_the_op_whole(model):
+    """Weights not asked for are None in eager; a graph that looks at them gets them from the
+    fused op itself."""
+    model = model().eval()
+    x = torch.randn(2, 9, 32)
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.script(model), options={"strict": True})
+        assert_close(compiled(x), model(x))
+        ops = _ops(json.loads(compiled.explain(x)))
+    assert ATTENTION_OP in ops, ops
