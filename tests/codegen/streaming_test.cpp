@@ -77,25 +77,36 @@ Kernel centered_rows_kernel() {
   return k;
 }
 
+struct RowsRun {
+  std::vector<float> out, expected;  // the kernel's, the reference interpreter's
+};
+
+// A kernel with one float input and one float output of n elements each, on values uniform in
+// [-range, range], launched as the pieces [cuts[i], cuts[i + 1]) of its rows.
+RowsRun run_rows_in_pieces(const Kernel& k, int64_t n, float range,
+                           const std::vector<int64_t>& cuts) {
+  std::vector<float> input(n);
+  RowsRun run{std::vector<float>(n, -12345.0f), std::vector<float>(n)};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-range, range);
+  for (float& v : input)
+    v = dist(rng);
+  kernel::interpret(k, {input.data(), run.expected.data()});
+  CompiledKernels compiled = compile_kernels({k}, {});
+  void* buffers[] = {input.data(), run.out.data()};
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
+  return run;
+}
+
 TEST(StreamingStoresTest, LargeRowOutputsOfReductionsStreamToo) {
   const Kernel k = centered_rows_kernel();
   const std::string assembly = kernels_assembly({k}, {});
   EXPECT_NE(assembly.find("vmovntp"), std::string::npos) << assembly;
   // Two passes (the max, then the stores): the second one asks for the next row.
   EXPECT_NE(assembly.find("prefetcht0"), std::string::npos) << assembly;
-  const int64_t n = 3000 * 1003;
-  std::vector<float> input(n), expected(n), out(n, -12345.0f);
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> dist(-10, 10);
-  for (float& v : input)
-    v = dist(rng);
-  kernel::interpret(k, {input.data(), expected.data()});
-  CompiledKernels compiled = compile_kernels({k}, {});
-  void* buffers[] = {input.data(), out.data()};
-  const int64_t cuts[] = {0, 1, 7, 1500, 2999, 3000};
-  for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
-  EXPECT_EQ(std::memcmp(out.data(), expected.data(), n * sizeof(float)), 0);
+  const RowsRun run = run_rows_in_pieces(k, 3000 * 1003, 10, {0, 1, 7, 1500, 2999, 3000});
+  EXPECT_EQ(std::memcmp(run.out.data(), run.expected.data(), run.out.size() * sizeof(float)), 0);
 }
 
 // out = exp(x - max(x)) / sum(exp(x - max(x))) over rows of 1024: three passes over each row.
@@ -130,22 +141,12 @@ TEST(SoftmaxCodeTest, OnlyInputsPastTheCachesArePrefetched) {
   const std::string assembly = kernels_assembly({large}, {});
   EXPECT_NE(assembly.find("prefetcht0"), std::string::npos) << assembly;
   // And it still computes a softmax, for any piece of the rows.
-  const int64_t n = 4096 * 1024;
-  std::vector<float> input(n), expected(n), out(n, -12345.0f);
-  std::mt19937 rng(13);
-  std::uniform_real_distribution<float> dist(-20, 20);
-  for (float& v : input)
-    v = dist(rng);
-  kernel::interpret(large, {input.data(), expected.data()});
-  CompiledKernels compiled = compile_kernels({large}, {});
-  void* buffers[] = {input.data(), out.data()};
-  const int64_t cuts[] = {0, 3, 2048, 4095, 4096};
-  for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
+  const RowsRun run = run_rows_in_pieces(large, 4096 * 1024, 20, {0, 3, 2048, 4095, 4096});
   double worst = 0;
-  for (int64_t i = 0; i < n; ++i)
-    worst = std::max(worst, std::abs(static_cast<double>(out[i]) - expected[i]) /
-                                std::max(1e-30, std::abs(static_cast<double>(expected[i]))));
+  for (size_t i = 0; i < run.out.size(); ++i) {
+    const double want = run.expected[i];
+    worst = std::max(worst, std::abs(run.out[i] - want) / std::max(1e-30, std::abs(want)));
+  }
   EXPECT_LT(worst, 1e-5);  // the vector exp's error and a reassociated sum against the oracle's
 }
 
