@@ -39,11 +39,13 @@ def qualified_name(op: torch._ops.OpOverload) -> str:
 
 
 def _is_plain_tensor(value: Any) -> bool:
+    """A strided tensor of a dtype kiln holds. Its sizes may be symbolic (dynamo's automatic
+    dynamic shapes): a region is imported per concrete input signature at run time, so only an
+    op that takes a size as a graph value (a SymInt node) has to stay eager."""
     return (
         isinstance(value, torch.Tensor)
         and value.layout == torch.strided
         and value.dtype in _DTYPES
-        and not any(isinstance(s, torch.SymInt) for s in value.shape)
     )
 
 
