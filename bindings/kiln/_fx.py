@@ -331,6 +331,95 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
+def _same_size(a, b) -> bool:
+    """Whether two sizes are the same without asking the shape environment (no new guards): equal
+    ints, or symbolic sizes with the same expression."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+        return a.node.expr == b.node.expr
+    return False
+
+
+def _linear_pieces(mm: torch.fx.Node):
+    """(x2d, weight, bias) for ``addmm(bias, x2d, permute(weight, [1, 0]))`` or ``mm(x2d,
+    t(weight))`` with a 2-D weight, else None; weight is None where the right-hand matrix is
+    not such a transpose (GPT-2's Conv1D keeps its weight as [in, out]): the caller transposes
+    it."""
+    aten = torch.ops.aten
+    if mm.kwargs:
+        return None
+    if mm.target is aten.addmm.default and len(mm.args) == 3:
+        bias, x2d, transposed = mm.args
+    elif mm.target is aten.mm.default and len(mm.args) == 2:
+        bias, (x2d, transposed) = None, mm.args
+    else:
+        return None
+    if not isinstance(transposed, torch.fx.Node) or not isinstance(x2d, torch.fx.Node):
+        return None
+    if transposed.target is aten.permute.default and list(transposed.args[1]) == [1, 0]:
+        weight = transposed.args[0]
+    elif transposed.target is aten.t.default:
+        weight = transposed.args[0]
+    else:
+        weight = None
+    if weight is not None and (not isinstance(weight, torch.fx.Node)
+                               or weight.meta["val"].dim() != 2):
+        weight = None
+    if weight is None and transposed.meta["val"].dim() != 2:
+        return None
+    return x2d, weight, bias
+
+
+def _fold_linear_views(gm: torch.fx.GraphModule) -> None:
+    """A linear on an input of rank 3 or more, as core ATen writes it, -> ``linear``:
+
+        %a = view(%x, [s0 * s1, 32])
+        %y = addmm(%b, %a, permute(%w, [1, 0]))     ==>   %z = linear(%x, %w, %b)
+        %z = view(%y, [s0, s1, 64])
+
+    The views' sizes are graph values once dynamo makes the shapes symbolic, and an op taking a
+    size as a graph value cannot join a region: every linear split the graph. ``linear`` takes
+    no sizes, and kiln prepacks and fuses it as in a TorchScript graph."""
+    aten = torch.ops.aten
+    views = (aten.view.default, aten._unsafe_view.default)
+    for out_view in list(gm.graph.nodes):
+        if out_view.op != "call_function" or out_view.target not in views:
+            continue
+        mm = out_view.args[0]
+        if not isinstance(mm, torch.fx.Node) or len(mm.users) != 1:
+            continue
+        pieces = _linear_pieces(mm)
+        if pieces is None:
+            continue
+        x2d, weight, bias = pieces
+        if x2d.op != "call_function" or x2d.target not in views:
+            continue
+        x = x2d.args[0]
+        if not isinstance(x, torch.fx.Node):
+            continue
+        x_val, x2d_val, out_val = x.meta["val"], x2d.meta["val"], out_view.meta["val"]
+        if x_val.dim() < 3 or x2d_val.dim() != 2 or x_val.dtype != out_val.dtype:
+            continue
+        # x2d is x with its leading dims flattened when its rows are x's last dim (the counts of
+        # elements agree); the result must be x's leading dims and the linear's outputs.
+        want = list(x_val.shape[:-1]) + [mm.meta["val"].shape[1]]
+        if (not _same_size(x_val.shape[-1], x2d_val.shape[1]) or len(want) != out_val.dim()
+                or not all(_same_size(a, b) for a, b in zip(want, out_val.shape))):
+            continue
+        right = mm.args[-1]
+        with gm.graph.inserting_before(out_view):
+            if weight is None:
+                weight = gm.graph.call_function(aten.permute.default, (right, [1, 0]))
+                weight.meta["val"] = right.meta["val"].permute(1, 0)
+            linear = gm.graph.call_function(aten.linear.default, (x, weight, bias))
+        linear.meta["val"] = out_val
+        out_view.replace_all_uses_with(linear)
+        for node in (out_view, mm, x2d, right):
+            if not node.users:
+                gm.graph.erase_node(node)
+
+
 def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
                   weights: frozenset[int] = frozenset()) -> torch.fx.GraphModule:
     """``gm`` with its compilable regions replaced by kiln regions (changes ``gm`` in place).
@@ -339,6 +428,8 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     weight_names = {placeholders[i] for i in weights if i < len(placeholders)}
     gm.graph.eliminate_dead_code()
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
+    _fold_linear_views(gm)  # ... and a linear on a 3-D input, through its views, here
+    gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read
     _number_second(gm)
     _split_as_slices(gm)
     support = KilnSupport()
