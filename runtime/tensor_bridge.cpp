@@ -1,5 +1,6 @@
 #include "runtime/tensor_bridge.h"
 
+#include <ATen/ATen.h>
 #include <ATen/core/jit_type.h>
 
 #include "kiln/error.h"
@@ -79,6 +80,10 @@ c10::Device to_aten_device(const ir::Device& device) {
       return c10::Device(c10::DeviceType::Meta);
   }
   throw Error(ErrorKind::Internal, "unknown device kind");
+}
+
+at::Tensor meta_like(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
 std::optional<ir::TensorType> tensor_type_of(const at::Tensor& tensor) {

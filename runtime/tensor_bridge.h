@@ -25,6 +25,9 @@ c10::Device to_aten_device(const ir::Device& device);
 /// The static type of a tensor; nullopt when its dtype or device has no IR form.
 std::optional<ir::TensorType> tensor_type_of(const at::Tensor& tensor);
 
+/// A meta tensor with `t`'s sizes, strides and dtype (for shape inference without data).
+at::Tensor meta_like(const at::Tensor& t);
+
 /// A non-tensor argument as an IR attribute; nullopt for values the IR cannot hold (complex
 /// numbers, tensors, objects, nested lists).
 std::optional<ir::Attr> attr_from_ivalue(const c10::IValue& value);

@@ -10,6 +10,7 @@
 #include "backend/api/environment.h"
 #include "backend/api/fold_metadata.h"
 #include "backend/capture/partition.h"
+#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {
@@ -68,10 +69,6 @@ bool reads_a_computed_shape(const torch::jit::Block* block) {
   return false;
 }
 
-at::Tensor on_meta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 bool is_meta_tensor(const c10::IValue& value) {
   return value.isTensor() && value.toTensor().device().is_meta();
 }
@@ -103,7 +100,7 @@ class MetaRun {
     // A weight's shape is all the run needs; a scalar constant takes part in traced size
     // arithmetic (`channels // 2` traces to a floor_divide by a tensor constant).
     if (constant && constant->isTensor() && constant->toTensor().dim() > 0) {
-      return on_meta(constant->toTensor());
+      return meta_like(constant->toTensor());
     }
     return constant;
   }
@@ -191,7 +188,7 @@ class MetaRun {
       return false;
     }
     for (c10::IValue& value : stack)
-      if (value.isTensor()) value = on_meta(value.toTensor());
+      if (value.isTensor()) value = meta_like(value.toTensor());
     return true;
   }
 
@@ -272,7 +269,7 @@ bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValu
     const c10::IValue& input = inputs[i];
     if (input.isTensor() && input.toTensor().defined() &&
         input.toTensor().layout() == at::kStrided) {
-      run.set(graph.inputs()[i + 1], on_meta(input.toTensor()));
+      run.set(graph.inputs()[i + 1], meta_like(input.toTensor()));
     }
   }
   for (const Node* node : graph.block()->nodes()) {

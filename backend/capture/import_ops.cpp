@@ -14,10 +14,6 @@
 namespace kiln {
 namespace {
 
-at::Tensor meta_like(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
