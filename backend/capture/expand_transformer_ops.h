@@ -1,6 +1,7 @@
 // nn.TransformerEncoderLayer's inference fast path (and so nn.TransformerEncoder's) calls one
-// fused ATen op, `aten::_transformer_encoder_layer_fwd`, and nn.MultiheadAttention's calls
-// `aten::_native_multi_head_attention`, from TorchScript and from dynamo alike. Imported whole,
+// fused ATen op, `aten::_transformer_encoder_layer_fwd` (from TorchScript and from dynamo alike),
+// and nn.MultiheadAttention's calls `aten::_native_multi_head_attention` (from TorchScript; dynamo
+// traces its op-by-op path instead). Imported whole,
 // kiln could only call them, and their GEMMs run on unpacked weights. Their parts are ops kiln
 // compiles well: linears on prepacked weights with fused epilogues, ATen's fused attention
 // kernel, fused residual add + layer_norm. So the importer expands them into those parts: the

@@ -1,6 +1,6 @@
 """nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast paths are fused ATen
-ops (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention), in TorchScript
-and under dynamo alike. kiln expands them into their parts (linears, attention, layer norms) so
+ops (aten::_transformer_encoder_layer_fwd, in TorchScript and under dynamo alike;
+aten::_native_multi_head_attention, in TorchScript). kiln expands them into their parts (linears, attention, layer norms) so
 that it compiles them; with a mask, or anything else it does not expand, the op runs whole
 through ATen. Either way: eager's results."""
 
