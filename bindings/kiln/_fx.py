@@ -2,8 +2,10 @@
 
 The graph is split into regions of ops kiln can compile (CapabilityBasedPartitioner); each region
 becomes a kiln._C.Region, which imports the region into kiln's graph IR per input signature,
-fuses, generates code and runs the plan. Ops kiln cannot compile (in-place ops, ops on symbolic
-sizes, ops returning non-tensors) stay in the FX graph and run eagerly between regions.
+fuses, generates code and runs the plan. Ops kiln cannot compile (in-place ops, ops returning
+non-tensors, size arithmetic) stay in the FX graph and run eagerly between regions; a symbolic
+size a region's op takes is given to kiln as an expression of the region's tensor sizes
+(_sizes.py).
 
     %t = aten.permute(%w, [1, 0])            %r = kiln_region_0(%w, %b, %x)
     %y = aten.addmm(%b, %x, %t)      ==>     %s = aten.sym_size(%r, 0)
@@ -13,6 +15,7 @@ sizes, ops returning non-tensors) stay in the FX graph and run eagerly between r
 from __future__ import annotations
 
 import operator
+import threading
 import warnings
 from typing import Any
 
@@ -21,7 +24,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import _C, _stats
+from . import _C, _sizes, _stats
 from ._errors import KilnError
 
 # dtypes kiln's graph IR holds.
@@ -96,11 +99,13 @@ def _tensor_kind(formal) -> str:
 
 class KilnSupport(OperatorSupportBase):
     """Which FX nodes kiln compiles: ATen ops that mutate nothing, return tensors (or views kiln
-    knows), have static shapes, and take graph values only as tensor arguments."""
+    knows), and take graph values only as tensor arguments or as sizes that are expressions of
+    their tensor arguments' sizes."""
 
-    def __init__(self):
+    def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
         self._op_problems: dict[str, str | None] = {}
+        self.size_inputs = _sizes.graph_symbols(gm, _is_plain_tensor)
 
     def op_problem(self, op: torch._ops.OpOverload) -> str | None:
         name = qualified_name(op)
@@ -126,13 +131,18 @@ class KilnSupport(OperatorSupportBase):
         val = node.meta.get("val")
         outputs = val if isinstance(val, (tuple, list)) else (val,)
         if not all(_is_plain_tensor(v) for v in outputs):
-            return "has outputs that are not static-shaped tensors of a dtype kiln holds"
+            return "has outputs that are not strided tensors of a dtype kiln holds"
         arguments = _arguments(node)
         if arguments is None:
             return "has arguments its schema does not name"
         for formal, value in arguments:
             kind = _tensor_kind(formal)
-            if isinstance(value, torch.fx.Node):
+            if _sizes.is_size_argument(formal, value):
+                tensors = [v.meta.get("val") for v in node.all_input_nodes]
+                problem = _sizes.size_problem(formal, value, tensors, self.size_inputs)
+                if problem is not None:
+                    return problem
+            elif isinstance(value, torch.fx.Node):
                 if kind not in ("tensor", "optional") or not _is_plain_tensor(value.meta.get("val")):
                     return f"argument '{formal.name}' is a graph value that is not a tensor"
             elif kind == "list" and isinstance(value, (list, tuple)):
@@ -174,9 +184,13 @@ def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     return None
 
 
-def _encode(formal, value, refs: dict) -> tuple:
+def _encode(formal, value, refs: dict, locate: _sizes.Locate) -> tuple:
     if value is _MISSING:
         return ("default", None)
+    if _sizes.is_size_argument(formal, value):
+        if isinstance(value, (list, tuple)):
+            return ("sizes", [_sizes.size_program(v, locate) for v in value])
+        return ("size", _sizes.size_program(value, locate))
     if isinstance(value, torch.fx.Node):
         return ("ref", refs[value])
     if _tensor_kind(formal) in ("list", "optional_list"):
@@ -184,11 +198,27 @@ def _encode(formal, value, refs: dict) -> tuple:
     return ("const", value)
 
 
+def tensor_placeholders(region: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The region's inputs that kiln receives: all but the symbolic sizes."""
+    return [n for n in region.graph.nodes if n.op == "placeholder" and not _sizes.is_symbolic(n)]
+
+
 def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
-    """The region's ops as a kiln._C.FxProgram (its inputs are the region's placeholders)."""
-    placeholders = [n for n in region.graph.nodes if n.op == "placeholder"]
+    """The region's ops as a kiln._C.FxProgram (its inputs are the region's tensor_placeholders;
+    the symbolic sizes it reads become expressions of its tensors' sizes)."""
+    placeholders = tensor_placeholders(region)
     program = _C.FxProgram(len(placeholders))
     refs: dict[torch.fx.Node, Any] = {n: i for i, n in enumerate(placeholders)}
+    symbols: dict = {}  # symbol -> (ref, dim) of the first region value with that size
+
+    def note_symbols(node: torch.fx.Node) -> None:
+        val, ref = node.meta.get("val"), refs[node]
+        for tensor, r in zip(val, ref) if isinstance(val, (list, tuple)) else [(val, ref)]:
+            for symbol, dim in _sizes.tensor_symbols(tensor):
+                symbols.setdefault(symbol, (r, dim))
+
+    for node in placeholders:
+        note_symbols(node)
     for node in region.graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem:
             refs[node] = refs[node.args[0]][node.args[1]]
@@ -198,9 +228,11 @@ def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
                    for f, v in _arguments(node)):
                 op = scalar_overload(node)
             formals = op._schema.arguments
-            encoded = [_encode(f, v, refs) for f, (_, v) in zip(formals, _arguments(node))]
+            encoded = [_encode(f, v, refs, symbols.get)
+                       for f, (_, v) in zip(formals, _arguments(node))]
             outputs = program.call(qualified_name(op), encoded)
             refs[node] = outputs[0] if len(node.target._schema.returns) == 1 else outputs
+            note_symbols(node)
         elif node.op == "output":
             result = node.args[0]
             values = result if isinstance(result, (tuple, list)) else [result]
@@ -211,14 +243,20 @@ def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
 class RegionCall:
     """Calls a kiln._C.Region in place of an FX region (a plain callable the FX graph calls, not a
     submodule: nn.Module's call machinery costs microseconds per call); returns what the region
-    returned."""
+    returned. The region's symbolic-size inputs (`sizes`: their positions) are not given to kiln,
+    which evaluates them from tensor sizes, but its eager fallback (`run_eagerly`) needs them."""
 
-    def __init__(self, region: _C.Region, returns_tuple: bool, name: str):
+    def __init__(self, region: _C.Region, returns_tuple: bool, name: str, sizes: list[int]):
         self.region = region
         self.returns_tuple = returns_tuple
         self.__name__ = name  # FX names the global it binds this object to after it
+        self.sizes = frozenset(sizes)
+        self.call_inputs = threading.local()  # this thread's call, for the fallback
 
     def __call__(self, *inputs):
+        if self.sizes:
+            self.call_inputs.value = inputs
+            inputs = [v for i, v in enumerate(inputs) if i not in self.sizes]
         if torch._C._len_torch_dispatch_stack():
             # Dispatch modes (AOTAutograd's alias checker on a first call, a user's mode) would
             # see kiln's own meta runs and ATen calls, not the model's: kiln runs beneath them.
@@ -228,13 +266,13 @@ class RegionCall:
             outputs = self.region.run(inputs)
         return tuple(outputs) if self.returns_tuple else outputs[0]
 
+    def run_eagerly(self, region: torch.fx.GraphModule):
+        """The fallback kiln calls (on this thread, within __call__) with the tensor inputs."""
+        def run(*tensors):
+            result = region(*(self.call_inputs.value if self.sizes else tensors))
+            return list(result) if self.returns_tuple else [result]
 
-def _eager_runner(region: torch.fx.GraphModule, returns_tuple: bool):
-    def run(*inputs):
-        result = region(*inputs)
-        return list(result) if returns_tuple else [result]
-
-    return run
+        return run
 
 
 def _number_second(gm: torch.fx.GraphModule) -> None:
@@ -432,21 +470,26 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read
     _number_second(gm)
     _split_as_slices(gm)
-    support = KilnSupport()
+    support = KilnSupport(gm)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     in_regions = {n for p in partitions for n in p.nodes}
+    # Size arithmetic (sym_size, s0 * 4) is Python integer math, not an op run eagerly.
     eager_ops = sum(1 for n in gm.graph.nodes if n.op == "call_function" and n not in in_regions
-                    and n.target is not operator.getitem)
+                    and n.target is not operator.getitem and not _sizes.is_symbolic(n))
     _stats.add("eager_ops", eager_ops)
     if not partitions:
         return gm
     gm = partitioner.fuse_partitions(partitions, prefix=_REGION_PREFIX)
+    # By name: fusing the partitions copies the graph's nodes.
+    by_name = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    size_inputs = {symbol: by_name[n.name] for symbol, n in support.size_inputs.items()}
     strict = options.get("strict") == "true"
     for node in list(gm.graph.nodes):
         if node.op != "call_module" or not node.target.startswith(_REGION_PREFIX):
             continue
         region = getattr(gm, node.target)
+        _sizes.add_size_inputs(node, region, size_inputs)
         output = next(n for n in region.graph.nodes if n.op == "output")
         returns_tuple = isinstance(output.args[0], (tuple, list))
         try:
@@ -457,13 +500,16 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
             warnings.warn(f"kiln: {name}/{node.target} runs eagerly: {error}", stacklevel=2)
             _stats.add("graph_fallbacks")
             continue
+        placeholders = [n for n in region.graph.nodes if n.op == "placeholder"]
+        sizes = [i for i, n in enumerate(placeholders) if _sizes.is_symbolic(n)]
+        call = RegionCall(None, returns_tuple, node.target, sizes)
+        tensor_args = [arg for i, arg in enumerate(node.args) if i not in call.sizes]
         # By name: fusing the partitions copies the graph's nodes.
-        region_weights = [i for i, arg in enumerate(node.args)
+        region_weights = [i for i, arg in enumerate(tensor_args)
                           if isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
                           and arg.name in weight_names]
-        runner = _C.Region(program, options, f"{name}-{node.target}",
-                           _eager_runner(region, returns_tuple), region_weights)
-        call = RegionCall(runner, returns_tuple, node.target)
+        call.region = _C.Region(program, options, f"{name}-{node.target}",
+                                call.run_eagerly(region), region_weights)
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)
         _stats.add("regions")

@@ -26,6 +26,19 @@ c10::OperatorHandle find_operator(const std::string& op) {
   return *handle;
 }
 
+// int, SymInt or Scalar, or an optional one; with `list`, a list of int or SymInt.
+bool takes_size(c10::TypePtr type, bool list) {
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  if (list) {
+    auto list_type = type->cast<c10::ListType>();
+    if (!list_type) return false;
+    type = list_type->getElementType();
+  } else if (type->kind() == c10::NumberType::Kind) {
+    return true;
+  }
+  return type->kind() == c10::IntType::Kind || type->kind() == c10::SymIntType::Kind;
+}
+
 }  // namespace
 
 std::optional<std::string> operator_problem(const std::string& op) {
@@ -39,6 +52,23 @@ std::optional<std::string> operator_problem(const std::string& op) {
 int64_t FxProgram::constant(const at::Tensor& tensor) {
   constants_.emplace_back(next_ref_, tensor);
   return next_ref_++;
+}
+
+SizeExpression FxProgram::size_expression(const py::handle& program,
+                                          const std::string& what) const {
+  if (program.is_none()) {
+    throw Error(ErrorKind::Unsupported,
+                what + " is a symbolic size that is not an expression of the region's sizes");
+  }
+  std::vector<SizeExpression::Token> tokens;
+  for (auto item : program.cast<py::list>()) {
+    auto token = item.cast<py::tuple>();
+    SizeExpression::Token t{SizeExpression::op_named(token[0].cast<std::string>()),
+                            token[1].cast<int64_t>(), token[2].cast<int64_t>()};
+    if (t.op == SizeExpression::Op::kDim) checked_ref(t.a);
+    tokens.push_back(t);
+  }
+  return SizeExpression(std::move(tokens));
 }
 
 int64_t FxProgram::checked_ref(int64_t ref) const {
@@ -78,6 +108,13 @@ std::vector<int64_t> FxProgram::call(const std::string& op, const py::list& args
         refs.push_back(ref.is_none() ? kNoneRef : checked_ref(ref.cast<int64_t>()));
       }
       call.args.emplace_back(std::move(refs));
+    } else if (kind == "size" && takes_size(formal.type(), /*list=*/false)) {
+      call.args.emplace_back(Sizes{{size_expression(entry[1], what)}, /*is_list=*/false});
+    } else if (kind == "sizes" && takes_size(formal.type(), /*list=*/true)) {
+      Sizes sizes{{}, /*is_list=*/true};
+      for (auto program : entry[1].cast<py::list>())
+        sizes.items.push_back(size_expression(program, what));
+      call.args.emplace_back(std::move(sizes));
     } else if (kind == "default" && formal.default_value()) {
       call.args.emplace_back(*formal.default_value());
     } else if (kind == "const") {
@@ -118,6 +155,14 @@ ImportedGraph FxProgram::import(const Tensors& inputs, const std::vector<size_t>
     values[static_cast<int64_t>(i)] = ops.add_constant(inputs.at(i));
   for (const auto& [ref, tensor] : constants_)
     values[ref] = ops.add_constant(tensor);
+  auto size_of = [&](int64_t ref, int64_t dim) -> int64_t {
+    const at::Tensor& meta = ops.meta(values.at(ref));
+    if (dim < 0 || dim >= meta.dim()) {
+      throw Error(ErrorKind::Internal, "a size expression reads dimension " + std::to_string(dim) +
+                                           " of a " + std::to_string(meta.dim()) + "-d value");
+    }
+    return meta.size(dim);
+  };
   for (const Call& call : calls_) {
     std::vector<ImportArg> args;
     for (const Arg& arg : call.args) {
@@ -128,6 +173,11 @@ ImportedGraph FxProgram::import(const Tensors& inputs, const std::vector<size_t>
         for (int64_t r : *refs)
           list.push_back(r == kNoneRef ? nullptr : values.at(r));
         args.emplace_back(std::move(list));
+      } else if (const auto* sizes = std::get_if<Sizes>(&arg)) {
+        std::vector<int64_t> numbers;
+        for (const SizeExpression& size : sizes->items)
+          numbers.push_back(size.evaluate(size_of));
+        args.emplace_back(sizes->is_list ? c10::IValue(numbers) : c10::IValue(numbers.at(0)));
       } else {
         args.emplace_back(std::get<c10::IValue>(arg));
       }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/api/region.h"
+#include "backend/capture/size_expression.h"
 
 namespace kiln::python {
 
@@ -27,8 +28,10 @@ class FxProgram {
   int64_t constant(const at::Tensor& tensor);
   /// Appends a call of `op` ("aten::add.Tensor"). `args` has one entry per schema argument:
   /// ("ref", id), ("refs", [ids]) for a Tensor[] argument (or a Tensor?[] one, whose None
-  /// elements are None), ("const", value) or ("default", None). Returns the references of its
-  /// outputs. Throws kiln::Error (unsupported) for ops and arguments kiln cannot compile.
+  /// elements are None), ("const", value), ("default", None), or a size computed from the sizes
+  /// of graph values: ("size", program) for an int argument, ("sizes", [program, ...]) for an
+  /// int[] one (SizeExpression). Returns the references of its outputs. Throws kiln::Error
+  /// (unsupported) for ops and arguments kiln cannot compile.
   std::vector<int64_t> call(const std::string& op, const pybind11::list& args);
   void set_outputs(std::vector<int64_t> outputs) { outputs_ = std::move(outputs); }
 
@@ -38,13 +41,19 @@ class FxProgram {
   std::vector<std::string> op_names() const;
 
  private:
-  using Arg = std::variant<int64_t, std::vector<int64_t>, c10::IValue>;
+  /// An int or int[] argument given as expressions (one for an int).
+  struct Sizes {
+    std::vector<SizeExpression> items;
+    bool is_list;
+  };
+  using Arg = std::variant<int64_t, std::vector<int64_t>, c10::IValue, Sizes>;
   struct Call {
     c10::OperatorHandle op;
     std::vector<Arg> args;
     std::vector<int64_t> outputs;
   };
   int64_t checked_ref(int64_t ref) const;
+  SizeExpression size_expression(const pybind11::handle& program, const std::string& what) const;
 
   int64_t num_inputs_;
   int64_t next_ref_;

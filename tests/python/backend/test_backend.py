@@ -107,56 +107,6 @@ def test_new_shapes_still_match_eager():
             assert_close(compiled(x), model(x))
 
 
-def _symbolic_stats(compiled, reference, shapes):
-    """Stats of the graph dynamo compiles with symbolic sizes (after the first shape changes)."""
-    with torch.no_grad():
-        x = torch.randn(*shapes[0])
-        assert_close(compiled(x), reference(x))
-        kiln.reset_stats()
-        for shape in shapes[1:]:
-            x = torch.randn(*shape)
-            assert_close(compiled(x), reference(x))
-    return kiln.stats()
-
-
-def test_linears_on_symbolic_sizes_compile_in_one_region():
-    """After a shape change dynamo hands over a graph with symbolic sizes; a linear on a 3-D
-    input comes as view/addmm/view with the sizes as graph values, which kiln folds back into
-    `linear`, so nothing runs eagerly."""
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32),
-                                torch.nn.LayerNorm(32)).eval()
-    stats = _symbolic_stats(compile_kiln(model), model, [(2, 10, 32), (3, 7, 32), (4, 5, 32)])
-    assert stats["graphs"] == 1 and stats["regions"] == 1 and stats["eager_ops"] == 0, stats
-    assert stats["kernels"] >= 2, stats
-
-
-class _Conv1D(torch.nn.Module):
-    """GPT-2's linear: the weight stored as [in, out], applied with addmm on a flattened view."""
-
-    def __init__(self):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.randn(32, 48) * 0.1)
-        self.bias = torch.nn.Parameter(torch.randn(48))
-
-    def forward(self, x):
-        y = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
-        return y.view(x.size()[:-1] + (48,)).relu()
-
-
-def test_an_untransposed_weight_folds_too():
-    model = _Conv1D().eval()
-    stats = _symbolic_stats(compile_kiln(model), model, [(2, 10, 32), (3, 7, 32), (4, 5, 32)])
-    assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
-
-
-def test_an_op_taking_a_symbolic_size_runs_eagerly_between_regions():
-    def f(x):
-        return (x.relu().reshape(x.shape[0], -1) * 2).sigmoid()
-
-    stats = _symbolic_stats(compile_kiln(f), f, [(2, 3, 4), (5, 3, 4), (7, 3, 4)])
-    assert stats["graphs"] == 1 and stats["eager_ops"] >= 1 and stats["kernels"] >= 2, stats
-
-
 def test_in_place_ops_on_inputs_match_eager():
     def f(x, y):
         x.add_(1)

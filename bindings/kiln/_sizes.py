@@ -1,0 +1,171 @@
+"""Symbolic sizes as region arguments.
+
+Once dynamo makes a graph's shapes symbolic, ops such as ``view(x, [s0 * s1, 768])`` take sizes as
+graph values (SymInt nodes) computed outside the op. A region is imported per concrete input
+signature anyway, so such a size is encoded as an expression over dimensions of the region's own
+tensors, which the importer evaluates on their concrete sizes; the SymInt nodes themselves never
+reach kiln.
+
+An expression is a postfix program of tokens ``(op, a, b)``:
+
+    ("const", v, 0)      push v
+    ("dim", ref, d)      push the size of dimension d of region value ref
+    ("add" | "mul" | "floordiv" | "mod" | "max" | "min", 0, 0)
+                         pop two, push the result (floordiv and mod round as Python's // and %)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import sympy
+import torch
+
+# Formal types whose argument may be a symbolic size (``str(formal.type)``; SymInt prints as int,
+# Scalar as number: arange's end).
+SCALAR_TYPES = ("int", "Optional[int]", "number", "Optional[number]")
+LIST_TYPES = ("List[int]", "Optional[List[int]]")
+
+# sympy functions torch writes size expressions with, by class name, and the token each becomes.
+_BINARY = {"FloorDiv": "floordiv", "PythonMod": "mod", "Mod": "mod"}
+_VARIADIC = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}
+
+Program = list[tuple[str, int, int]]
+Locate = Callable[[sympy.Symbol], Optional[tuple[int, int]]]
+
+
+def is_symbolic(value: Any) -> bool:
+    """A graph value that is a size: an FX node whose example value is an int or SymInt."""
+    return (isinstance(value, torch.fx.Node)
+            and isinstance(value.meta.get("val"), (int, torch.SymInt))
+            and not isinstance(value.meta.get("val"), bool))
+
+
+def _expression(value: torch.fx.Node) -> sympy.Expr:
+    val = value.meta["val"]
+    return sympy.Integer(val) if isinstance(val, int) else val.node.expr
+
+
+def tensor_symbols(tensor: Any) -> list[tuple[sympy.Symbol, int]]:
+    """(symbol, dim) for each dimension of an example tensor whose size is a plain symbol."""
+    if not isinstance(tensor, torch.Tensor):
+        return []
+    found = []
+    for dim, size in enumerate(tensor.shape):
+        if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+            found.append((size.node.expr, dim))
+    return found
+
+
+def compile_expression(expr: sympy.Expr, locate: Locate) -> Program | None:
+    """The postfix program of `expr`, its symbols found with `locate` (symbol -> (ref, dim)); None
+    when a symbol cannot be located or the expression uses a function kiln does not evaluate."""
+    program: Program = []
+
+    def emit(e: sympy.Expr) -> bool:
+        if isinstance(e, sympy.Integer):
+            program.append(("const", int(e), 0))
+            return True
+        if isinstance(e, sympy.Symbol):
+            where = locate(e)
+            if where is None:
+                return False
+            program.append(("dim", where[0], where[1]))
+            return True
+        if isinstance(e, sympy.Pow) and isinstance(e.exp, sympy.Integer) and e.exp >= 1:
+            operands, token = [e.base] * int(e.exp), "mul"
+        elif type(e).__name__ in _BINARY and len(e.args) == 2:
+            operands, token = list(e.args), _BINARY[type(e).__name__]
+        elif type(e) in _VARIADIC:
+            operands, token = list(e.args), _VARIADIC[type(e)]
+        else:
+            return False
+        if not emit(operands[0]):
+            return False
+        for operand in operands[1:]:
+            if not emit(operand):
+                return False
+            program.append((token, 0, 0))
+        return True
+
+    return program if emit(expr) else None
+
+
+def size_program(value: Any, locate: Locate) -> Program | None:
+    """A size argument element (an int, or a symbolic node) as a program; None if it cannot be."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [("const", value, 0)]
+    if is_symbolic(value):
+        return compile_expression(_expression(value), locate)
+    return None
+
+
+def is_size_argument(formal, value: Any) -> bool:
+    """Whether `value` is a size argument holding at least one symbolic node."""
+    kind = str(formal.type)
+    if kind in SCALAR_TYPES:
+        return is_symbolic(value)
+    if kind in LIST_TYPES and isinstance(value, (list, tuple)):
+        return any(is_symbolic(v) for v in value)
+    return False
+
+
+def graph_symbols(gm: torch.fx.GraphModule,
+                  usable: Callable[[Any], bool]) -> dict[sympy.Symbol, torch.fx.Node]:
+    """Symbol -> a tensor input of the graph with a dimension of that size (one a region can
+    take: `usable` of its example value)."""
+    found: dict[sympy.Symbol, torch.fx.Node] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and usable(node.meta.get("val")):
+            for symbol, _ in tensor_symbols(node.meta.get("val")):
+                found.setdefault(symbol, node)
+    return found
+
+
+def size_problem(formal, value: Any, tensor_args: list[Any], inputs: dict) -> str | None:
+    """Why the symbolic size argument `value` cannot be given to kiln, or None. Its symbols must
+    be sizes of the op's own tensor arguments (`tensor_args`: their example values), which are
+    region values, or of the graph's tensor `inputs` (graph_symbols), which a region can take as
+    inputs of its own (add_size_inputs)."""
+    known = {symbol for tensor in tensor_args for symbol, _ in tensor_symbols(tensor)}
+    known |= inputs.keys()
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if size_program(item, lambda s: (0, 0) if s in known else None) is None:
+            return (f"argument '{formal.name}' is a size computed at run time that is not an "
+                    "expression of the sizes of its tensor arguments or of the graph's inputs")
+    return None
+
+
+def _size_symbols(node: torch.fx.Node) -> set[sympy.Symbol]:
+    found = set()
+    for value in [*node.args, *node.kwargs.values()]:
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if is_symbolic(item):
+                found |= _expression(item).free_symbols
+    return found
+
+
+def add_size_inputs(call: torch.fx.Node, region: torch.fx.GraphModule,
+                    inputs: dict[sympy.Symbol, torch.fx.Node]) -> None:
+    """Gives `region` (called by `call`) the graph inputs (`inputs`, graph_symbols) that carry the
+    symbols its size arguments read and none of its tensor inputs has as a size: a region is
+    compiled per signature of its tensor inputs, so every size it reads has to follow from them.
+    (A symbol that only a value the region computes has as a size follows from them already.)"""
+    placeholders = [n for n in region.graph.nodes if n.op == "placeholder"]
+    own = {symbol for n in placeholders for symbol, _ in tensor_symbols(n.meta.get("val"))}
+    needed = set().union(*(_size_symbols(n) for n in region.graph.nodes if n.op == "call_function"))
+    sources = []
+    for symbol in sorted(needed - own, key=str):
+        source = inputs.get(symbol)
+        if source is not None and source not in sources and source not in call.args:
+            sources.append(source)
+    if not sources:
+        return
+    last = placeholders[-1]
+    for source in sources:
+        with region.graph.inserting_after(last):
+            last = region.graph.placeholder(source.name)
+        last.meta["val"] = source.meta["val"]
+    call.args = (*call.args, *sources)
+    region.recompile()

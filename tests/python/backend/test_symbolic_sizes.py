@@ -1,0 +1,159 @@
+"""torch.compile graphs with symbolic sizes (dynamo's automatic dynamic shapes, after the first
+shape change): ops taking sizes as graph values compile inside regions, as expressions of the
+regions' tensor sizes; results match eager at every shape."""
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import kiln
+from kiln import _fx
+from models import assert_close
+
+
+def compile_kiln(model, **kwargs):
+    return torch.compile(model, backend="kiln", **kwargs)
+
+
+def _symbolic_stats(compiled, reference, shapes, *extra):
+    """Stats of the graph dynamo compiles with symbolic sizes (after the first shape changes)."""
+    with torch.no_grad():
+        x = torch.randn(*shapes[0])
+        assert_close(compiled(x, *extra), reference(x, *extra))
+        kiln.reset_stats()
+        for shape in shapes[1:]:
+            x = torch.randn(*shape)
+            actual, expected = compiled(x, *extra), reference(x, *extra)
+            assert actual.shape == expected.shape
+            assert_close(actual, expected)
+    return kiln.stats()
+
+
+def test_linears_on_symbolic_sizes_compile_in_one_region():
+    """A linear on a 3-D input comes as view/addmm/view with the sizes as graph values, which
+    kiln folds back into `linear`, so nothing runs eagerly."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32),
+                                torch.nn.LayerNorm(32)).eval()
+    stats = _symbolic_stats(compile_kiln(model), model, [(2, 10, 32), (3, 7, 32), (4, 5, 32)])
+    assert stats["graphs"] == 1 and stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+    assert stats["kernels"] >= 2, stats
+
+
+class _Conv1D(torch.nn.Module):
+    """GPT-2's linear: the weight stored as [in, out], applied with addmm on a flattened view."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(32, 48) * 0.1)
+        self.bias = torch.nn.Parameter(torch.randn(48))
+
+    def forward(self, x):
+        y = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return y.view(x.size()[:-1] + (48,)).relu()
+
+
+def test_an_untransposed_weight_folds_too():
+    model = _Conv1D().eval()
+    stats = _symbolic_stats(compile_kiln(model), model, [(2, 10, 32), (3, 7, 32), (4, 5, 32)])
+    assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+
+
+def test_a_reshape_to_a_symbolic_size_compiles_inside_the_region():
+    def f(x):
+        return (x.relu().reshape(x.shape[0], -1) * 2).sigmoid()
+
+    stats = _symbolic_stats(compile_kiln(f), f, [(2, 3, 4), (5, 3, 4), (7, 3, 4)])
+    assert stats["graphs"] == 1 and stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+    assert stats["fallbacks"] == 0, stats
+
+
+class _Attention(torch.nn.Module):
+    """Self-attention written out as BERT does: head views and a permute on symbolic sizes,
+    positions from arange over the sequence length, an expanded mask, a flattening reshape."""
+
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.positions = torch.nn.Embedding(64, width)
+        self.out = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        x = x + self.positions(torch.arange(length))
+        q, k, v = self.qkv(x).view(batch, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / (width // self.heads) ** 0.5
+        mask = torch.ones(length, length).tril().expand(batch, 1, length, length)
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+        y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, length, width)
+        return self.out(y)
+
+
+def test_attention_on_symbolic_sizes_is_one_region():
+    model = _Attention().eval()
+    stats = _symbolic_stats(compile_kiln(model), model, [(2, 10, 32), (3, 7, 32), (4, 13, 32)])
+    assert stats["graphs"] == 1 and stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+
+
+def test_training_on_symbolic_sizes_matches_eager_gradients():
+    torch.manual_seed(0)
+    model, reference = _Attention().train(), _Attention().train()
+    reference.load_state_dict(model.state_dict())
+    compiled = compile_kiln(model)
+    for i, shape in enumerate([(2, 10, 32), (3, 7, 32), (4, 13, 32)]):
+        if i == 1:
+            kiln.reset_stats()  # from here on, the graphs have symbolic sizes
+        x = torch.randn(*shape)
+        compiled(x).square().sum().backward()
+        reference(x).square().sum().backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_close(p.grad, q.grad)
+            p.grad, q.grad = None, None
+    stats = kiln.stats()
+    assert stats["graphs"] == 2 and stats["regions"] == 2 and stats["eager_ops"] == 0, stats
+
+
+def test_a_region_takes_the_input_that_carries_its_sizes():
+    """The region here reads only `w`; the slice's end is x's length, and x is no input of it.
+    kiln compiles a region per signature of its tensor inputs, so it passes `x` in as well: with
+    `w` alone, every length would find the plan compiled for the first. (dynamo's graphs put such
+    ops in one region with `x` whenever they can; a graph traced with symbolic sizes shows it.)"""
+    def f(x, w):
+        return (w[: x.shape[0]] * 2).relu()
+
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3), torch.randn(64))
+    kiln.reset_stats()
+    gm = _fx.compile_graph(gm, {}, "sliced")
+    calls = [n for n in gm.graph.nodes if isinstance(n.target, _fx.RegionCall)]
+    assert len(calls) == 1 and kiln.stats()["eager_ops"] == 0
+    assert [a.name for a in calls[0].args if isinstance(a.meta["val"], torch.Tensor)] == ["w_1", "x_1"]
+    w = torch.randn(64)
+    for length in (3, 5, 9, 5):
+        assert_close(gm(torch.randn(length), w), f(torch.randn(length), w))
+    assert kiln.stats()["specializations"] == 3, kiln.stats()
+
+
+def test_a_size_no_tensor_carries_runs_eagerly():
+    """`n` is a symbolic int input: no tensor's size tells a region its value, so the op taking
+    it runs eagerly between regions."""
+    def f(x, n):
+        return (x.relu().repeat(n, 1) * 2).sigmoid()
+
+    compiled = compile_kiln(f)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert_close(compiled(x, 2), f(x, 2))
+        kiln.reset_stats()
+        for n in (3, 5):
+            assert_close(compiled(x, n), f(x, n))
+    stats = kiln.stats()
+    assert stats["eager_ops"] >= 1 and stats["kernels"] >= 2, stats
+
+
+def test_past_max_specializations_a_region_with_sizes_runs_eagerly():
+    """The eager fallback of a region that reads symbolic sizes gets them back."""
+    def f(x):
+        return (x.relu().reshape(x.shape[0], -1) * 2).sigmoid()
+
+    compiled = compile_kiln(f, options={"max_specializations": 1})
+    stats = _symbolic_stats(compiled, f, [(2, 3, 4), (5, 3, 4), (7, 3, 4), (9, 3, 4)])
+    assert stats["regions"] == 1 and stats["fallbacks"] >= 1, stats
