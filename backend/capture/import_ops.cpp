@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backend/capture/conv_layout.h"
 #include "backend/capture/expand_transformer_ops.h"
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
@@ -25,11 +26,27 @@ std::string reason(const std::exception& e) {
   return first_line(c10_error ? c10_error->what_without_backtrace() : e.what());
 }
 
-// An expanded op's output that eager returns as None (expand_transformer_ops.h) is nullptr here;
+// An output an op returns as None (convolution_backward's grad_bias where its output_mask says
+// not to compute it; attention weights not asked for, expand_transformer_ops.h) is nullptr here;
 // an op that reads it, or a graph that returns it, runs in the fallback with eager's semantics.
 Error not_computed(const std::string& who) {
-  return Error(ErrorKind::Unsupported,
-               who + " an output its op returns as None (attention weights not asked for)");
+  return Error(ErrorKind::Unsupported, who + " an output its op returns as None (not computed)");
+}
+
+// " (on f32[2,3], f32[3,2]{1,3})": the tensors an op was given, for its errors.
+std::string described(const torch::jit::Stack& stack) {
+  std::string text;
+  for (const c10::IValue& value : stack) {
+    if (!value.isTensor() || !value.toTensor().defined()) continue;
+    auto type = tensor_type_of(value.toTensor());
+    if (type) type->device = {};  // the meta device says nothing
+    text += (text.empty() ? " (on " : ", ") + (type ? ir::type_string(*type) : "a tensor");
+  }
+  return text.empty() ? text : text + ")";
+}
+
+bool is_none(const c10::IValue& out) {
+  return out.isNone() || (out.isTensor() && !out.toTensor().defined());
 }
 
 }  // namespace
@@ -135,15 +152,18 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
   torch::jit::Stack stack;
   for (size_t i = 0; i < args.size(); ++i)
     stack.push_back(meta_of(args[i], formals.at(i)));
+  const std::string given = described(stack);
+  const torch::jit::Stack meta_inputs = stack;
   bool sampled = false;
   try {
     run(stack);
+    if (result_.device.is_cpu()) match_cpu_conv_layout(op_name, meta_inputs, stack);
   } catch (const std::exception& e) {
     // Some ATen ops (relu, fused transformer ops) have no meta kernel: run them once on zeros.
     // An op in the op table never has a data-dependent shape; for any other op the runtime
     // checks each call that its outputs still have these shapes, and falls back if not.
     if (result_.device.is_meta()) {
-      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name +
+      throw Error(ErrorKind::Unsupported, "cannot infer the output shapes of " + op_name + given +
                                               " on meta tensors: " + reason(e));
     }
     sampled = !ir::find_op(op_name);
@@ -154,14 +174,21 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
       run(stack);
     } catch (const std::exception& again) {
       throw Error(ErrorKind::Unsupported,
-                  "cannot infer the output shapes of " + op_name + ": " + reason(again));
+                  "cannot infer the output shapes of " + op_name + given + ": " + reason(again));
     }
     for (auto& out : stack) {
-      if (out.isTensor()) out = meta_like(out.toTensor());
+      if (out.isTensor() && out.toTensor().defined()) out = meta_like(out.toTensor());
     }
   }
   std::vector<ir::TensorType> output_types;
   for (const c10::IValue& out : stack) {
+    if (is_none(out)) {
+      // The IR node keeps the op's outputs in schema order; this one has no user, and the
+      // executor stores the op's None as an undefined tensor.
+      output_types.push_back(
+          ir::make_contiguous(ir::DType::Float32, {0}, *to_ir_device(result_.device)));
+      continue;
+    }
     if (!out.isTensor()) {
       throw Error(ErrorKind::Unsupported,
                   op_name + " returns a " + out.tagKind() + ", and graph IR ops return tensors");
@@ -202,6 +229,10 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
       result_.graph->append(op_name, std::move(inputs), std::move(output_types), std::move(attrs));
   std::vector<ir::Value*> outputs;
   for (size_t i = 0; i < stack.size(); ++i) {
+    if (is_none(stack[i])) {
+      outputs.push_back(nullptr);
+      continue;
+    }
     // A factory (arange, full, scalar_tensor) runs on the device its arguments name, not on
     // meta; the ops after it see a meta tensor, as for every other value.
     const at::Tensor& out = stack[i].toTensor();

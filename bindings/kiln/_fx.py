@@ -130,7 +130,11 @@ class KilnSupport(OperatorSupportBase):
             return problem
         val = node.meta.get("val")
         outputs = val if isinstance(val, (tuple, list)) else (val,)
-        if not all(_is_plain_tensor(v) for v in outputs):
+        # A None output (convolution_backward's grad_bias for a conv without bias) that nothing
+        # reads: kiln's IR keeps it as an unread value.
+        read = {u.args[1] for u in node.users if u.target is operator.getitem}
+        if not all(_is_plain_tensor(v) or (v is None and i not in read and outputs is val)
+                   for i, v in enumerate(outputs)):
             return "has outputs that are not strided tensors of a dtype kiln holds"
         arguments = _arguments(node)
         if arguments is None:
