@@ -7,13 +7,15 @@
 namespace kiln {
 namespace {
 
-// A CPU tensor with the sizes, strides and dtype of `meta` and no memory: what backend selection
-// reads (device, dtype, layout), never the data.
-at::Tensor cpu_shell(const at::Tensor& meta) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, at::DataPtr(nullptr, at::kCPU),
+// A tensor on `device` with the sizes, strides and dtype of `meta` and no memory: what backend
+// selection reads (device, dtype, layout), never the data.
+at::Tensor shell(const at::Tensor& meta, c10::Device device) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, at::DataPtr(nullptr, device),
                        /*allocator=*/nullptr, /*resizable=*/false);
   auto shell = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), meta.dtype());
+      std::move(storage),
+      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
+      meta.dtype());
   shell.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(), meta.strides());
   return shell;
 }
@@ -25,8 +27,8 @@ void restride(c10::IValue& out, at::MemoryFormat format) {
 
 }  // namespace
 
-void match_cpu_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
-                           torch::jit::Stack& outputs) {
+void match_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
+                       torch::jit::Stack& outputs, c10::Device device) {
   const bool forward = op == "aten::convolution";
   if (!forward && op != "aten::convolution_backward") return;
   // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
@@ -44,21 +46,25 @@ void match_cpu_conv_layout(const std::string& op, const torch::jit::Stack& input
                        output_padding = inputs.at(args + 4).toIntVector();
   std::optional<at::Tensor> bias;
   std::optional<std::vector<c10::SymInt>> bias_sizes;
-  if (forward && inputs.at(2).isTensor()) bias = cpu_shell(inputs.at(2).toTensor());
+  if (forward && inputs.at(2).isTensor()) bias = shell(inputs.at(2).toTensor(), device);
   if (!forward && !inputs.at(3).isNone()) {
     bias_sizes.emplace();
     for (int64_t size : inputs.at(3).toIntVector())
       bias_sizes->emplace_back(size);
   }
-  const at::Tensor input_shell = cpu_shell(input), weight_shell = cpu_shell(weight);
-  const auto backend = at::native::select_conv_backend(
-      input_shell, weight_shell, bias, c10::fromIntArrayRefSlow(stride),
-      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
-      inputs.at(args + 3).toBool(), c10::fromIntArrayRefSlow(output_padding),
-      c10::SymInt(inputs.at(args + 5).toInt()),
-      bias_sizes ? at::OptionalSymIntArrayRef(*bias_sizes) : std::nullopt);
-  const at::MemoryFormat format =
-      at::native::_determine_backend_memory_format(input_shell, weight_shell, backend);
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  try {
+    const at::Tensor input_shell = shell(input, device), weight_shell = shell(weight, device);
+    const auto backend = at::native::select_conv_backend(
+        input_shell, weight_shell, bias, c10::fromIntArrayRefSlow(stride),
+        c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+        inputs.at(args + 3).toBool(), c10::fromIntArrayRefSlow(output_padding),
+        c10::SymInt(inputs.at(args + 5).toInt()),
+        bias_sizes ? at::OptionalSymIntArrayRef(*bias_sizes) : std::nullopt);
+    format = at::native::_determine_backend_memory_format(input_shell, weight_shell, backend);
+  } catch (const std::exception&) {
+    return;  // the meta kernel's layout: the plan copies if the kernel returns another
+  }
   if (format == at::MemoryFormat::Contiguous) return;
   // As FakeTensor does: the output, or grad_input and grad_weight (never grad_bias).
   restride(outputs.at(0), format);

@@ -1,4 +1,4 @@
-// match_cpu_conv_layout gives a convolution's meta outputs (contiguous, as the meta kernels that
+// match_conv_layout gives a convolution's meta outputs (contiguous, as the meta kernels that
 // torch registers from Python return them) the layout of the tensors ATen's CPU kernels return.
 #include "backend/capture/conv_layout.h"
 
@@ -18,7 +18,7 @@ c10::IValue ints(std::vector<int64_t> v) {
   return c10::IValue(std::move(v));
 }
 
-// The strides match_cpu_conv_layout gives convolution(input, weight, bias) (3x3, padding 1,
+// The strides match_conv_layout gives convolution(input, weight, bias) (3x3, padding 1,
 // `groups`), next to those of the real kernel's output.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> forward_strides(const at::Tensor& input,
                                                                       const at::Tensor& weight,
@@ -30,7 +30,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> forward_strides(const at::
                               ints({1, 1}),   ints({1, 1}),    ints({1, 1}),
                               false,          ints({0, 0}),    groups};
   torch::jit::Stack outputs = {at::empty(real.sizes(), real.options().device(at::kMeta))};
-  match_cpu_conv_layout("aten::convolution", inputs, outputs);
+  match_conv_layout("aten::convolution", inputs, outputs, at::kCPU);
   return {outputs.at(0).toTensor().strides().vec(), real.strides().vec()};
 }
 
@@ -75,7 +75,7 @@ TEST(ConvLayout, BackwardGradientsAreLaidOutAsTheCpuKernelReturnsThem) {
     return at::empty(t.sizes(), t.options().device(at::kMeta));
   };
   torch::jit::Stack outputs = {meta(grad_input), meta(grad_weight), meta(grad_bias)};
-  match_cpu_conv_layout("aten::convolution_backward", inputs, outputs);
+  match_conv_layout("aten::convolution_backward", inputs, outputs, at::kCPU);
   EXPECT_EQ(outputs.at(0).toTensor().strides(), grad_input.strides());
   EXPECT_EQ(outputs.at(1).toTensor().strides(), grad_weight.strides());
   EXPECT_EQ(outputs.at(2).toTensor().strides(), grad_bias.strides());
@@ -85,7 +85,7 @@ TEST(ConvLayout, BackwardGradientsAreLaidOutAsTheCpuKernelReturnsThem) {
 TEST(ConvLayout, OtherOpsAreLeftAlone) {
   torch::jit::Stack inputs = {at::empty({2, 8, 6, 6}, at::kMeta).contiguous(kNhwc)};
   torch::jit::Stack outputs = {at::empty({2, 8, 6, 6}, at::kMeta)};
-  match_cpu_conv_layout("aten::relu", inputs, outputs);
+  match_conv_layout("aten::relu", inputs, outputs, at::kCPU);
   EXPECT_TRUE(outputs.at(0).toTensor().is_contiguous());
 }
 

@@ -4,53 +4,9 @@ convolution, uncomputed: an unread None output, which no longer cuts the graph).
 
 import pytest
 import torch
-from torch import nn
 
 import kiln
-from models import assert_close
-
-
-class BiasFreeNet(nn.Module):
-    """ResNet's pattern: convolutions without bias, each followed by a batch norm."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(8)
-        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(8)
-        self.fc = nn.Linear(8, 5)
-
-    def forward(self, x):
-        x = torch.relu(self.bn1(self.conv1(x)))
-        x = torch.relu(self.bn2(self.conv2(x)) + x)
-        return self.fc(x.mean(dim=(2, 3)))
-
-
-class ConvNeXtStage(nn.Module):
-    """ConvNeXt's stem, blocks and downsampling: layer norms over channels through permutes make
-    the convolutions' inputs channels last, and so their outputs and input gradients (on the
-    CPU); permuted back to [N, H, W, C] those are contiguous, and the linears' backward views
-    them as matrices."""
-
-    def __init__(self, width=16):
-        super().__init__()
-        self.stem, self.stem_norm = nn.Conv2d(3, width, 2, stride=2), nn.LayerNorm(width)
-        self.depthwise = nn.Conv2d(width, width, 7, padding=3, groups=width)
-        self.norm = nn.LayerNorm(width)
-        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-        self.scale = nn.Parameter(torch.full((width, 1, 1), 0.5))
-        self.down_norm = nn.LayerNorm(width)
-        self.downsample = nn.Conv2d(width, 2 * width, 2, stride=2)
-
-    def forward(self, x):
-        x = self.stem_norm(self.stem(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-        for _ in range(2):
-            y = self.depthwise(x).permute(0, 2, 3, 1)
-            y = self.down(nn.functional.gelu(self.up(self.norm(y))))
-            x = x + self.scale * y.permute(0, 3, 1, 2)
-        x = self.down_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-        return self.downsample(x).mean(dim=(2, 3))
+from models import BiasFreeNet, ConvNeXtStage, assert_close
 
 
 def _train_step_matches_eager(make_model, shape):

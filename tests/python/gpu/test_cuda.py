@@ -157,3 +157,20 @@ def test_torchscript_path_on_cuda():
     with torch.no_grad():
         _close(compiled(x), model(x))
     assert kiln.stats()["kernels"] >= 1
+
+
+def test_convnext_stage_trains_without_falling_back():
+    """cuDNN returns channels-last convolution outputs for channels-last inputs, as the CPU does
+    (backend/capture/conv_layout.h): the backward graph's views of them import."""
+    from models import ConvNeXtStage
+
+    torch.manual_seed(0)
+    model, reference = ConvNeXtStage().cuda(), ConvNeXtStage().cuda()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    torch.compile(model, backend="kiln")(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        _close(p.grad, q.grad, atol=1e-3, rtol=1e-3)
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_fallbacks"] == 0, stats
