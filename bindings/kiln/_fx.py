@@ -25,6 +25,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _C, _sizes, _stats
+from ._rebase_sizes import rebase_sizes
 from ._errors import KilnError
 
 # dtypes kiln's graph IR holds.
@@ -474,6 +475,8 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read
     _number_second(gm)
     _split_as_slices(gm)
+    rebase_sizes(gm, _is_plain_tensor)  # sizes read off the graph's values: from its inputs
+    gm.graph.eliminate_dead_code()
     support = KilnSupport(gm)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()

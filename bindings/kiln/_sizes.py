@@ -41,7 +41,8 @@ def is_symbolic(value: Any) -> bool:
             and not isinstance(value.meta.get("val"), bool))
 
 
-def _expression(value: torch.fx.Node) -> sympy.Expr:
+def expression(value: torch.fx.Node) -> sympy.Expr:
+    """The sympy expression of a symbolic node's value."""
     val = value.meta["val"]
     return sympy.Integer(val) if isinstance(val, int) else val.node.expr
 
@@ -96,7 +97,7 @@ def size_program(value: Any, locate: Locate) -> Program | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return [("const", value, 0)]
     if is_symbolic(value):
-        return compile_expression(_expression(value), locate)
+        return compile_expression(expression(value), locate)
     return None
 
 
@@ -142,7 +143,7 @@ def _size_symbols(node: torch.fx.Node) -> set[sympy.Symbol]:
     for value in [*node.args, *node.kwargs.values()]:
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if is_symbolic(item):
-                found |= _expression(item).free_symbols
+                found |= expression(item).free_symbols
     return found
 
 

@@ -133,6 +133,27 @@ def test_a_region_takes_the_input_that_carries_its_sizes():
     assert kiln.stats()["specializations"] == 3, kiln.stats()
 
 
+def test_a_size_read_off_a_computed_value_does_not_split_the_region():
+    """Window attention reads the window count off the windows (`w.shape[0]`): the size node
+    takes its value from inside the region, and the view that uses it would have to follow the
+    region. kiln recomputes such sizes from the graph's inputs (_rebase_sizes.py)."""
+    def f(x):
+        c = x.shape[3]
+        w = x.view(x.shape[0], 2, 4, 2, 4, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, 16, c)
+        w = w.softmax(-1)
+        return (w.view(w.shape[0] // 4, 4, 16, -1) * 2).sum(1)
+
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3, 8, 8, 5))
+    assert any(n.target is torch.ops.aten.sym_size.int and n.args[0].op != "placeholder"
+               for n in gm.graph.nodes)  # the case: a size read off a computed value
+    kiln.reset_stats()
+    gm = _fx.compile_graph(gm, {}, "windows")
+    assert kiln.stats()["regions"] == 1 and kiln.stats()["eager_ops"] == 0, kiln.stats()
+    for batch in (2, 3, 5):
+        x = torch.randn(batch, 8, 8, 5)
+        assert_close(gm(x), f(x))
+
+
 def test_a_size_no_tensor_carries_runs_eagerly():
     """`n` is a symbolic int input: no tensor's size tells a region its value, so the op taking
     it runs eagerly between regions."""
