@@ -156,7 +156,9 @@ ImportedGraph FxProgram::import(const Tensors& inputs, const std::vector<size_t>
   for (const auto& [ref, tensor] : constants_)
     values[ref] = ops.add_constant(tensor);
   auto size_of = [&](int64_t ref, int64_t dim) -> int64_t {
-    const at::Tensor& meta = ops.meta(values.at(ref));
+    const ir::Value* value = values.at(ref);
+    if (!value) throw Error(ErrorKind::Internal, "a size expression reads an uncomputed output");
+    const at::Tensor& meta = ops.meta(value);
     if (dim < 0 || dim >= meta.dim()) {
       throw Error(ErrorKind::Internal, "a size expression reads dimension " + std::to_string(dim) +
                                            " of a " + std::to_string(meta.dim()) + "-d value");
