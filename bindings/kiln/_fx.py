@@ -477,19 +477,23 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     _split_as_slices(gm)
     rebase_sizes(gm, _is_plain_tensor)  # sizes read off the graph's values: from its inputs
     gm.graph.eliminate_dead_code()
+    _sizes.add_size_carriers(gm, _is_plain_tensor)  # int inputs no tensor input has as a size
     support = KilnSupport(gm)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     in_regions = {n for p in partitions for n in p.nodes}
-    # Size arithmetic (sym_size, s0 * 4) is Python integer math, not an op run eagerly.
+    # Size arithmetic (sym_size, s0 * 4) and size carriers are not ops run eagerly.
     eager_ops = sum(1 for n in gm.graph.nodes if n.op == "call_function" and n not in in_regions
-                    and n.target is not operator.getitem and not _sizes.is_symbolic(n))
+                    and n.target not in (operator.getitem, _sizes.size_carrier)
+                    and not _sizes.is_symbolic(n))
     _stats.add("eager_ops", eager_ops)
     if not partitions:
+        gm.graph.eliminate_dead_code()  # size carriers no region took
+        gm.recompile()
         return gm
     gm = partitioner.fuse_partitions(partitions, prefix=_REGION_PREFIX)
     # By name: fusing the partitions copies the graph's nodes.
-    by_name = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    by_name = {n.name: n for n in gm.graph.nodes}
     size_inputs = {symbol: by_name[n.name] for symbol, n in support.size_inputs.items()}
     strict = options.get("strict") == "true"
     for node in list(gm.graph.nodes):
@@ -520,5 +524,6 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)
         _stats.add("regions")
+    gm.graph.eliminate_dead_code()  # size carriers no region took
     gm.recompile()
     return gm

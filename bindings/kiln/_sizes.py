@@ -111,13 +111,49 @@ def is_size_argument(formal, value: Any) -> bool:
     return False
 
 
+_CARRIED: dict[torch.device, torch.Tensor] = {}
+
+
+def size_carrier(size: int, like: torch.Tensor) -> torch.Tensor:
+    """A tensor of shape [size] on `like`'s device that holds one element (stride 0): given to a
+    region as an input it never reads, it makes an int input of the graph part of the region's
+    signature, as sizes of tensor inputs are."""
+    if like.device not in _CARRIED:
+        _CARRIED[like.device] = torch.zeros(1, device=like.device)
+    return _CARRIED[like.device].expand(size)
+
+
+def add_size_carriers(gm: torch.fx.GraphModule, usable: Callable[[Any], bool]) -> None:
+    """A size_carrier node for each int input of the graph (a symbolic int argument of the
+    model, `repeat(n, 1)`'s n) whose symbol no tensor input has as a size."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors = [n for n in placeholders if usable(n.meta.get("val"))]
+    carried = {symbol for n in tensors for symbol, _ in tensor_symbols(n.meta["val"])}
+    fake_mode = next((getattr(n.meta["val"], "fake_mode", None) for n in tensors), None)
+    if fake_mode is None:
+        return
+    like = tensors[0]
+    last = placeholders[-1]
+    for node in placeholders:
+        val = node.meta.get("val")
+        if (not isinstance(val, torch.SymInt) or not isinstance(val.node.expr, sympy.Symbol)
+                or val.node.expr in carried):
+            continue
+        with gm.graph.inserting_after(last):
+            last = gm.graph.call_function(size_carrier, (node, like))
+        with fake_mode:
+            last.meta["val"] = size_carrier(val, like.meta["val"])
+        carried.add(val.node.expr)
+
+
 def graph_symbols(gm: torch.fx.GraphModule,
                   usable: Callable[[Any], bool]) -> dict[sympy.Symbol, torch.fx.Node]:
-    """Symbol -> a tensor input of the graph with a dimension of that size (one a region can
-    take: `usable` of its example value)."""
+    """Symbol -> a tensor input of the graph, or a size_carrier, with a dimension of that size
+    (one a region can take: `usable` of its example value)."""
     found: dict[sympy.Symbol, torch.fx.Node] = {}
     for node in gm.graph.nodes:
-        if node.op == "placeholder" and usable(node.meta.get("val")):
+        if ((node.op == "placeholder" or node.target is size_carrier)
+                and usable(node.meta.get("val"))):
             for symbol, _ in tensor_symbols(node.meta.get("val")):
                 found.setdefault(symbol, node)
     return found

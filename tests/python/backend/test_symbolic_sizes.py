@@ -154,9 +154,9 @@ def test_a_size_read_off_a_computed_value_does_not_split_the_region():
         assert_close(gm(x), f(x))
 
 
-def test_a_size_no_tensor_carries_runs_eagerly():
-    """`n` is a symbolic int input: no tensor's size tells a region its value, so the op taking
-    it runs eagerly between regions."""
+def test_a_size_only_an_int_input_carries_compiles_too():
+    """`n` is a symbolic int input, no tensor's size: the region takes a one-element tensor
+    expanded to [n] (_sizes.size_carrier), so n is part of its signature like any size."""
     def f(x, n):
         return (x.relu().repeat(n, 1) * 2).sigmoid()
 
@@ -165,10 +165,11 @@ def test_a_size_no_tensor_carries_runs_eagerly():
     with torch.no_grad():
         assert_close(compiled(x, 2), f(x, 2))
         kiln.reset_stats()
-        for n in (3, 5):
+        for n in (3, 5, 3, 7):
             assert_close(compiled(x, n), f(x, n))
     stats = kiln.stats()
-    assert stats["eager_ops"] >= 1 and stats["kernels"] >= 2, stats
+    assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+    assert stats["specializations"] == 3 and stats["fallbacks"] == 0, stats
 
 
 def test_past_max_specializations_a_region_with_sizes_runs_eagerly():
