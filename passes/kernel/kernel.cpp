@@ -1,5 +1,7 @@
 #include "passes/kernel/kernel.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 
@@ -75,6 +77,49 @@ int64_t Kernel::row_size() const {
   for (int d = row_rank(); d < rank(); ++d)
     n *= sizes[d];
   return n;
+}
+
+namespace {
+
+bool same_map(const IndexMap& a, const IndexMap& b) {
+  return a.buffer == b.buffer && a.strides == b.strides && a.offset == b.offset;
+}
+
+bool same_expr(const Expr& a, const Expr& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.args == b.args &&
+         std::bit_cast<uint64_t>(a.constant) == std::bit_cast<uint64_t>(b.constant) &&
+         same_map(a.map, b.map) && a.reduce == b.reduce;
+}
+
+template <typename T, typename Same>
+bool all_same(const std::vector<T>& a, const std::vector<T>& b, Same same) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same);
+}
+
+}  // namespace
+
+bool same_computation(const Kernel& a, const Kernel& b) {
+  auto same_buffer = [](const Buffer& x, const Buffer& y) {
+    return x.dtype == y.dtype && x.is_output == y.is_output;
+  };
+  auto same_store = [](const Store& x, const Store& y) {
+    return x.value == y.value && same_map(x.map, y.map);
+  };
+  return a.sizes == b.sizes && a.reduce_rank == b.reduce_rank && a.in_place == b.in_place &&
+         all_same(a.buffers, b.buffers, same_buffer) && all_same(a.exprs, b.exprs, same_expr) &&
+         all_same(a.stores, b.stores, same_store);
+}
+
+DistinctKernels distinct_kernels(const std::vector<Kernel>& kernels) {
+  // Quadratic in the distinct kernels, but kernels of other sizes differ at the first compare.
+  DistinctKernels distinct;
+  for (const Kernel& k : kernels) {
+    auto same = [&](const Kernel& seen) { return same_computation(k, seen); };
+    auto it = std::find_if(distinct.kernels.begin(), distinct.kernels.end(), same);
+    distinct.index.push_back(static_cast<size_t>(it - distinct.kernels.begin()));
+    if (it == distinct.kernels.end()) distinct.kernels.push_back(k);
+  }
+  return distinct;
 }
 
 int Kernel::num_inputs() const {

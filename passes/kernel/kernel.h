@@ -129,6 +129,19 @@ struct Kernel {
   int num_inputs() const;
 };
 
+/// Whether the two kernels compute the same thing, buffer by buffer: everything but their names
+/// is equal (constants bit for bit, so 0.0 and -0.0 differ). A plan's repeated layers lower to
+/// such kernels, and a code generator compiles each only once.
+bool same_computation(const Kernel& a, const Kernel& b);
+
+/// The kernels of a plan with repeats (same_computation) left out, and where each kernel of the
+/// plan is among them.
+struct DistinctKernels {
+  std::vector<Kernel> kernels;
+  std::vector<size_t> index;  // per kernel of the plan
+};
+DistinctKernels distinct_kernels(const std::vector<Kernel>& kernels);
+
 /// True when the value depends on the position inside a row (for reduce_rank == 0 every
 /// load and everything computed from one is element-level too).
 std::vector<bool> element_levels(const Kernel& kernel);

@@ -331,5 +331,35 @@ TEST(KernelCodegenTest, Float32To16BitFloatRoundsToNearestEven) {
   check(cases);
 }
 
+TEST(KernelCodegenTest, RepeatedKernelsOfAPlanAreCompiledOnce) {
+  // Two layers' kernels that compute the same thing share one function; a different one gets its
+  // own. Both still compute what the interpreter does.
+  auto scale_add = [](const std::string& name, double scale) {
+    Kernel k = make_kernel(name, {5, 33}, 0, {F32, F32}, {F32});
+    KernelBuilder b(k);
+    const int scaled = b.binary(Op::Mul, b.load(0, {33, 1}), b.constant(scale, F32), F32);
+    b.store(2, {33, 1}, b.binary(Op::Add, scaled, b.load(1, {0, 1}), F32));
+    return k;
+  };
+  const std::vector<Kernel> plan = {scale_add("layer0", 2.0), scale_add("other", 3.0),
+                                    scale_add("layer1", 2.0)};
+  const CompiledKernels compiled = compile_kernels(plan, {});
+  ASSERT_EQ(compiled.kernels.size(), 3u);
+  EXPECT_EQ(compiled.kernels[0].function, compiled.kernels[2].function);
+  EXPECT_NE(compiled.kernels[0].function, compiled.kernels[1].function);
+  std::vector<float> a(5 * 33), row(33), out(5 * 33);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t j = 0; j < row.size(); ++j)
+    row[j] = 0.5f * static_cast<float>(j);
+  for (size_t k : {1u, 2u}) {
+    void* buffers[] = {a.data(), row.data(), out.data()};
+    compiled.kernels[k].function(buffers, 0, compiled.kernels[k].launch.range);
+    const float scale = k == 1 ? 3.0f : 2.0f;
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], a[i] * scale + row[i % 33]) << "kernel " << k << ", element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::codegen

@@ -69,7 +69,9 @@ CompiledCudaKernels compile_cuda_kernels(const std::vector<kernel::Kernel>& kern
   if (const std::string why = cuda_codegen_unavailable_reason(); !why.empty()) {
     throw Error(ErrorKind::Unsupported, "CUDA code generation is unavailable: " + why);
   }
-  const CudaModuleSource module = emit_cuda_module(kernels);
+  // A plan's repeated layers lower to the same kernels: each is compiled once.
+  const kernel::DistinctKernels distinct = kernel::distinct_kernels(kernels);
+  const CudaModuleSource module = emit_cuda_module(distinct.kernels);
   const int arch = options.arch ? options.arch : kiln::cuda::compute_capability(options.device);
   const std::string name = kernels.empty() ? "kiln" : kernels.front().name;
   if (!options.dump_prefix.empty()) dump(options.dump_prefix + ".cu", module.source);
@@ -83,11 +85,14 @@ CompiledCudaKernels compile_cuda_kernels(const std::vector<kernel::Kernel>& kern
       entries.push_back(phase_entry(k.entry, phase));
   }
   auto loaded = std::make_shared<const kiln::cuda::CudaModule>(program->cubin, entries);
-  CompiledCudaKernels compiled;
+  std::vector<std::shared_ptr<CudaKernel>> loaded_kernels;
   for (size_t i = 0; i < module.kernels.size(); ++i) {
-    compiled.kernels.push_back(
+    loaded_kernels.push_back(
         std::make_shared<CudaKernel>(loaded, first_entry[i], module.kernels[i].schedule));
   }
+  CompiledCudaKernels compiled;
+  for (size_t d : distinct.index)
+    compiled.kernels.push_back(loaded_kernels.at(d));
   compiled.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;

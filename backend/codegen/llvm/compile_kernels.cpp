@@ -51,13 +51,15 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     for (const auto& k : kernels)
       out << kernel::print_kernel(k) << "\n";
   }
-  BuiltModule built = build_module(kernels, options);
+  // A plan's repeated layers lower to the same kernels: each is compiled once.
+  const kernel::DistinctKernels distinct = kernel::distinct_kernels(kernels);
+  BuiltModule built = build_module(distinct.kernels, options);
   std::shared_ptr<jit::JitModule> code = jit::OrcJit::instance().add(
       std::move(built.module), std::move(built.context), options.dump_prefix);
   CompiledKernels compiled;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    auto fn = reinterpret_cast<KernelFunction>(code->lookup(symbol_name(i)));
-    compiled.kernels.push_back({fn, built.launches[i]});
+  for (size_t d : distinct.index) {
+    auto fn = reinterpret_cast<KernelFunction>(code->lookup(symbol_name(d)));
+    compiled.kernels.push_back({fn, built.launches[d]});
   }
   compiled.code = std::move(code);
   compiled.compile_seconds =
