@@ -22,9 +22,9 @@ import torch
 
 from . import _sizes
 
-_BINARY = {"FloorDiv": operator.floordiv, "PythonMod": operator.mod, "Mod": operator.mod}
-_VARIADIC = {sympy.Add: operator.add, sympy.Mul: operator.mul, sympy.Max: torch.sym_max,
-             sympy.Min: torch.sym_min}
+# _sizes.operation's operations as FX-traceable functions of ints and SymInts.
+_FUNCTIONS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv,
+              "mod": operator.mod, "max": torch.sym_max, "min": torch.sym_min}
 
 
 class _Builder:
@@ -69,14 +69,10 @@ class _Builder:
             else:
                 node = source
         else:
-            if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer) and expr.exp >= 1:
-                operands, combine = [expr.base] * int(expr.exp), operator.mul
-            elif type(expr).__name__ in _BINARY and len(expr.args) == 2:
-                operands, combine = list(expr.args), _BINARY[type(expr).__name__]
-            elif type(expr) in _VARIADIC:
-                operands, combine = list(expr.args), _VARIADIC[type(expr)]
-            else:
+            if (compound := _sizes.operation(expr)) is None:
                 return None
+            name, operands = compound
+            combine = _FUNCTIONS[name]
             parts = [self.build(e) for e in operands]
             if any(p is None for p in parts):
                 return None

@@ -26,9 +26,22 @@ import torch
 SCALAR_TYPES = ("int", "Optional[int]", "number", "Optional[number]")
 LIST_TYPES = ("List[int]", "Optional[List[int]]")
 
-# sympy functions torch writes size expressions with, by class name, and the token each becomes.
-_BINARY = {"FloorDiv": "floordiv", "PythonMod": "mod", "Mod": "mod"}
+# sympy functions torch writes size expressions with, and the operation each is (floordiv and
+# mod round as Python's // and % do).
+_BINARY = {"FloorDiv": "floordiv", "PythonMod": "mod", "Mod": "mod"}  # by class name
 _VARIADIC = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}
+
+
+def operation(expr: sympy.Expr) -> tuple[str, list[sympy.Expr]] | None:
+    """A compound size expression as (operation, operands), folded left to right: "add", "mul",
+    "floordiv", "mod", "max" or "min" (an integer power is a product); None for anything else."""
+    if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer) and expr.exp >= 1:
+        return "mul", [expr.base] * int(expr.exp)
+    if type(expr).__name__ in _BINARY and len(expr.args) == 2:
+        return _BINARY[type(expr).__name__], list(expr.args)
+    if type(expr) in _VARIADIC:
+        return _VARIADIC[type(expr)], list(expr.args)
+    return None
 
 Program = list[tuple[str, int, int]]
 Locate = Callable[[sympy.Symbol], Optional[tuple[int, int]]]
@@ -73,14 +86,9 @@ def compile_expression(expr: sympy.Expr, locate: Locate) -> Program | None:
                 return False
             program.append(("dim", where[0], where[1]))
             return True
-        if isinstance(e, sympy.Pow) and isinstance(e.exp, sympy.Integer) and e.exp >= 1:
-            operands, token = [e.base] * int(e.exp), "mul"
-        elif type(e).__name__ in _BINARY and len(e.args) == 2:
-            operands, token = list(e.args), _BINARY[type(e).__name__]
-        elif type(e) in _VARIADIC:
-            operands, token = list(e.args), _VARIADIC[type(e)]
-        else:
+        if (compound := operation(e)) is None:
             return False
+        token, operands = compound
         if not emit(operands[0]):
             return False
         for operand in operands[1:]:
