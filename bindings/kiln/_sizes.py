@@ -149,8 +149,8 @@ def add_size_carriers(gm: torch.fx.GraphModule, usable: Callable[[Any], bool]) -
             continue
         with gm.graph.inserting_after(last):
             last = gm.graph.call_function(size_carrier, (node, like))
-        with fake_mode:
-            last.meta["val"] = size_carrier(val, like.meta["val"])
+        with fake_mode:  # (not size_carrier itself: it would keep a fake tensor for run time)
+            last.meta["val"] = torch.zeros(1, device=like.meta["val"].device).expand(val)
         carried.add(val.node.expr)
 
 

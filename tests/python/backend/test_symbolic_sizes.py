@@ -170,6 +170,9 @@ def test_a_size_only_an_int_input_carries_compiles_too():
     stats = kiln.stats()
     assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
     assert stats["specializations"] == 3 and stats["fallbacks"] == 0, stats
+    # The carriers handed to regions are real tensors (none kept from tracing's fake mode).
+    from kiln import _sizes
+    assert all(type(t) is torch.Tensor for t in _sizes._CARRIED.values())
 
 
 def test_past_max_specializations_a_region_with_sizes_runs_eagerly():
