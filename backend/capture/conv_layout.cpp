@@ -44,9 +44,7 @@ void match_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
                        padding = inputs.at(args + 1).toIntVector(),
                        dilation = inputs.at(args + 2).toIntVector(),
                        output_padding = inputs.at(args + 4).toIntVector();
-  std::optional<at::Tensor> bias;
   std::optional<std::vector<c10::SymInt>> bias_sizes;
-  if (forward && inputs.at(2).isTensor()) bias = shell(inputs.at(2).toTensor(), device);
   if (!forward && !inputs.at(3).isNone()) {
     bias_sizes.emplace();
     for (int64_t size : inputs.at(3).toIntVector())
@@ -55,6 +53,8 @@ void match_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   try {
     const at::Tensor input_shell = shell(input, device), weight_shell = shell(weight, device);
+    std::optional<at::Tensor> bias;
+    if (forward && inputs.at(2).isTensor()) bias = shell(inputs.at(2).toTensor(), device);
     const auto backend = at::native::select_conv_backend(
         input_shell, weight_shell, bias, c10::fromIntArrayRefSlow(stride),
         c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
