@@ -261,15 +261,21 @@ class RegionCall:
     def __call__(self, *inputs):
         if self.sizes:
             self.call_inputs.value = inputs
-            inputs = [v for i, v in enumerate(inputs) if i not in self.sizes]
+            try:
+                outputs = self._run([v for i, v in enumerate(inputs) if i not in self.sizes])
+            finally:
+                self.call_inputs.value = None  # holds no tensor past the call
+        else:
+            outputs = self._run(inputs)
+        return tuple(outputs) if self.returns_tuple else outputs[0]
+
+    def _run(self, tensors):
         if torch._C._len_torch_dispatch_stack():
             # Dispatch modes (AOTAutograd's alias checker on a first call, a user's mode) would
             # see kiln's own meta runs and ATen calls, not the model's: kiln runs beneath them.
             with _disable_current_modes():
-                outputs = self.region.run(inputs)
-        else:
-            outputs = self.region.run(inputs)
-        return tuple(outputs) if self.returns_tuple else outputs[0]
+                return self.region.run(tensors)
+        return self.region.run(tensors)
 
     def run_eagerly(self, region: torch.fx.GraphModule):
         """The fallback kiln calls (on this thread, within __call__) with the tensor inputs."""

@@ -131,6 +131,8 @@ def test_a_region_takes_the_input_that_carries_its_sizes():
     for length in (3, 5, 9, 5):
         assert_close(gm(torch.randn(length), w), f(torch.randn(length), w))
     assert kiln.stats()["specializations"] == 3, kiln.stats()
+    region = calls[0].target
+    assert region.sizes and region.call_inputs.value is None  # no input kept past the call
 
 
 def test_a_size_read_off_a_computed_value_does_not_split_the_region():
