@@ -23,6 +23,11 @@ bool is_unchanged(const at::Tensor& now, const at::Tensor& then, int64_t version
          now.data_ptr() == data;
 }
 
+// The fallback in a sentence: "the TorchScript interpreter", "eager PyTorch".
+std::string fallback_phrase(const std::string& name) {
+  return name == "eager" ? "eager PyTorch" : "the " + name;
+}
+
 }  // namespace
 
 RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
@@ -90,7 +95,9 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
       record_fallback();
       log(LogLevel::Warn, name_ + ": more than max_specializations=" +
                               std::to_string(options_.max_specializations) +
-                              " input signatures; new ones run in the " + source_.fallback_name);
+                              " input signatures; new ones run in " +
+                              fallback_phrase(source_.fallback_name) +
+                              " (every new input size is a compile; the option allows more)");
     }
     auto spec = std::make_shared<Specialization>();
     spec->failure = "past max_specializations";
@@ -110,7 +117,8 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     if (options_.strict) throw;
     spec->failure = e.what();
     record_fallback();
-    log(LogLevel::Warn, name_ + " runs in the " + source_.fallback_name + ": " + spec->failure);
+    log(LogLevel::Warn,
+        name_ + " runs in " + fallback_phrase(source_.fallback_name) + ": " + spec->failure);
   }
   cache_.emplace(std::move(key), spec);
   return remember(spec);
@@ -177,7 +185,8 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
     failed->failure = e.what();
     record_fallback();
     log(LogLevel::Warn,
-        name_ + " runs in the " + source_.fallback_name + " from now on: " + failed->failure);
+        name_ + " runs in " + fallback_phrase(source_.fallback_name) + " from now on: " +
+            failed->failure);
     {
       std::unique_lock lock(mutex_);
       cache_[signature_of(inputs)] = failed;
