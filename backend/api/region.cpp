@@ -93,11 +93,11 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     if (!warned_limit_) {
       warned_limit_ = true;
       record_fallback();
-      log(LogLevel::Warn, name_ + ": more than max_specializations=" +
-                              std::to_string(options_.max_specializations) +
-                              " input signatures; new ones run in " +
-                              fallback_phrase(source_.fallback_name) +
-                              " (every new input size is a compile; the option allows more)");
+      log(LogLevel::Warn,
+          name_ +
+              ": more than max_specializations=" + std::to_string(options_.max_specializations) +
+              " input signatures; new ones run in " + fallback_phrase(source_.fallback_name) +
+              " (every new input size is a compile; the option allows more)");
     }
     auto spec = std::make_shared<Specialization>();
     spec->failure = "past max_specializations";
@@ -184,9 +184,8 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
     auto failed = std::make_shared<Specialization>();
     failed->failure = e.what();
     record_fallback();
-    log(LogLevel::Warn,
-        name_ + " runs in " + fallback_phrase(source_.fallback_name) + " from now on: " +
-            failed->failure);
+    log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_name) +
+                            " from now on: " + failed->failure);
     {
       std::unique_lock lock(mutex_);
       cache_[signature_of(inputs)] = failed;
