@@ -89,11 +89,25 @@ def _value(part: Any) -> Any:
     return part.meta["val"] if isinstance(part, torch.fx.Node) else part
 
 
+def _reads_only_inputs(node: torch.fx.Node, known: dict) -> bool:
+    """Whether a size node is computed from the graph's inputs alone (a placeholder, sizes of
+    placeholders, arithmetic on those): such a size needs no rebuilding."""
+    if node not in known:
+        if node.op == "placeholder":
+            known[node] = True
+        else:
+            # A size read off a computed tensor does not: the tensor is not a size node.
+            known[node] = _sizes.is_symbolic(node) and node.op == "call_function" and all(
+                _reads_only_inputs(n, known) for n in node.all_input_nodes)
+    return known[node]
+
+
 def rebase_sizes(gm: torch.fx.GraphModule, usable: Callable[[Any], bool]) -> None:
     """Size arguments of ATen ops that the graph reads off its own values become nodes computed
     from its inputs (`usable`: the tensor inputs a region may take). The old size nodes are left
     for dead-code elimination."""
     builder = None
+    known: dict[torch.fx.Node, bool] = {}
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
@@ -102,7 +116,7 @@ def rebase_sizes(gm: torch.fx.GraphModule, usable: Callable[[Any], bool]) -> Non
 
         def rebased(value: Any) -> Any:
             nonlocal builder
-            if not _sizes.is_symbolic(value) or value.op == "placeholder":
+            if not _sizes.is_symbolic(value) or _reads_only_inputs(value, known):
                 return value
             builder = builder or _Builder(gm, usable)
             if builder.anchor is None:
