@@ -179,7 +179,8 @@ def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
         return None
     wanted = []
     for formal, value in arguments:
-        is_number = isinstance(value, (bool, int, float)) and _tensor_kind(formal) == "tensor"
+        is_number = ((isinstance(value, (bool, int, float)) or _sizes.is_symbolic(value))
+                     and _tensor_kind(formal) == "tensor")
         wanted.append("number" if is_number else str(formal.type))
     packet = op.overloadpacket
     for name in packet.overloads():
@@ -289,18 +290,31 @@ class RegionCall:
 def _number_second(gm: torch.fx.GraphModule) -> None:
     """sub/add/mul with a number first and a tensor second -> the Scalar overload, the number
     second. Core ATen writes sigmoid's backward as `aten.sub.Tensor(1, s)`; no overload takes a
-    number first, so the node would run eagerly between two regions.
+    number first, so the node would run eagerly between two regions. A symbolic int counts as a
+    number, first or second (`aten.add.Tensor(%positions, %s0)`, transformers' cache positions):
+    as the Scalar argument it is a size, which regions take as an expression of their sizes.
 
         %d = aten.sub.Tensor(1, %s)    ==>   %d = aten.rsub.Scalar(%s, 1)
         %p = aten.mul.Tensor(2, %s)    ==>   %p = aten.mul.Scalar(%s, 2)   (add.Scalar: alpha 1)
+        %q = aten.add.Tensor(%t, %s0)  ==>   %q = aten.add.Scalar(%t, %s0)
     """
     aten = torch.ops.aten
+
+    def is_number(value) -> bool:
+        return ((isinstance(value, (int, float)) and not isinstance(value, bool))
+                or _sizes.is_symbolic(value))
+
     for node in gm.graph.nodes:
         if (node.op != "call_function" or len(node.args) != 2
-                or not isinstance(node.args[0], (int, float)) or isinstance(node.args[0], bool)
-                or not isinstance(node.args[1], torch.fx.Node)):
+                or not isinstance(node.args[0], torch.fx.Node) and not is_number(node.args[0])):
             continue
-        number, tensor = node.args
+        first, second = node.args
+        if is_number(second) and not is_number(first):
+            if _sizes.is_symbolic(second) and (overload := scalar_overload(node)) is not None:
+                node.target = overload
+            continue
+        if not is_number(first) or not isinstance(second, torch.fx.Node) or is_number(second):
+            continue
         if node.target is aten.sub.Tensor:
             node.target = aten.rsub.Scalar  # rsub(t, n, alpha) = n - alpha * t
         elif node.target is aten.add.Tensor and node.kwargs.get("alpha", 1) == 1:
@@ -309,7 +323,7 @@ def _number_second(gm: torch.fx.GraphModule) -> None:
             node.target = aten.mul.Scalar
         else:
             continue
-        node.args = (tensor, number)
+        node.args = (second, first)
     gm.recompile()
 
 

@@ -185,3 +185,24 @@ def test_past_max_specializations_a_region_with_sizes_runs_eagerly():
     compiled = compile_kiln(f, options={"max_specializations": 1})
     stats = _symbolic_stats(compiled, f, [(2, 3, 4), (5, 3, 4), (7, 3, 4), (9, 3, 4)])
     assert stats["regions"] == 1 and stats["fallbacks"] >= 1, stats
+
+
+def test_a_symbolic_int_used_as_a_tensor_operand_compiles_too():
+    """`positions + offset` with a symbolic int `offset` (how transformers computes cache
+    positions) is `aten.add.Tensor(t, s)`: kiln takes it as the Scalar overload, the size written
+    as an expression of the region's sizes; a number first (`offset - positions`) likewise."""
+    def f(x, offset):
+        positions = torch.arange(x.shape[1]) + offset
+        return x * (positions * 2).float() - (offset - positions).float()
+
+    compiled = compile_kiln(f)
+    with torch.no_grad():
+        x = torch.randn(2, 5)
+        assert_close(compiled(x, 3), f(x, 3))  # static sizes; the next call makes them symbolic
+        kiln.reset_stats()
+        for length, offset in ((6, 4), (7, 9), (6, 4)):
+            x = torch.randn(2, length)
+            assert_close(compiled(x, offset), f(x, offset))
+    stats = kiln.stats()
+    assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
+    assert stats["fallbacks"] == 0, stats
