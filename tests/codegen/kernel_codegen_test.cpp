@@ -361,5 +361,52 @@ TEST(KernelCodegenTest, RepeatedKernelsOfAPlanAreCompiledOnce) {
   }
 }
 
+TEST(KernelCodegenTest, AKernelAnEarlierPlanCompiledIsReusedWhileThatCodeIsLoaded) {
+  // A plan compiled for another input size shares most kernels with the one before it: those
+  // come from the earlier plan's code, which stays loaded while the new plan holds it.
+  auto scaled = [](const std::string& name, double scale) {
+    Kernel k = make_kernel(name, {7, 19}, 0, {F32}, {F32});
+    KernelBuilder b(k);
+    b.store(1, {19, 1}, b.binary(Op::Mul, b.load(0, {19, 1}), b.constant(scale, F32), F32));
+    return k;
+  };
+  auto first = std::make_unique<CompiledKernels>(compile_kernels({scaled("a", 2.25)}, {}));
+  const CompiledKernels second = compile_kernels({scaled("b", 2.25), scaled("c", 4.75)}, {});
+  EXPECT_EQ(second.kernels[0].function, first->kernels[0].function);
+  EXPECT_NE(second.kernels[1].function, first->kernels[0].function);
+  // Other vector widths are other code; a dumped plan compiles all its kernels.
+  CodegenOptions narrow;
+  narrow.vector_bits = 128;
+  EXPECT_NE(compile_kernels({scaled("d", 2.25)}, narrow).kernels[0].function,
+            first->kernels[0].function);
+  CodegenOptions dumped;
+  dumped.dump_prefix = ::testing::TempDir() + "/kiln_kernel_cache_test";
+  EXPECT_NE(compile_kernels({scaled("e", 2.25)}, dumped).kernels[0].function,
+            first->kernels[0].function);
+
+  first.reset();  // the code the reused kernel lives in stays loaded: `second` holds it
+  std::vector<float> in(7 * 19), out(7 * 19);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<float>(i) - 60.0f;
+  void* buffers[] = {in.data(), out.data()};
+  second.kernels[0].function(buffers, 0, second.kernels[0].launch.range);
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_EQ(out[i], in[i] * 2.25f) << "element " << i;
+}
+
+TEST(KernelCodegenTest, TheKernelCacheLetsGoOfCodeNoPlanHolds) {
+  Kernel k = make_kernel("once", {3, 11}, 0, {F32}, {F32});
+  KernelBuilder b(k);
+  b.store(1, {11, 1}, b.binary(Op::Add, b.load(0, {11, 1}), b.constant(8.125, F32), F32));
+  KernelCache& cache = KernelCache::instance();
+  const CodeVariant variant = code_variant({});
+  {
+    const CompiledKernels compiled = compile_kernels({k}, {});
+    ASSERT_TRUE(cache.find(k, variant).has_value());
+    EXPECT_EQ(cache.find(k, variant)->kernel.function, compiled.kernels[0].function);
+  }
+  EXPECT_FALSE(cache.find(k, variant).has_value());
+}
+
 }  // namespace
 }  // namespace kiln::codegen

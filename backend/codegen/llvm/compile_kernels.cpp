@@ -3,6 +3,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -25,10 +26,9 @@ struct BuiltModule {
 
 BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
                          const CodegenOptions& options) {
-  const std::string& features = jit::host_target().features;
-  const int bits = options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features);
-  const MathTarget math{options.avx512_math && has_feature(features, "+avx512f") &&
-                        has_feature(features, "+avx512vl")};
+  const CodeVariant variant = code_variant(options);
+  const int bits = variant.vector_bits;
+  const MathTarget math{variant.avx512_math};
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
@@ -43,6 +43,13 @@ BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
 
 }  // namespace
 
+CodeVariant code_variant(const CodegenOptions& options) {
+  const std::string& features = jit::host_target().features;
+  return {options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features),
+          options.avx512_math && has_feature(features, "+avx512f") &&
+              has_feature(features, "+avx512vl")};
+}
+
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
                                 const CodegenOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -51,17 +58,46 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     for (const auto& k : kernels)
       out << kernel::print_kernel(k) << "\n";
   }
-  // A plan's repeated layers lower to the same kernels: each is compiled once.
+  // A plan's repeated layers lower to the same kernels: each is compiled once, and not at all
+  // if an earlier plan whose code is still loaded has it.
   const kernel::DistinctKernels distinct = kernel::distinct_kernels(kernels);
-  BuiltModule built = build_module(distinct.kernels, options);
-  std::shared_ptr<jit::JitModule> code = jit::OrcJit::instance().add(
-      std::move(built.module), std::move(built.context), options.dump_prefix);
-  CompiledKernels compiled;
-  for (size_t d : distinct.index) {
-    auto fn = reinterpret_cast<KernelFunction>(code->lookup(symbol_name(d)));
-    compiled.kernels.push_back({fn, built.launches[d]});
+  const CodeVariant variant = code_variant(options);
+  KernelCache& cache = KernelCache::instance();
+  auto modules = std::make_shared<std::vector<std::shared_ptr<jit::JitModule>>>();
+  auto hold = [&](const std::shared_ptr<jit::JitModule>& code) {
+    if (std::find(modules->begin(), modules->end(), code) == modules->end())
+      modules->push_back(code);
+  };
+  std::vector<CompiledKernel> by_distinct(distinct.kernels.size());
+  std::vector<kernel::Kernel> fresh;
+  std::vector<size_t> fresh_at;  // where each fresh kernel is in distinct.kernels
+  for (size_t d = 0; d < distinct.kernels.size(); ++d) {
+    if (options.dump_prefix.empty()) {
+      if (std::optional<CachedKernel> hit = cache.find(distinct.kernels[d], variant)) {
+        by_distinct[d] = hit->kernel;
+        hold(hit->code);
+        continue;
+      }
+    }
+    fresh.push_back(distinct.kernels[d]);
+    fresh_at.push_back(d);
   }
-  compiled.code = std::move(code);
+  if (!fresh.empty()) {
+    BuiltModule built = build_module(fresh, options);
+    std::shared_ptr<jit::JitModule> code = jit::OrcJit::instance().add(
+        std::move(built.module), std::move(built.context), options.dump_prefix);
+    for (size_t f = 0; f < fresh.size(); ++f) {
+      const CompiledKernel kernel{reinterpret_cast<KernelFunction>(code->lookup(symbol_name(f))),
+                                  built.launches[f]};
+      by_distinct[fresh_at[f]] = kernel;
+      cache.add(fresh[f], variant, code, kernel);
+    }
+    hold(code);
+  }
+  CompiledKernels compiled;
+  for (size_t d : distinct.index)
+    compiled.kernels.push_back(by_distinct[d]);
+  compiled.code = std::move(modules);
   compiled.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;

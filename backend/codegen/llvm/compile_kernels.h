@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/codegen/llvm/kernel_cache.h"
 #include "backend/codegen/llvm/schedule.h"
 #include "passes/kernel/kernel.h"
 #include "runtime/kernel_abi.h"
@@ -15,13 +16,10 @@ namespace kiln::codegen {
 
 using kiln::KernelFunction;
 
-struct CompiledKernel {
-  KernelFunction function = nullptr;
-  KernelLaunch launch;
-};
-
 struct CompiledKernels {
-  std::shared_ptr<void> code;  // the JIT module; the functions live as long as it does
+  /// The JIT modules the functions live in (this plan's, and those of earlier plans it takes
+  /// kernels from: kernel_cache.h); the functions live as long as it does.
+  std::shared_ptr<void> code;
   std::vector<CompiledKernel> kernels;
   double compile_seconds = 0;
 };
@@ -37,10 +35,14 @@ struct CodegenOptions {
   bool avx512_math = true;
 };
 
-/// Throws kiln::Error: Unsupported for a kernel the generator cannot express, Backend when LLVM
-/// fails.
+/// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped
+/// (`dump_prefix`: the dump shows the whole plan). Throws kiln::Error: Unsupported for a kernel
+/// the generator cannot express, Backend when LLVM fails.
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
                                 const CodegenOptions& options);
+
+/// The vector width and math functions `options` choose on this host.
+CodeVariant code_variant(const CodegenOptions& options);
 
 /// The optimized module's assembly for these kernels (what the JIT runs), for tests.
 std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels,

@@ -1,0 +1,60 @@
+#include "backend/codegen/llvm/kernel_cache.h"
+
+#include "passes/kernel/printer.h"
+
+namespace kiln::codegen {
+namespace {
+
+// The printed kernel without its name, and the variant: equal for kernels that compute the same
+// thing. Entries are still compared with same_computation, so the text only has to be a hash.
+std::string key(const kernel::Kernel& kernel, const CodeVariant& variant) {
+  kernel::Kernel unnamed = kernel;
+  unnamed.name.clear();
+  return kernel::print_kernel(unnamed) + "|" + std::to_string(variant.vector_bits) +
+         (variant.avx512_math ? "|avx512" : "|generic");
+}
+
+}  // namespace
+
+KernelCache& KernelCache::instance() {
+  // Never destroyed: a plan released during process exit may still reach it.
+  static KernelCache* cache = new KernelCache();
+  return *cache;
+}
+
+std::optional<CachedKernel> KernelCache::find(const kernel::Kernel& kernel,
+                                              const CodeVariant& variant) {
+  const std::string k = key(kernel, variant);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [first, last] = entries_.equal_range(k);
+  for (auto it = first; it != last; ++it) {
+    const Entry& e = it->second;
+    if (!(e.variant == variant) || !kernel::same_computation(e.kernel, kernel)) continue;
+    if (std::shared_ptr<jit::JitModule> code = e.code.lock()) return CachedKernel{code, e.compiled};
+  }
+  return std::nullopt;
+}
+
+void KernelCache::add(const kernel::Kernel& kernel, const CodeVariant& variant,
+                      const std::shared_ptr<jit::JitModule>& code,
+                      const CompiledKernel& compiled) {
+  std::string k = key(kernel, variant);
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.emplace(std::move(k), Entry{kernel, variant, code, compiled});
+  // Sweeping when the table has doubled keeps the cost per add constant on average.
+  if (entries_.size() >= 2 * size_after_sweep_ + 64) drop_unloaded();
+}
+
+size_t KernelCache::live_entries() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  drop_unloaded();
+  return entries_.size();
+}
+
+void KernelCache::drop_unloaded() {
+  for (auto it = entries_.begin(); it != entries_.end();)
+    it = it->second.code.expired() ? entries_.erase(it) : std::next(it);
+  size_after_sweep_ = entries_.size();
+}
+
+}  // namespace kiln::codegen

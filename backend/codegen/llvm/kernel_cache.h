@@ -1,0 +1,70 @@
+// Kernels compiled earlier in this process, found by what they compute. A plan compiled for
+// another input size, or a region compiled again (its frozen weights changed, a trainer compiled
+// the module again), shares many kernels with a plan compiled before: the layer norms and
+// activations of a decoding step do not depend on the cache's length. Those are taken from the
+// earlier plan's code, which stays loaded while any plan uses it, instead of being compiled
+// again. Torch-free.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "backend/codegen/llvm/schedule.h"
+#include "passes/kernel/kernel.h"
+#include "runtime/jit/orc_jit.h"
+#include "runtime/kernel_abi.h"
+
+namespace kiln::codegen {
+
+struct CompiledKernel {
+  KernelFunction function = nullptr;
+  KernelLaunch launch;
+};
+
+/// What a kernel's machine code depends on besides the kernel itself.
+struct CodeVariant {
+  int vector_bits = 0;
+  bool avx512_math = false;
+  bool operator==(const CodeVariant&) const = default;
+};
+
+struct CachedKernel {
+  std::shared_ptr<jit::JitModule> code;  // holding it keeps `kernel.function` loaded
+  CompiledKernel kernel;
+};
+
+class KernelCache {
+ public:
+  static KernelCache& instance();
+
+  /// A kernel that computes what `kernel` does (kernel::same_computation) for `variant`, from
+  /// code that is still loaded; nullopt if there is none.
+  std::optional<CachedKernel> find(const kernel::Kernel& kernel, const CodeVariant& variant);
+
+  /// Records `compiled`, which lives in `code`. The cache holds no reference to `code`: once
+  /// every plan using it is gone, the entry is dropped.
+  void add(const kernel::Kernel& kernel, const CodeVariant& variant,
+           const std::shared_ptr<jit::JitModule>& code, const CompiledKernel& compiled);
+
+  /// Entries whose code is still loaded (for tests).
+  size_t live_entries();
+
+ private:
+  struct Entry {
+    kernel::Kernel kernel;
+    CodeVariant variant;
+    std::weak_ptr<jit::JitModule> code;
+    CompiledKernel compiled;
+  };
+  void drop_unloaded();
+
+  std::mutex mutex_;
+  std::unordered_multimap<std::string, Entry> entries_;  // by key(kernel, variant)
+  size_t size_after_sweep_ = 0;
+};
+
+}  // namespace kiln::codegen
