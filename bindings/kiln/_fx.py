@@ -310,7 +310,8 @@ def _number_second(gm: torch.fx.GraphModule) -> None:
             continue
         first, second = node.args
         if is_number(second) and not is_number(first):
-            if _sizes.is_symbolic(second) and (overload := scalar_overload(node)) is not None:
+            if (isinstance(node.target, torch._ops.OpOverload) and _sizes.is_symbolic(second)
+                    and (overload := scalar_overload(node)) is not None):
                 node.target = overload
             continue
         if not is_number(first) or not isinstance(second, torch.fx.Node) or is_number(second):

@@ -36,8 +36,7 @@ std::optional<CachedKernel> KernelCache::find(const kernel::Kernel& kernel,
 }
 
 void KernelCache::add(const kernel::Kernel& kernel, const CodeVariant& variant,
-                      const std::shared_ptr<jit::JitModule>& code,
-                      const CompiledKernel& compiled) {
+                      const std::shared_ptr<jit::JitModule>& code, const CompiledKernel& compiled) {
   std::string k = key(kernel, variant);
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.emplace(std::move(k), Entry{kernel, variant, code, compiled});
