@@ -59,7 +59,8 @@ bool generates_code_for(c10::Device device, const Environment& env) {
 /// The plan's kernels compiled for `device`: JIT'd CPU functions or CUDA kernels.
 std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& kernels,
                                             c10::Device device, const std::string& dump_prefix,
-                                            std::shared_ptr<void>& code, double& seconds) {
+                                            std::shared_ptr<void>& code,
+                                            CompiledRegion& compiled_region) {
   std::vector<KernelBinding> bindings;
   if (device.is_cuda()) {
     codegen::cuda::CudaCodegenOptions options;
@@ -68,7 +69,7 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
     auto compiled = codegen::cuda::compile_cuda_kernels(kernels, options);
     for (auto& k : compiled.kernels)
       bindings.push_back({nullptr, 0, 1, std::move(k)});
-    seconds = compiled.compile_seconds;
+    compiled_region.codegen_seconds = compiled.compile_seconds;
     return bindings;
   }
 #if KILN_HAVE_LLVM
@@ -78,7 +79,8 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
   for (const auto& k : compiled.kernels)
     bindings.push_back({k.function, k.launch.range, k.launch.grain, nullptr});
   code = compiled.code;
-  seconds = compiled.compile_seconds;
+  compiled_region.codegen_seconds = compiled.compile_seconds;
+  compiled_region.reused_kernels = compiled.reused;
 #endif
   return bindings;
 }
@@ -247,8 +249,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   if (!result.kernels.empty()) {
     const std::string dump_prefix = pipeline.dump_dir.empty() ? "" : pipeline.dump_dir + "/" + name;
     try {
-      bindings =
-          generate_kernels(result.kernels, device, dump_prefix, code, compiled->codegen_seconds);
+      bindings = generate_kernels(result.kernels, device, dump_prefix, code, *compiled);
     } catch (const Error& e) {
       // Code generation failed: this specialization runs op by op through ATen instead.
       if (options.strict) throw;

@@ -22,6 +22,7 @@ struct CompiledRegion {
   double compile_seconds = 0;  // all of it: import, passes, code generation, plan
   double codegen_seconds = 0;  // LLVM: IR, optimization, machine code
   int kernels = 0;             // generated kernels
+  int reused_kernels = 0;      // of those, taken from code compiled for earlier plans
 };
 
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`; `device` is where the inputs

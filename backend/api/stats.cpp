@@ -34,6 +34,7 @@ void record_compiled(const CompiledRegion& compiled) {
   Stats& s = counters();
   ++s.specializations;
   s.kernels += compiled.kernels;
+  s.reused_kernels += compiled.reused_kernels;
   for (const ExplainEntry& entry : compiled.entries) {
     if (entry.where == "extern ATen") ++s.extern_steps;
   }

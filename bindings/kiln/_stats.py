@@ -23,7 +23,9 @@ def stats() -> dict:
     compile them); graph_fallbacks: graphs that failed to compile and run eagerly;
     cuda_graphs: graphs captured as CUDA graphs (mode="reduce-overhead" on CUDA);
     specializations: region compilations (one per input signature, both frontends);
-    kernels: generated kernels in them; extern_steps: ops in them that call ATen;
+    kernels: generated kernels in them; reused_kernels: distinct kernels among those that came
+    from code compiled for an earlier specialization (the kernel cache), not compiled again;
+    extern_steps: ops in them that call ATen;
     fallbacks: specializations that run without kiln; compile_seconds: time spent compiling;
     frozen_weights: parameters and buffers compiled into inference graphs as constants;
     unfrozen_regions: regions that compiled again with weights as inputs because one changed.

@@ -37,6 +37,7 @@ py::dict stats_dict() {
   py::dict d;
   d["specializations"] = s.specializations;
   d["kernels"] = s.kernels;
+  d["reused_kernels"] = s.reused_kernels;
   d["extern_steps"] = s.extern_steps;
   d["fallbacks"] = s.fallbacks;
   d["compile_seconds"] = s.compile_seconds;

@@ -95,6 +95,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     hold(code);
   }
   CompiledKernels compiled;
+  compiled.reused = static_cast<int>(distinct.kernels.size() - fresh.size());
   for (size_t d : distinct.index)
     compiled.kernels.push_back(by_distinct[d]);
   compiled.code = std::move(modules);

@@ -21,6 +21,7 @@ struct CompiledKernels {
   /// kernels from: kernel_cache.h); the functions live as long as it does.
   std::shared_ptr<void> code;
   std::vector<CompiledKernel> kernels;
+  int reused = 0;  // distinct kernels taken from earlier plans' code (KernelCache), not compiled
   double compile_seconds = 0;
 };
 
