@@ -13,7 +13,9 @@
 //   - float sums: the codegen adds in at least `lanes` = vector_bits/32 independent partial sums,
 //     so |got - want| <= (n/lanes + log2(lanes) + 3) * u * sum|x_i| (u = 2^-24 for float32, the
 //     recursive-summation bound); kernels built on sums state theirs next to the kernel.
+#include "backend/codegen/llvm/kernel_emitter.h"
 #include "codegen/codegen_harness.h"
+#include "passes/kernel/collapse_dims.h"
 
 namespace kiln::codegen {
 namespace {
@@ -400,12 +402,84 @@ TEST(KernelCodegenTest, TheKernelCacheLetsGoOfCodeNoPlanHolds) {
   b.store(1, {11, 1}, b.binary(Op::Add, b.load(0, {11, 1}), b.constant(8.125, F32), F32));
   KernelCache& cache = KernelCache::instance();
   const CodeVariant variant = code_variant({});
+  const Kernel key = code_key(kernel::collapse_dims(k), variant.vector_bits);
   {
     const CompiledKernels compiled = compile_kernels({k}, {});
-    ASSERT_TRUE(cache.find(k, variant).has_value());
-    EXPECT_EQ(cache.find(k, variant)->kernel.function, compiled.kernels[0].function);
+    ASSERT_TRUE(cache.find(key, variant).has_value());
+    EXPECT_EQ(cache.find(key, variant)->kernel.function, compiled.kernels[0].function);
   }
-  EXPECT_FALSE(cache.find(k, variant).has_value());
+  EXPECT_FALSE(cache.find(key, variant).has_value());
+}
+
+// Kernels that differ in their outermost size only: a row-broadcast elementwise kernel, a
+// one-dim one, and a normalization of rows (x - mean(x)).
+Kernel rows_plus_bias(int64_t rows) {
+  Kernel k = make_kernel("rows_plus_bias", {rows, 33}, 0, {F32, F32}, {F32});
+  KernelBuilder b(k);
+  b.store(2, {33, 1}, b.binary(Op::Add, b.load(0, {33, 1}), b.load(1, {0, 1}), F32));
+  return k;
+}
+
+Kernel flat_scale(int64_t n) {
+  Kernel k = make_kernel("flat_scale", {n}, 0, {F32}, {F32});
+  KernelBuilder b(k);
+  b.store(1, {1}, b.binary(Op::Mul, b.load(0, {1}), b.constant(-1.375, F32), F32));
+  return k;
+}
+
+Kernel centered_rows(int64_t rows) {
+  Kernel k = make_kernel("centered_rows", {rows, 40}, 1, {F32}, {F32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {40, 1});
+  b.store(1, {40, 1}, b.binary(Op::Sub, x, b.reduce(kernel::ReduceKind::Mean, x), F32));
+  return k;
+}
+
+TEST(KernelCodegenTest, KernelsThatDifferInTheirOutermostSizeOnlyShareCode) {
+  struct Case {
+    Kernel small, large;
+    int64_t large_elements;
+  };
+  const std::vector<Case> cases = {{rows_plus_bias(5), rows_plus_bias(9), 9 * 33},
+                                   {flat_scale(1000), flat_scale(1777), 1777},
+                                   {centered_rows(6), centered_rows(11), 11 * 40}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.small.name);
+    // The same machine code: nothing in it depends on the outermost size.
+    EXPECT_EQ(kernels_assembly({c.small}, {}), kernels_assembly({c.large}, {}));
+    const CompiledKernels first = compile_kernels({c.small}, {});
+    const CompiledKernels second = compile_kernels({c.large}, {});
+    EXPECT_EQ(second.reused, 1);
+    EXPECT_EQ(second.kernels[0].function, first.kernels[0].function);
+    // The launch is the second kernel's own, and the shared code computes it right.
+    EXPECT_EQ(second.kernels[0].launch.range, choose_launch(kernel::collapse_dims(c.large)).range);
+    std::vector<float> in(c.large_elements), bias(33), expected(c.large_elements),
+        out(c.large_elements, -7.0f);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<float>(i % 23) * 0.25f - 2.0f;
+    for (size_t j = 0; j < bias.size(); ++j)
+      bias[j] = static_cast<float>(j) * 0.5f;
+    const bool has_bias = c.large.num_inputs() == 2;
+    std::vector<void*> reference = {in.data()}, actual = {in.data()};
+    if (has_bias) {
+      reference.push_back(bias.data());
+      actual.push_back(bias.data());
+    }
+    reference.push_back(expected.data());
+    actual.push_back(out.data());
+    kernel::interpret(c.large, reference);
+    second.kernels[0].function(actual.data(), 0, second.kernels[0].launch.range);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], expected[i], 1e-5) << "element " << i;
+  }
+}
+
+TEST(KernelCodegenTest, KernelsPastTheStreamingThresholdDoNotShareCode) {
+  // At 2^20 float elements and more, the size decides streaming stores and prefetches.
+  const CompiledKernels small = compile_kernels({flat_scale(4096)}, {});
+  const CompiledKernels large = compile_kernels({flat_scale(int64_t{1} << 21)}, {});
+  EXPECT_EQ(large.reused, 0);
+  EXPECT_NE(large.kernels[0].function, small.kernels[0].function);
 }
 
 }  // namespace

@@ -24,21 +24,26 @@ struct BuiltModule {
   std::vector<KernelLaunch> launches;
 };
 
-BuiltModule build_module(const std::vector<kernel::Kernel>& kernels,
-                         const CodegenOptions& options) {
+/// `collapsed`: kernels collapse_dims made.
+BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOptions& options) {
   const CodeVariant variant = code_variant(options);
-  const int bits = variant.vector_bits;
   const MathTarget math{variant.avx512_math};
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    kernel::Kernel collapsed = collapse_dims(kernels[i]);
-    collapsed.name = symbol_name(i);
-    built.launches.push_back(choose_launch(collapsed));
-    emit_kernel(*built.module, collapsed, bits, math);
+  for (size_t i = 0; i < collapsed.size(); ++i) {
+    collapsed[i].name = symbol_name(i);
+    built.launches.push_back(choose_launch(collapsed[i]));
+    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math);
   }
   return built;
+}
+
+std::vector<kernel::Kernel> collapsed(const std::vector<kernel::Kernel>& kernels) {
+  std::vector<kernel::Kernel> result;
+  for (const kernel::Kernel& k : kernels)
+    result.push_back(collapse_dims(k));
+  return result;
 }
 
 }  // namespace
@@ -68,18 +73,22 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     if (std::find(modules->begin(), modules->end(), code) == modules->end())
       modules->push_back(code);
   };
-  std::vector<CompiledKernel> by_distinct(distinct.kernels.size());
-  std::vector<kernel::Kernel> fresh;
+  // Found by code key: a kernel over another outermost size can share the code (code_key).
+  const std::vector<kernel::Kernel> flat = collapsed(distinct.kernels);
+  std::vector<CompiledKernel> by_distinct(flat.size());
+  std::vector<kernel::Kernel> fresh, fresh_keys;
   std::vector<size_t> fresh_at;  // where each fresh kernel is in distinct.kernels
-  for (size_t d = 0; d < distinct.kernels.size(); ++d) {
+  for (size_t d = 0; d < flat.size(); ++d) {
+    kernel::Kernel key = code_key(flat[d], variant.vector_bits);
     if (options.dump_prefix.empty()) {
-      if (std::optional<CachedKernel> hit = cache.find(distinct.kernels[d], variant)) {
-        by_distinct[d] = hit->kernel;
+      if (std::optional<CachedKernel> hit = cache.find(key, variant)) {
+        by_distinct[d] = {hit->kernel.function, choose_launch(flat[d])};
         hold(hit->code);
         continue;
       }
     }
-    fresh.push_back(distinct.kernels[d]);
+    fresh.push_back(flat[d]);
+    fresh_keys.push_back(std::move(key));
     fresh_at.push_back(d);
   }
   if (!fresh.empty()) {
@@ -90,7 +99,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
       const CompiledKernel kernel{reinterpret_cast<KernelFunction>(code->lookup(symbol_name(f))),
                                   built.launches[f]};
       by_distinct[fresh_at[f]] = kernel;
-      cache.add(fresh[f], variant, code, kernel);
+      cache.add(fresh_keys[f], variant, code, kernel);
     }
     hold(code);
   }
@@ -106,7 +115,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
 
 std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels,
                              const CodegenOptions& options) {
-  BuiltModule built = build_module(kernels, options);
+  BuiltModule built = build_module(collapsed(kernels), options);
   jit::optimize_module(*built.module);
   return jit::emit_assembly(*built.module);
 }

@@ -89,6 +89,12 @@ void EmitterCore::walk_runs(
   const int64_t run = kernel_.sizes[dim];
   if (run == 0) return;
   llvm::Value* end = fn_->getArg(2);
+  if (dim == 0) {
+    // One run, [begin, end) itself: the code does not depend on the size (kernel_emitter.h,
+    // code_key).
+    body(fn_->getArg(1), end, row_offsets(i64(0), 0));
+    return;
+  }
   llvm::LLVMContext& c = module_.getContext();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(c, "runs", fn_);

@@ -41,8 +41,9 @@ class KernelCache {
  public:
   static KernelCache& instance();
 
-  /// A kernel that computes what `kernel` does (kernel::same_computation) for `variant`, from
-  /// code that is still loaded; nullopt if there is none.
+  /// Code for the kernel whose code key (kernel_emitter.h) is `key` (kernel::same_computation)
+  /// for `variant`, from code that is still loaded; nullopt if there is none. The launch of a
+  /// hit is the one it was compiled with: the caller's kernel may have another outermost size.
   std::optional<CachedKernel> find(const kernel::Kernel& kernel, const CodeVariant& variant);
 
   /// Records `compiled`, which lives in `code`. The cache holds no reference to `code`: once

@@ -13,6 +13,9 @@ using kernel::ReduceKind;
 
 namespace {
 
+/// Data of this size is well past the caches of one core: its loads and stores go to memory.
+constexpr int64_t kStreamBytes = 8 << 20;
+
 /// Elementwise kernels, and reducing kernels vectorized along their rows.
 class KernelEmitter final : public EmitterCore {
  public:
@@ -100,9 +103,6 @@ class KernelEmitter final : public EmitterCore {
                 }
               });
   }
-
-  /// Data of this size is well past the caches of one core: its loads and stores go to memory.
-  static constexpr int64_t kStreamBytes = 8 << 20;
 
   /// Streaming stores pay off for one large contiguous output of 4- or 8-byte elements, whose
   /// vectors are at least 32 bytes (so every vector store after the first aligned one is too).
@@ -383,6 +383,22 @@ class KernelEmitter final : public EmitterCore {
 };
 
 }  // namespace
+
+kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits) {
+  // The emitter reads sizes[0] in three places only: to choose streaming stores and prefetches
+  // (never below kStreamBytes of any buffer), in the across-rows emitter, and as the run of a
+  // one-dim kernel whose only dim is reduced. Everywhere else the outermost index comes from the
+  // launch range.
+  if (reduces_across_rows(collapsed, std::max(1, vector_bits / 32))) return collapsed;
+  if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return collapsed;
+  int64_t numel = 1;
+  for (int64_t d : collapsed.sizes)
+    numel *= d;
+  if (numel == 0 || numel >= kStreamBytes / 8) return collapsed;
+  kernel::Kernel key = collapsed;
+  key.sizes[0] = -1;
+  return key;
+}
 
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
                             MathTarget math) {

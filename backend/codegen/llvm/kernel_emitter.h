@@ -20,4 +20,11 @@ namespace kiln::codegen {
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
                             MathTarget math);
 
+/// `collapsed` less what emit_kernel's code does not depend on: the outermost size (set to -1)
+/// of a kernel smaller than any streaming or prefetching threshold, unless that size is a
+/// reduced one or the kernel is vectorized across rows. Kernels with equal keys compile to the
+/// same code; the launch range (schedule.h) carries the size. A decoding step's layer norm over
+/// [tokens, 768] is one code for every number of tokens (kernel_cache.h).
+kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits);
+
 }  // namespace kiln::codegen
