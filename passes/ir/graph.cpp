@@ -84,9 +84,13 @@ void Graph::set_node_order(const std::vector<Node*>& order) {
     if (!position.contains(node.get()))
       throw std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
   }
-  std::sort(nodes_.begin(), nodes_.end(), [&](const auto& a, const auto& b) {
-    return position.at(a.get()) < position.at(b.get());
-  });
+  // Each node straight to its place: one lookup per node (a sort would look up two per compare).
+  std::vector<std::unique_ptr<Node>> placed(nodes_.size());
+  for (auto& node : nodes_) {
+    const size_t at = position.at(node.get());
+    placed[at] = std::move(node);
+  }
+  nodes_ = std::move(placed);
 }
 
 void Graph::replace_all_uses(Value* from, Value* to) {
