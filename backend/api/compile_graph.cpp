@@ -75,6 +75,7 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
 #if KILN_HAVE_LLVM
   codegen::CodegenOptions options;
   options.dump_prefix = dump_prefix;
+  options.reuse_kernels = !environment().disabled.contains("kernel_cache");
   codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
   for (const auto& k : compiled.kernels)
     bindings.push_back({k.function, k.launch.range, k.launch.grain, nullptr});

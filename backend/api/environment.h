@@ -23,7 +23,8 @@ struct Environment {
 
 const Environment& environment();
 
-/// The names KILN_DISABLE accepts: the pipeline's passes and the features "fusion", "llvm".
+/// The names KILN_DISABLE accepts: the pipeline's passes and the features "freeze_weights",
+/// "fusion", "llvm", "kernel_cache" and "cuda".
 std::vector<std::string> disable_names();
 
 /// Writes "kiln: <level>: message" to stderr when `level` is enabled by KILN_LOG.

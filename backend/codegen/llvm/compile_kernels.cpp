@@ -80,7 +80,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   std::vector<size_t> fresh_at;  // where each fresh kernel is in distinct.kernels
   for (size_t d = 0; d < flat.size(); ++d) {
     kernel::Kernel key = code_key(flat[d], variant.vector_bits);
-    if (options.dump_prefix.empty()) {
+    if (options.reuse_kernels && options.dump_prefix.empty()) {
       if (std::optional<CachedKernel> hit = cache.find(key, variant)) {
         by_distinct[d] = {hit->kernel.function, choose_launch(flat[d])};
         hold(hit->code);

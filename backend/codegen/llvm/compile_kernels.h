@@ -34,11 +34,14 @@ struct CodegenOptions {
   /// Use AVX-512 instructions in exp and the functions built on it where the host has them
   /// (math.h: MathTarget); false: generic IR only (tests compare the two).
   bool avx512_math = true;
+  /// Take kernels that earlier plans compiled from their code (KernelCache); false: compile
+  /// every kernel of the plan (`KILN_DISABLE=kernel_cache`, for bisecting).
+  bool reuse_kernels = true;
 };
 
 /// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped
-/// (`dump_prefix`: the dump shows the whole plan). Throws kiln::Error: Unsupported for a kernel
-/// the generator cannot express, Backend when LLVM fails.
+/// (`dump_prefix`: the dump shows the whole plan) or `reuse_kernels` is false. Throws kiln::Error:
+/// Unsupported for a kernel the generator cannot express, Backend when LLVM fails.
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
                                 const CodegenOptions& options);
 

@@ -2,6 +2,10 @@
 architecture with other weights, the same layers at another input size) takes them from the code
 compiled before instead of compiling them again, and still computes with its own inputs."""
 
+import os
+import subprocess
+import sys
+
 import torch
 
 import kiln
@@ -63,3 +67,30 @@ def test_a_new_size_reuses_the_kernels_that_do_not_depend_on_it():
     assert stats["specializations"] == 1, stats
     # The layer norm and the MLP's kernels are the same; the softmax over the cache is new.
     assert 1 <= stats["reused_kernels"] < stats["kernels"], stats
+
+
+def test_kiln_disable_kernel_cache_compiles_every_kernel():
+    """KILN_DISABLE=kernel_cache (read once per process, so in a child process): the second
+    model compiles its kernels again, and computes the same."""
+    code = """
+import torch, kiln
+torch.manual_seed(0)
+blocks = [torch.nn.Sequential(torch.nn.Linear(48, 96), torch.nn.GELU(),
+                              torch.nn.LayerNorm(96)).eval() for _ in range(2)]
+x = torch.randn(6, 48)
+with torch.no_grad():
+    compiled = [torch.compile(b, backend="kiln") for b in blocks]
+    for c, b in zip(compiled, blocks):
+        torch.testing.assert_close(c(x), b(x), rtol=1e-5, atol=1e-5)
+stats = kiln.stats()
+assert stats["specializations"] == 2 and stats["kernels"] >= 2, stats
+print("reused", stats["reused_kernels"])
+"""
+    reused = {}
+    for disable in ("", "kernel_cache"):
+        env = {**os.environ, "KILN_DISABLE": disable, "KILN_LOG": "error"}
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        reused[disable] = int(result.stdout.split()[-1])
+    assert reused[""] >= 1 and reused["kernel_cache"] == 0, reused
