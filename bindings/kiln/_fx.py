@@ -287,7 +287,7 @@ class RegionCall:
         return run
 
 
-def _number_second(gm: torch.fx.GraphModule) -> None:
+def _numbers_as_scalars(gm: torch.fx.GraphModule) -> None:
     """sub/add/mul with a number first and a tensor second -> the Scalar overload, the number
     second. Core ATen writes sigmoid's backward as `aten.sub.Tensor(1, s)`; no overload takes a
     number first, so the node would run eagerly between two regions. A symbolic int counts as a
@@ -494,7 +494,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     _fold_linear_views(gm)  # ... and a linear on a 3-D input, through its views, here
     gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read
-    _number_second(gm)
+    _numbers_as_scalars(gm)
     _split_as_slices(gm)
     rebase_sizes(gm, _is_plain_tensor)  # sizes read off the graph's values: from its inputs
     gm.graph.eliminate_dead_code()

@@ -77,19 +77,22 @@ void Graph::set_node_order(const std::vector<Node*>& order) {
   std::unordered_map<const Node*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i)
     position.emplace(order[i], i);
-  if (position.size() != nodes_.size() || order.size() != nodes_.size()) {
-    throw std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
-  }
-  for (const auto& node : nodes_) {
-    if (!position.contains(node.get()))
-      throw std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
-  }
+  auto not_a_permutation = [] {
+    return std::invalid_argument("set_node_order: not a permutation of the graph's nodes");
+  };
+  if (position.size() != nodes_.size() || order.size() != nodes_.size()) throw not_a_permutation();
   // Each node straight to its place: one lookup per node (a sort would look up two per compare).
-  std::vector<std::unique_ptr<Node>> placed(nodes_.size());
-  for (auto& node : nodes_) {
-    const size_t at = position.at(node.get());
-    placed[at] = std::move(node);
+  // Nothing moves until every node is known to have a place, so a bad order changes nothing.
+  std::vector<size_t> places;
+  places.reserve(nodes_.size());
+  for (const auto& node : nodes_) {
+    auto it = position.find(node.get());
+    if (it == position.end()) throw not_a_permutation();
+    places.push_back(it->second);
   }
+  std::vector<std::unique_ptr<Node>> placed(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    placed[places[i]] = std::move(nodes_[i]);
   nodes_ = std::move(placed);
 }
 

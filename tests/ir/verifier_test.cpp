@@ -28,6 +28,26 @@ TEST(VerifierTest, ValidGraphHasNoProblems) {
   EXPECT_EQ(verify_graph(*g), Problems{});
 }
 
+TEST(GraphTest, SetNodeOrderMovesNodesOrRefusesAndChangesNothing) {
+  auto g = parse_graph(
+      "graph(%x : f32[2]):\n"
+      "  %a : f32[2] = aten::relu(%x)\n"
+      "  %b : f32[2] = aten::neg(%x)\n"
+      "  %c : f32[2] = aten::add.Tensor(%a, %b) {alpha=1}\n"
+      "  return (%c)\n");
+  const std::vector<Node*> nodes = g->nodes();
+  g->set_node_order({nodes[1], nodes[0], nodes[2]});
+  EXPECT_EQ(g->nodes()[0]->op(), "aten::neg");
+  EXPECT_EQ(g->nodes()[1]->op(), "aten::relu");
+  EXPECT_EQ(verify_graph(*g), Problems{});
+  // A node twice, or one missing: refused, and the order stays as it was.
+  EXPECT_THROW(g->set_node_order({nodes[1], nodes[1], nodes[2]}), std::invalid_argument);
+  EXPECT_THROW(g->set_node_order({nodes[1], nodes[0]}), std::invalid_argument);
+  EXPECT_EQ(g->nodes()[0]->op(), "aten::neg");
+  EXPECT_EQ(g->nodes()[1]->op(), "aten::relu");
+  EXPECT_EQ(g->nodes()[2]->op(), "aten::add.Tensor");
+}
+
 TEST(VerifierTest, ValueFromAnotherGraph) {
   Graph other;
   Value* foreign = other.add_input(f32({2}), "foreign");

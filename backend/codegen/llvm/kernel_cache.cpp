@@ -44,12 +44,6 @@ void KernelCache::add(const kernel::Kernel& kernel, const CodeVariant& variant,
   if (entries_.size() >= 2 * size_after_sweep_ + 64) drop_unloaded();
 }
 
-size_t KernelCache::live_entries() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  drop_unloaded();
-  return entries_.size();
-}
-
 void KernelCache::drop_unloaded() {
   for (auto it = entries_.begin(); it != entries_.end();)
     it = it->second.code.expired() ? entries_.erase(it) : std::next(it);

@@ -1,9 +1,9 @@
-// Kernels compiled earlier in this process, found by what they compute. A plan compiled for
-// another input size, or a region compiled again (its frozen weights changed, a trainer compiled
-// the module again), shares many kernels with a plan compiled before: the layer norms and
-// activations of a decoding step do not depend on the cache's length. Those are taken from the
-// earlier plan's code, which stays loaded while any plan uses it, instead of being compiled
-// again. Torch-free.
+// Kernels compiled earlier in this process, found by their code key (kernel_emitter.h). A plan
+// compiled for another input size, or a region compiled again (its frozen weights changed, a
+// trainer compiled the module again), shares many kernels with a plan compiled before: the layer
+// norms and activations of a decoding step do not depend on the cache's length. Those are taken
+// from the earlier plan's code, which stays loaded while any plan uses it, instead of being
+// compiled again. Torch-free.
 #pragma once
 
 #include <cstddef>
@@ -50,9 +50,6 @@ class KernelCache {
   /// every plan using it is gone, the entry is dropped.
   void add(const kernel::Kernel& kernel, const CodeVariant& variant,
            const std::shared_ptr<jit::JitModule>& code, const CompiledKernel& compiled);
-
-  /// Entries whose code is still loaded (for tests).
-  size_t live_entries();
 
  private:
   struct Entry {
