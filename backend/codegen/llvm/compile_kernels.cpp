@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "backend/codegen/llvm/kernel_emitter.h"
+#include "backend/codegen/llvm/store_policy.h"
 #include "passes/kernel/printer.h"
 #include "runtime/jit/orc_jit.h"
 
@@ -34,7 +35,7 @@ BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOpt
   for (size_t i = 0; i < collapsed.size(); ++i) {
     collapsed[i].name = symbol_name(i);
     built.launches.push_back(choose_launch(collapsed[i]));
-    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math);
+    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math, variant.stream_bytes);
   }
   return built;
 }
@@ -52,7 +53,8 @@ CodeVariant code_variant(const CodegenOptions& options) {
   const std::string& features = jit::host_target().features;
   return {options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features),
           options.avx512_math && has_feature(features, "+avx512f") &&
-              has_feature(features, "+avx512vl")};
+              has_feature(features, "+avx512vl"),
+          options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes()};
 }
 
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,

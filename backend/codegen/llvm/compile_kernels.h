@@ -37,6 +37,9 @@ struct CodegenOptions {
   /// Take kernels that earlier plans compiled from their code (KernelCache); false: compile
   /// every kernel of the plan (`KILN_DISABLE=kernel_cache`, for bisecting).
   bool reuse_kernels = true;
+  /// Outputs of this many bytes or more are written with streaming stores; 0: this process's
+  /// choice (host_stream_bytes in store_policy.h: 8 MB, or half the L3 on huge pages).
+  int64_t stream_bytes = 0;
 };
 
 /// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped

@@ -29,6 +29,7 @@ struct CompiledKernel {
 struct CodeVariant {
   int vector_bits = 0;
   bool avx512_math = false;
+  int64_t stream_bytes = 0;  // store_policy.h
   bool operator==(const CodeVariant&) const = default;
 };
 

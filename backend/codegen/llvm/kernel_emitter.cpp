@@ -2,7 +2,9 @@
 
 #include "backend/codegen/llvm/across_rows_emitter.h"
 #include "backend/codegen/llvm/emitter_core.h"
+#include "backend/codegen/llvm/moments.h"
 #include "backend/codegen/llvm/schedule.h"
+#include "backend/codegen/llvm/store_policy.h"
 #include "kiln/error.h"
 
 namespace kiln::codegen {
@@ -13,13 +15,12 @@ using kernel::ReduceKind;
 
 namespace {
 
-/// Data of this size is well past the caches of one core: its loads and stores go to memory.
-constexpr int64_t kStreamBytes = 8 << 20;
-
 /// Elementwise kernels, and reducing kernels vectorized along their rows.
 class KernelEmitter final : public EmitterCore {
  public:
-  using EmitterCore::EmitterCore;
+  KernelEmitter(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
+                MathTarget math, int64_t stream_bytes)
+      : EmitterCore(module, kernel, vector_bits, math), stream_bytes_(stream_bytes) {}
 
  private:
   void emit_body() override {
@@ -104,8 +105,9 @@ class KernelEmitter final : public EmitterCore {
               });
   }
 
-  /// Streaming stores pay off for one large contiguous output of 4- or 8-byte elements, whose
-  /// vectors are at least 32 bytes (so every vector store after the first aligned one is too).
+  /// Streaming stores pay off for one contiguous output of 4- or 8-byte elements the caches would
+  /// not keep (stream_bytes_: store_policy.h), whose vectors are at least 32 bytes (so every
+  /// vector store after the first aligned one is too).
   bool streams_output() const {
     if (kernel_.stores.size() != 1 || width_ < 8) return false;
     const kernel::Store& store = kernel_.stores[0];
@@ -114,7 +116,7 @@ class KernelEmitter final : public EmitterCore {
     int64_t numel = 1;
     for (int64_t d : kernel_.sizes)
       numel *= d;
-    return numel * size >= kStreamBytes;
+    return numel * size >= stream_bytes_;
   }
 
   /// The first index in [first, stop] whose output element starts a 64-byte line.
@@ -136,6 +138,7 @@ class KernelEmitter final : public EmitterCore {
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
+    plan_passes();
     plan_row_caches();
     const std::vector<int> streamed = streamed_row_maps();
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
@@ -144,11 +147,14 @@ class KernelEmitter final : public EmitterCore {
       if (!streamed.empty()) next_row_ = row_offsets(b_.CreateAdd(row, i64(1)), row_rank);
       compute_row_values(at_row);
       int pass = 0;
-      for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
-        if (kernel_.exprs[id].op != Op::Reduce) continue;
+      for (const std::vector<int>& reductions : passes_) {
         prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
         use_row_caches(pass++);
-        values_->set_row_value(static_cast<int>(id), reduce(static_cast<int>(id), offsets));
+        if (reductions.size() == 2) {
+          moments(reductions[0], reductions[1], offsets);
+        } else {
+          values_->set_row_value(reductions[0], reduce(reductions[0], offsets));
+        }
         compute_row_values(at_row);
       }
       prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
@@ -191,9 +197,7 @@ class KernelEmitter final : public EmitterCore {
   std::vector<int> streamed_row_maps() const {
     std::vector<int> maps;
     if (kernel_.reduce_rank != 1 || width_ <= 1) return maps;
-    int passes = 0;
-    for (const auto& e : kernel_.exprs)
-      passes += e.op == Op::Reduce;
+    int passes = static_cast<int>(passes_.size());
     for (const auto& s : kernel_.stores)
       if (element_[s.value]) {
         ++passes;
@@ -226,6 +230,24 @@ class KernelEmitter final : public EmitterCore {
       values_->prefetch(m, next);
   }
 
+  /// The passes over each row, in order: the reductions each computes. One each, except a mean
+  /// and its variance, which share one (moments.h) where the row has at least a vector.
+  void plan_passes() {
+    passes_.clear();
+    std::vector<bool> planned(kernel_.exprs.size(), false);
+    const bool one_pass_moments =
+        kernel_.reduce_rank == 1 && width_ > 1 && kernel_.row_size() >= width_;
+    for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
+      if (kernel_.exprs[id].op != Op::Reduce || planned[id]) continue;
+      passes_.push_back({static_cast<int>(id)});
+      if (!one_pass_moments) continue;
+      if (std::optional<int> var = variance_of(kernel_, static_cast<int>(id))) {
+        passes_.back().push_back(*var);
+        planned[*var] = true;
+      }
+    }
+  }
+
   // Which element values to keep in a per-row scratch array: those that contain a
   // transcendental function and that more than one pass over the row needs (pass k computes
   // the k-th Reduce; the last pass the element stores).
@@ -233,8 +255,10 @@ class KernelEmitter final : public EmitterCore {
     constexpr int64_t kMaxCachedRow = 8192;  // elements: at most 64 KB of stack per cached value
     if (kernel_.reduce_rank != 1 || kernel_.row_size() > kMaxCachedRow) return;
     std::vector<std::vector<int>> roots;  // per pass
-    for (const auto& e : kernel_.exprs)
-      if (e.op == Op::Reduce) roots.push_back({e.args[0]});
+    // A pass computes its first reduction's operand: a moments pass reads x alone, never the
+    // deviations its variance is written with.
+    for (const std::vector<int>& reductions : passes_)
+      roots.push_back({kernel_.exprs[reductions[0]].args[0]});
     roots.emplace_back();
     for (const auto& s : kernel_.stores)
       if (element_[s.value]) roots.back().push_back(s.value);
@@ -372,14 +396,121 @@ class KernelEmitter final : public EmitterCore {
     return finish_reduction(e, result);
   }
 
+  /// A row's mean and variance (exprs `mean_id` and `var_id`: variance_of) from one pass: per
+  /// lane, the sums S1 of d = x - K and S2 of d * d, K the row's first vector (its first element
+  /// K0 for the scalar tail); then each lane's mean K + S1/n and squared deviations S2 - S1 * S1/n
+  /// merge into the row's (moments.h). A row whose variance comes out NaN or infinite takes the
+  /// two passes instead.
+  void moments(int mean_id, int var_id, const std::vector<llvm::Value*>& offsets) {
+    constexpr int kUnroll = 4;
+    const DType t = kernel_.exprs[mean_id].dtype;
+    const int x = kernel_.exprs[mean_id].args[0];
+    const int64_t n = kernel_.row_size();
+    llvm::IRBuilder<> entry(entry_, entry_->begin());
+    auto zeroed = [&](int width) {
+      llvm::AllocaInst* slot = entry.CreateAlloca(values_->register_type(t, width));
+      b_.CreateStore(llvm::Constant::getNullValue(slot->getAllocatedType()), slot);
+      return slot;
+    };
+    auto get = [&](llvm::AllocaInst* slot) {
+      return b_.CreateLoad(slot->getAllocatedType(), slot);
+    };
+    llvm::Value* shift = values_->value(x, Position{width_, i64(0), &offsets});
+    values_->forget_elements();
+    llvm::Value* shift0 = b_.CreateExtractElement(shift, uint64_t{0});
+    std::vector<llvm::AllocaInst*> sums, squares;
+    for (int k = 0; k < kUnroll; ++k) {
+      sums.push_back(zeroed(width_));
+      squares.push_back(zeroed(width_));
+    }
+    llvm::AllocaInst* tail_sum = zeroed(1);
+    llvm::AllocaInst* tail_squares = zeroed(1);
+    row_loops(
+        offsets, kernel_.row_rank(),
+        [&](const Position& at, int k) {
+          prefetch_next_row(at);
+          llvm::Value* d = b_.CreateFSub(values_->value(x, at), k < 0 ? shift0 : shift);
+          llvm::AllocaInst* sum = k < 0 ? tail_sum : sums[k];
+          llvm::AllocaInst* square = k < 0 ? tail_squares : squares[k];
+          b_.CreateStore(b_.CreateFAdd(get(sum), d), sum);
+          b_.CreateStore(b_.CreateFAdd(get(square), b_.CreateFMul(d, d)), square);
+        },
+        kUnroll);
+    llvm::Value* s1 = get(sums[0]);
+    llvm::Value* s2 = get(squares[0]);
+    for (int k = 1; k < kUnroll; ++k) {
+      s1 = b_.CreateFAdd(s1, get(sums[k]));
+      s2 = b_.CreateFAdd(s2, get(squares[k]));
+    }
+    llvm::Type* scalar = values_->register_type(t, 1);
+    auto constant = [&](double v, int width) {
+      return values_->splat(llvm::ConstantFP::get(scalar, v), width);
+    };
+    auto sum_lanes = [&](llvm::Value* v) { return horizontal(ReduceKind::Sum, t, v); };
+    auto square = [&](llvm::Value* v) { return b_.CreateFMul(v, v); };
+    // The merge works relative to the first element K0: lane means near a large offset would
+    // lose their low bits to it, and their differences are what the variance is made of.
+    // Each lane holds nv elements; the tail's nt elements (shifted by K0) are one more group.
+    const int64_t nv = n / width_, nt = n % width_;
+    llvm::Value* lane_sums = b_.CreateFDiv(s1, constant(nv, width_));
+    llvm::Value* lane_means =
+        b_.CreateFAdd(b_.CreateFSub(shift, values_->splat(shift0, width_)), lane_sums);
+    llvm::Value* lane_m2 = b_.CreateFSub(s2, b_.CreateFMul(s1, lane_sums));
+    llvm::Value* total = b_.CreateFMul(sum_lanes(lane_means), constant(nv, 1));
+    llvm::Value* tail_mean = nullptr;
+    if (nt > 0) {
+      tail_mean = b_.CreateFDiv(get(tail_sum), constant(nt, 1));
+      total = b_.CreateFAdd(total, b_.CreateFMul(tail_mean, constant(nt, 1)));
+    }
+    llvm::Value* mean = b_.CreateFDiv(total, constant(n, 1));
+    llvm::Value* apart = b_.CreateFSub(lane_means, values_->splat(mean, width_));
+    llvm::Value* m2 =
+        b_.CreateFAdd(sum_lanes(lane_m2), b_.CreateFMul(constant(nv, 1), sum_lanes(square(apart))));
+    if (nt > 0) {
+      llvm::Value* tail_m2 =
+          b_.CreateFSub(get(tail_squares), b_.CreateFMul(get(tail_sum), tail_mean));
+      m2 = b_.CreateFAdd(
+          m2, b_.CreateFAdd(
+                  tail_m2, b_.CreateFMul(constant(nt, 1), square(b_.CreateFSub(tail_mean, mean)))));
+    }
+    mean = b_.CreateFAdd(shift0, mean);
+    llvm::Value* var = b_.CreateFDiv(m2, constant(n, 1));
+    // A row with a NaN or an infinity, or whose sums overflow (S2 and S1 * S1/n both infinite
+    // make NaN where the two passes make an infinite variance): its variance is not finite, and
+    // the row is computed again the two-pass way, with the kernel's own results for it.
+    llvm::Value* finite = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, var),
+                                           llvm::ConstantFP::getInfinity(scalar));
+    llvm::BasicBlock* one_pass = b_.GetInsertBlock();
+    llvm::BasicBlock* two_pass = llvm::BasicBlock::Create(b_.getContext(), "two_pass", fn_);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "moments_done", fn_);
+    b_.CreateCondBr(finite, done, two_pass);
+    b_.SetInsertPoint(two_pass);
+    llvm::Value* exact_mean = reduce(mean_id, offsets);
+    values_->set_row_value(mean_id, exact_mean);
+    llvm::Value* exact_var = reduce(var_id, offsets);
+    llvm::BasicBlock* two_pass_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    auto merged = [&](llvm::Value* fast, llvm::Value* exact) {
+      llvm::PHINode* phi = b_.CreatePHI(scalar, 2);
+      phi->addIncoming(fast, one_pass);
+      phi->addIncoming(exact, two_pass_end);
+      return phi;
+    };
+    values_->set_row_value(mean_id, merged(mean, exact_mean));
+    values_->set_row_value(var_id, merged(var, exact_var));
+  }
+
   struct RowCacheSlot {
     int expr;
     int first_pass;
     llvm::Value* scratch;
   };
   std::vector<RowCacheSlot> row_caches_;
-  std::vector<int> prefetch_maps_;  // maps prefetch_next_row asks for, in the current pass
-  Offsets next_row_;                // every map's offsets at the next row
+  std::vector<std::vector<int>> passes_;  // plan_passes
+  int64_t stream_bytes_;                  // outputs of this size or more stream (store_policy.h)
+  std::vector<int> prefetch_maps_;        // maps prefetch_next_row asks for, in the current pass
+  Offsets next_row_;                      // every map's offsets at the next row
 };
 
 }  // namespace
@@ -401,11 +532,11 @@ kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits) {
 }
 
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math) {
+                            MathTarget math, int64_t stream_bytes) {
   if (reduces_across_rows(kernel, std::max(1, vector_bits / 32))) {
     return emit_across_rows_kernel(module, kernel, vector_bits, math);
   }
-  return KernelEmitter(module, kernel, vector_bits, math).emit();
+  return KernelEmitter(module, kernel, vector_bits, math, stream_bytes).emit();
 }
 
 }  // namespace kiln::codegen

@@ -16,9 +16,10 @@
 
 namespace kiln::codegen {
 
-/// `kernel` must already be collapsed (collapse_dims).
+/// `kernel` must already be collapsed (collapse_dims). An output of `stream_bytes` or more is
+/// written with streaming stores (store_policy.h).
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math);
+                            MathTarget math, int64_t stream_bytes);
 
 /// `collapsed` less what emit_kernel's code does not depend on: the outermost size (set to -1)
 /// of a kernel smaller than any streaming or prefetching threshold, unless that size is a

@@ -1,0 +1,21 @@
+// A layer norm's statistics in one pass over each row. Its kernel computes the mean m of x, then
+// the mean of (x - m) * (x - m): two passes, the second waiting for the first. The LLVM emitter
+// computes both from one pass instead (kernel_emitter.cpp: moments), with sums of x - K and of
+// (x - K)^2 per vector lane, K being the row's first vector: shifted by a value of the row the
+// sums stay small, so the squares' sum loses little to cancellation (at most ~n/width ulps of
+// the variance, n the row's length, against ~log n for two passes); the lanes then merge their
+// partial moments exactly (Chan, Golub and LeVeque's pairwise formula). The kernel IR, its
+// interpreter and the CUDA code keep the two reductions. Torch-free and LLVM-free.
+#pragma once
+
+#include <optional>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::codegen {
+
+/// For a float32 or float64 Mean reduction `mean` of x, the id of a later Mean reduction of
+/// (x - mean) * (x - mean), its variance; nullopt if the kernel has none.
+std::optional<int> variance_of(const kernel::Kernel& kernel, int mean);
+
+}  // namespace kiln::codegen
