@@ -448,32 +448,33 @@ class KernelEmitter final : public EmitterCore {
     };
     auto sum_lanes = [&](llvm::Value* v) { return horizontal(ReduceKind::Sum, t, v); };
     auto square = [&](llvm::Value* v) { return b_.CreateFMul(v, v); };
-    // The merge works relative to the first element K0: lane means near a large offset would
-    // lose their low bits to it, and their differences are what the variance is made of.
+    // The merge works relative to the first element K0 (names ending in _k0): lane means near a
+    // large offset would lose their low bits to it, and their differences are what the variance
+    // is made of.
     // Each lane holds nv elements; the tail's nt elements (shifted by K0) are one more group.
     const int64_t nv = n / width_, nt = n % width_;
-    llvm::Value* lane_sums = b_.CreateFDiv(s1, constant(nv, width_));
-    llvm::Value* lane_means =
-        b_.CreateFAdd(b_.CreateFSub(shift, values_->splat(shift0, width_)), lane_sums);
-    llvm::Value* lane_m2 = b_.CreateFSub(s2, b_.CreateFMul(s1, lane_sums));
-    llvm::Value* total = b_.CreateFMul(sum_lanes(lane_means), constant(nv, 1));
-    llvm::Value* tail_mean = nullptr;
+    llvm::Value* lane_mean_d = b_.CreateFDiv(s1, constant(nv, width_));
+    llvm::Value* lane_means_k0 =
+        b_.CreateFAdd(b_.CreateFSub(shift, values_->splat(shift0, width_)), lane_mean_d);
+    llvm::Value* lane_m2 = b_.CreateFSub(s2, b_.CreateFMul(s1, lane_mean_d));
+    llvm::Value* total = b_.CreateFMul(sum_lanes(lane_means_k0), constant(nv, 1));
+    llvm::Value* tail_mean_k0 = nullptr;
     if (nt > 0) {
-      tail_mean = b_.CreateFDiv(get(tail_sum), constant(nt, 1));
-      total = b_.CreateFAdd(total, b_.CreateFMul(tail_mean, constant(nt, 1)));
+      tail_mean_k0 = b_.CreateFDiv(get(tail_sum), constant(nt, 1));
+      total = b_.CreateFAdd(total, b_.CreateFMul(tail_mean_k0, constant(nt, 1)));
     }
-    llvm::Value* mean = b_.CreateFDiv(total, constant(n, 1));
-    llvm::Value* apart = b_.CreateFSub(lane_means, values_->splat(mean, width_));
+    llvm::Value* mean_k0 = b_.CreateFDiv(total, constant(n, 1));
+    llvm::Value* apart = b_.CreateFSub(lane_means_k0, values_->splat(mean_k0, width_));
     llvm::Value* m2 =
         b_.CreateFAdd(sum_lanes(lane_m2), b_.CreateFMul(constant(nv, 1), sum_lanes(square(apart))));
     if (nt > 0) {
       llvm::Value* tail_m2 =
-          b_.CreateFSub(get(tail_squares), b_.CreateFMul(get(tail_sum), tail_mean));
+          b_.CreateFSub(get(tail_squares), b_.CreateFMul(get(tail_sum), tail_mean_k0));
       m2 = b_.CreateFAdd(
-          m2, b_.CreateFAdd(
-                  tail_m2, b_.CreateFMul(constant(nt, 1), square(b_.CreateFSub(tail_mean, mean)))));
+          m2, b_.CreateFAdd(tail_m2, b_.CreateFMul(constant(nt, 1),
+                                                   square(b_.CreateFSub(tail_mean_k0, mean_k0)))));
     }
-    mean = b_.CreateFAdd(shift0, mean);
+    llvm::Value* mean = b_.CreateFAdd(shift0, mean_k0);
     llvm::Value* var = b_.CreateFDiv(m2, constant(n, 1));
     // A row with a NaN or an infinity, or whose sums overflow (S2 and S1 * S1/n both infinite
     // make NaN where the two passes make an infinite variance): its variance is not finite, and
