@@ -29,6 +29,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", default="build")
     parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--processes", type=int, default=3,
+                        help="kernel bench processes; each case reports the median over them")
     args = parser.parse_args()
     build = ROOT / args.build
     with open(build / "models" / "models.json") as f:
@@ -61,7 +63,7 @@ def main():
     print(f"\nspeedup = LibTorch median / kiln median, same run, {args.iters} interleaved iterations; "
           f"{threads} threads; tolerance {TOLERANCE}")
 
-    kernels = run_kernel_bench(build)
+    kernels = run_kernel_bench(build, max(1, args.processes))
 
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -78,31 +80,20 @@ def main():
 KERNEL_TOLERANCE = 1e-4
 
 
-def run_kernel_bench(build):
-    """The kernel cases, one process, interleaved eager/kiln rounds; chain_16m is also compared
-    with copy_16m (a clone of the same size: both read 64 MB and write a fresh 64 MB tensor), and
-    softmax and layer_norm with copy_4096x1024 (both read 16 MB and write a fresh 16 MB)."""
-    models = build / "bench_models"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "make_kernel_models.py"), str(models)], check=True)
-    with open(models / "index.json") as f:
-        index = json.load(f)
-    with open(models / "index.txt", "w") as f:
-        for name, shape in index.items():
-            f.write(f"{name} {','.join(map(str, shape))}\n")
-    print("kernel cases ...", file=sys.stderr, flush=True)
-    result = subprocess.run([str(build / "kiln_kernel_bench"), str(models)], capture_output=True, text=True,
-                            env={**os.environ, **BENCH_ENV}, check=True)
-    cases = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    print(f"\n{'case':<22}{'eager ms':>10}{'kiln ms':>10}{'speedup':>9}{'kiln GB/s':>11}{'max abs diff':>14}")
-    for c in cases:
-        print(f"{c['case']:<22}{c['eager_ms']:>10.3f}{c['kiln_ms']:>10.3f}{c['speedup']:>8.2f}x"
-              f"{c['kiln_gb_per_s']:>11.2f}{c['max_abs_diff']:>14.2e}")
+def _median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _with_copy_fractions(cases):
+    """Adds to one process's cases how each compares with a copy timed in that process:
+    chain_16m with copy_16m (both read 64 MB and write a fresh 64 MB tensor), softmax and
+    layer_norm with copy_4096x1024 (both read 16 MB and write a fresh 16 MB)."""
     by_name = {c["case"]: c for c in cases}
     if "chain_16m" in by_name and "copy_16m" in by_name:
-        fraction = by_name["copy_16m"]["eager_ms"] / by_name["chain_16m"]["kiln_ms"]
-        by_name["chain_16m"]["fraction_of_copy_bandwidth"] = fraction
-        print(f"\nchain_16m under kiln runs at {fraction:.0%} of the bandwidth of a plain copy "
-              f"(copy_16m under eager: {by_name['copy_16m']['eager_ms']:.3f} ms)")
+        by_name["chain_16m"]["fraction_of_copy_bandwidth"] = (
+            by_name["copy_16m"]["eager_ms"] / by_name["chain_16m"]["kiln_ms"])
     copy = by_name.get("copy_4096x1024")
     for name in ("softmax_4096x1024", "layer_norm_4096x1024"):
         if copy and name in by_name:
@@ -110,9 +101,59 @@ def run_kernel_bench(build):
             case = by_name[name]
             case["fraction_of_copy_bandwidth"] = copy["eager_ms"] / case["kiln_ms"]
             case["best_possible_speedup"] = case["eager_ms"] / copy["eager_ms"]
+    return cases
+
+
+def run_kernel_bench(build, processes):
+    """The kernel cases, interleaved eager/kiln rounds, in `processes` processes: how much of
+    the L3 a process's input keeps between calls depends on the physical pages it gets, so one
+    process is one sample. Each case reports the median over the processes of every figure
+    (each speedup and copy fraction taken within its process), the range of its speedup, and
+    the largest difference from eager any process saw."""
+    models = build / "bench_models"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_kernel_models.py"), str(models)], check=True)
+    with open(models / "index.json") as f:
+        index = json.load(f)
+    with open(models / "index.txt", "w") as f:
+        for name, shape in index.items():
+            f.write(f"{name} {','.join(map(str, shape))}\n")
+    runs = []
+    for p in range(processes):
+        print(f"kernel cases, process {p + 1}/{processes} ...", file=sys.stderr, flush=True)
+        result = subprocess.run([str(build / "kiln_kernel_bench"), str(models)], capture_output=True,
+                                text=True, env={**os.environ, **BENCH_ENV}, check=True)
+        runs.append(_with_copy_fractions(
+            [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]))
+    cases = []
+    for first in runs[0]:
+        samples = [next(c for c in run if c["case"] == first["case"]) for run in runs]
+        case = {"case": first["case"], "processes": samples}
+        for key in first:
+            if key != "case" and isinstance(first[key], (int, float)):
+                values = [s[key] for s in samples]
+                case[key] = max(values) if key == "max_abs_diff" else _median(values)
+        case["speedup_range"] = [min(s["speedup"] for s in samples),
+                                 max(s["speedup"] for s in samples)]
+        cases.append(case)
+    print(f"\n{'case':<22}{'eager ms':>10}{'kiln ms':>10}{'speedup':>9}{'range':>15}{'kiln GB/s':>11}"
+          f"{'max abs diff':>14}")
+    for c in cases:
+        low, high = c["speedup_range"]
+        print(f"{c['case']:<22}{c['eager_ms']:>10.3f}{c['kiln_ms']:>10.3f}{c['speedup']:>8.2f}x"
+              f"{f'{low:.2f}x-{high:.2f}x':>15}{c['kiln_gb_per_s']:>11.2f}{c['max_abs_diff']:>14.2e}")
+    print(f"\nmedians over {processes} processes (speedups and fractions taken within each process):")
+    by_name = {c["case"]: c for c in cases}
+    if "fraction_of_copy_bandwidth" in by_name.get("chain_16m", {}):
+        print(f"chain_16m under kiln runs at {by_name['chain_16m']['fraction_of_copy_bandwidth']:.0%} "
+              f"of the bandwidth of a plain copy (copy_16m under eager: "
+              f"{by_name['copy_16m']['eager_ms']:.3f} ms)")
+    for name in ("softmax_4096x1024", "layer_norm_4096x1024"):
+        case = by_name.get(name, {})
+        if "fraction_of_copy_bandwidth" in case:
             print(f"{name} under kiln runs at {case['fraction_of_copy_bandwidth']:.0%} of the bandwidth "
-                  f"of a copy of its input (copy_4096x1024 under eager: {copy['eager_ms']:.3f} ms; "
-                  f"eager {name} takes {case['best_possible_speedup']:.2f}x as long as that copy)")
+                  f"of a copy of its input (copy_4096x1024 under eager: "
+                  f"{by_name['copy_4096x1024']['eager_ms']:.3f} ms; eager {name} takes "
+                  f"{case['best_possible_speedup']:.2f}x as long as that copy)")
     return cases
 
 
