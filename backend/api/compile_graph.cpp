@@ -5,6 +5,7 @@
 #endif
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <chrono>
@@ -76,6 +77,7 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
   codegen::CodegenOptions options;
   options.dump_prefix = dump_prefix;
   options.reuse_kernels = !environment().disabled.contains("kernel_cache");
+  options.compile_threads = at::get_num_threads();
   codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
   for (const auto& k : compiled.kernels)
     bindings.push_back({k.function, k.launch.range, k.launch.grain, nullptr});

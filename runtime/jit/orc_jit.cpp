@@ -197,8 +197,9 @@ OrcJit& OrcJit::instance() {
 
 OrcJit::OrcJit() {
   // Compiling and linking run on the thread that calls add(), not on a thread pool LLVM would
-  // start for concurrent compilation: kiln starts no threads of its own, and add() sees the
-  // errors reported while linking.
+  // start for concurrent compilation: add() sees the errors reported while linking, and no
+  // thread outlives a compile (compile_kernels adds a plan's modules from threads it starts and
+  // joins: backend/codegen/llvm/compile_groups.h).
   auto process = llvm::orc::SelfExecutorProcessControl::Create(
       nullptr, std::make_unique<llvm::orc::InPlaceTaskDispatcher>());
   if (!process) throw_backend("cannot create the LLVM JIT", process.takeError());

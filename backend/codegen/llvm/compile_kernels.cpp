@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "backend/codegen/llvm/compile_groups.h"
 #include "backend/codegen/llvm/kernel_emitter.h"
 #include "backend/codegen/llvm/store_policy.h"
 #include "passes/kernel/printer.h"
@@ -93,17 +94,30 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     fresh_keys.push_back(std::move(key));
     fresh_at.push_back(d);
   }
-  if (!fresh.empty()) {
-    BuiltModule built = build_module(fresh, options);
-    std::shared_ptr<jit::JitModule> code = jit::OrcJit::instance().add(
-        std::move(built.module), std::move(built.context), options.dump_prefix);
-    for (size_t f = 0; f < fresh.size(); ++f) {
-      const CompiledKernel kernel{reinterpret_cast<KernelFunction>(code->lookup(symbol_name(f))),
-                                  built.launches[f]};
+  // Fresh kernels compile in modules of their own on several threads (compile_groups.h); one
+  // module when dumped, so that the .ll and .s show the whole plan.
+  const std::vector<std::vector<size_t>> groups =
+      compile_groups(fresh, options.dump_prefix.empty() ? options.compile_threads : 1);
+  std::vector<std::shared_ptr<jit::JitModule>> codes(groups.size());
+  std::vector<std::vector<KernelLaunch>> launches(groups.size());
+  run_concurrently(groups.size(), [&](size_t g) {
+    std::vector<kernel::Kernel> members;
+    for (size_t f : groups[g])
+      members.push_back(fresh[f]);
+    BuiltModule built = build_module(std::move(members), options);
+    launches[g] = std::move(built.launches);
+    codes[g] = jit::OrcJit::instance().add(std::move(built.module), std::move(built.context),
+                                           options.dump_prefix);
+  });
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      const size_t f = groups[g][i];
+      const CompiledKernel kernel{
+          reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i))), launches[g][i]};
       by_distinct[fresh_at[f]] = kernel;
-      cache.add(fresh_keys[f], variant, code, kernel);
+      cache.add(fresh_keys[f], variant, codes[g], kernel);
     }
-    hold(code);
+    hold(codes[g]);
   }
   CompiledKernels compiled;
   compiled.reused = static_cast<int>(distinct.kernels.size() - fresh.size());

@@ -40,6 +40,9 @@ struct CodegenOptions {
   /// Outputs of this many bytes or more are written with streaming stores; 0: this process's
   /// choice (host_stream_bytes in store_policy.h: 8 MB, or half the L3 on huge pages).
   int64_t stream_bytes = 0;
+  /// Threads the plan's fresh kernels compile on, in modules of their own (compile_groups.h);
+  /// kiln's callers pass PyTorch's intra-op thread count (torch.set_num_threads).
+  int compile_threads = 1;
 };
 
 /// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped
