@@ -201,8 +201,9 @@ struct Lowering {
     return y;
   }
   int layer_norm() {
-    // Two passes over the row (mean, then the mean of squared deviations), which is as accurate
-    // as Welford's update and vectorizes without a division per element.
+    // The mean, then the mean of squared deviations: as accurate as Welford's update, with no
+    // division per element. The interpreter and the CUDA code take two passes over the row; the
+    // LLVM code generator computes both in one (backend/codegen/llvm/moments.h).
     const int x = arg(0);
     const int mean = b.reduce(ReduceKind::Mean, x);
     const int centered = bin(Op::Sub, x, mean);
