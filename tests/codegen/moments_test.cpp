@@ -43,6 +43,23 @@ TEST(MomentsTest, AVarianceIsTheMeanOfSquaredDeviationsFromTheMeanOfTheSameValue
   }
 }
 
+TEST(MomentsTest, AMeanAndItsVarianceShareOnePassWhereRowsHoldAVector) {
+  using Passes = std::vector<std::vector<int>>;
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16), (Passes{{1, 4}}));
+  EXPECT_EQ(row_passes(stats_kernel(F64, 2, 17), 8), (Passes{{1, 4}}));
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 15), 16), (Passes{{1}, {4}}));  // no whole vector
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 1), (Passes{{1}, {4}}));   // scalar code
+  EXPECT_EQ(row_passes(stats_kernel(F16, 2, 64), 16), (Passes{{1}, {4}}));
+  // A softmax: a max, then a sum, each its own pass.
+  Kernel softmax = make_kernel("softmax", {2, 64}, 1, {F32}, {F32});
+  KernelBuilder b(softmax);
+  const int x = b.load(0, {64, 1});
+  const int m = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
+  b.store(1, {64, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
+  EXPECT_EQ(row_passes(softmax, 16), (Passes{{1}, {4}}));
+}
+
 // Rows of `n` values: offset + U(-1, 1), the first one replaced by `first` when it is finite.
 Bytes rows_of(DType t, int64_t rows, int64_t n, double offset, double first, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -138,7 +138,7 @@ class KernelEmitter final : public EmitterCore {
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
-    plan_passes();
+    passes_ = row_passes(kernel_, width_);
     plan_row_caches();
     const std::vector<int> streamed = streamed_row_maps();
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
@@ -228,24 +228,6 @@ class KernelEmitter final : public EmitterCore {
     const Position next{at.width, at.index, &next_row_, at.dim};
     for (int m : prefetch_maps_)
       values_->prefetch(m, next);
-  }
-
-  /// The passes over each row, in order: the reductions each computes. One each, except a mean
-  /// and its variance, which share one (moments.h) where the row has at least a vector.
-  void plan_passes() {
-    passes_.clear();
-    std::vector<bool> planned(kernel_.exprs.size(), false);
-    const bool one_pass_moments =
-        kernel_.reduce_rank == 1 && width_ > 1 && kernel_.row_size() >= width_;
-    for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
-      if (kernel_.exprs[id].op != Op::Reduce || planned[id]) continue;
-      passes_.push_back({static_cast<int>(id)});
-      if (!one_pass_moments) continue;
-      if (std::optional<int> var = variance_of(kernel_, static_cast<int>(id))) {
-        passes_.back().push_back(*var);
-        planned[*var] = true;
-      }
-    }
   }
 
   // Which element values to keep in a per-row scratch array: those that contain a
@@ -508,7 +490,7 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* scratch;
   };
   std::vector<RowCacheSlot> row_caches_;
-  std::vector<std::vector<int>> passes_;  // plan_passes
+  std::vector<std::vector<int>> passes_;  // row_passes (moments.h)
   int64_t stream_bytes_;                  // outputs of this size or more stream (store_policy.h)
   std::vector<int> prefetch_maps_;        // maps prefetch_next_row asks for, in the current pass
   Offsets next_row_;                      // every map's offsets at the next row

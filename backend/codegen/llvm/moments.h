@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "passes/kernel/kernel.h"
 
@@ -17,5 +18,10 @@ namespace kiln::codegen {
 /// For a float32 or float64 Mean reduction `mean` of x, the id of a later Mean reduction of
 /// (x - mean) * (x - mean), its variance; nullopt if the kernel has none.
 std::optional<int> variance_of(const kernel::Kernel& kernel, int mean);
+
+/// The passes a kernel reducing along its rows makes over each row, in order, as the reductions
+/// each computes: one each, except a mean and its variance, which share one where the kernel
+/// reduces one dim and its rows hold at least one vector of `width` lanes.
+std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width);
 
 }  // namespace kiln::codegen
