@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -80,12 +81,6 @@ def main():
 KERNEL_TOLERANCE = 1e-4
 
 
-def _median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def _with_copy_fractions(cases):
     """Adds to one process's cases how each compares with a copy timed in that process:
     chain_16m with copy_16m (both read 64 MB and write a fresh 64 MB tensor), softmax and
@@ -131,7 +126,7 @@ def run_kernel_bench(build, processes):
         for key in first:
             if key != "case" and isinstance(first[key], (int, float)):
                 values = [s[key] for s in samples]
-                case[key] = max(values) if key == "max_abs_diff" else _median(values)
+                case[key] = max(values) if key == "max_abs_diff" else statistics.median(values)
         case["speedup_range"] = [min(s["speedup"] for s in samples),
                                  max(s["speedup"] for s in samples)]
         cases.append(case)

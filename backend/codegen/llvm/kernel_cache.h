@@ -42,8 +42,8 @@ class KernelCache {
  public:
   static KernelCache& instance();
 
-  /// Code for the kernel whose code key (kernel_emitter.h) is `key` (kernel::same_computation)
-  /// for `variant`, from code that is still loaded; nullopt if there is none. The launch of a
+  /// Code for a kernel with the same computation (kernel::same_computation) as `kernel`, a code
+  /// key (kernel_emitter.h: code_key), for `variant`, from code that is still loaded; nullopt if there is none. The launch of a
   /// hit is the one it was compiled with: the caller's kernel may have another outermost size.
   std::optional<CachedKernel> find(const kernel::Kernel& kernel, const CodeVariant& variant);
 
