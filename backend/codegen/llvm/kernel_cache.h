@@ -43,8 +43,9 @@ class KernelCache {
   static KernelCache& instance();
 
   /// Code for a kernel with the same computation (kernel::same_computation) as `kernel`, a code
-  /// key (kernel_emitter.h: code_key), for `variant`, from code that is still loaded; nullopt if there is none. The launch of a
-  /// hit is the one it was compiled with: the caller's kernel may have another outermost size.
+  /// key (kernel_emitter.h: code_key), for `variant`, from code that is still loaded; nullopt if
+  /// there is none. The launch of a hit is the one it was compiled with: the caller's kernel may
+  /// have another outermost size.
   std::optional<CachedKernel> find(const kernel::Kernel& kernel, const CodeVariant& variant);
 
   /// Records `compiled`, which lives in `code`. The cache holds no reference to `code`: once
