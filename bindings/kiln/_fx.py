@@ -395,6 +395,33 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
+def _split_var_mean(gm: torch.fx.GraphModule) -> None:
+    """var_mean -> var and mean, two reductions kiln fuses (ATen's var_mean has two outputs, and
+    graph IR ops one).
+
+        %vm = var_mean(%x, [1], correction=0)                %v = var(%x, [1], correction=0)
+        %v = getitem(%vm, 0); %m = getitem(%vm, 1)   ==>     %m = mean(%x, [1])
+    """
+    aten = torch.ops.aten
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.var_mean.correction:
+            continue
+        users = list(node.users)
+        if not all(u.target is operator.getitem for u in users):
+            continue
+        x, dims = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.kwargs.get("keepdim", False)
+        with gm.graph.inserting_before(node):
+            var = gm.graph.call_function(aten.var.correction, (x, dims), {
+                "correction": node.kwargs.get("correction"), "keepdim": keepdim})
+            mean = gm.graph.call_function(aten.mean.dim, (x, dims, keepdim))
+        var.meta["val"], mean.meta["val"] = node.meta["val"]
+        for user in users:
+            user.replace_all_uses_with(var if user.args[1] == 0 else mean)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+
+
 def _same_size(a, b) -> bool:
     """Whether two sizes are the same without asking the shape environment (no new guards): equal
     ints, or symbolic sizes with the same expression."""
@@ -491,6 +518,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     weight_names = {placeholders[i] for i in weights if i < len(placeholders)}
     gm.graph.eliminate_dead_code()
+    _split_var_mean(gm)
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     _fold_linear_views(gm)  # ... and a linear on a 3-D input, through its views, here
     gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read

@@ -80,6 +80,14 @@ constexpr OpInfo kOps[] = {
     {"aten::mean.dim", K::Reduction, 1, 1, 1, kPlanned},
     {"aten::amax", K::Reduction, 1, 1, 1, kPlanned},
     {"aten::amin", K::Reduction, 1, 1, 1, kPlanned},
+    // Variance and standard deviation: every overload TorchScript and FX name (unbiased, dim,
+    // correction). kOwn: their out= variants are not the ones the runtime knows how to call.
+    {"aten::var", K::Reduction, 1, 1, 1, kOwn},
+    {"aten::var.dim", K::Reduction, 1, 1, 1, kOwn},
+    {"aten::var.correction", K::Reduction, 1, 1, 1, kOwn},
+    {"aten::std", K::Reduction, 1, 1, 1, kOwn},
+    {"aten::std.dim", K::Reduction, 1, 1, 1, kOwn},
+    {"aten::std.correction", K::Reduction, 1, 1, 1, kOwn},
     // Normalizations.
     {"aten::softmax.int", K::Normalization, 1, 1, 1, kPlanned},
     {"aten::_softmax", K::Normalization, 1, 1, 1, kPlanned},

@@ -116,6 +116,29 @@ struct ResultType {
   DType result() const { return combine(dim, combine(zero_dim, wrapped)).value_or(DType::Float32); }
 };
 
+// --- Variance ----------------------------------------------------------------------------------
+
+bool is_variance(const std::string& op) {
+  return op == "aten::var" || op.starts_with("aten::var.") || op == "aten::std" ||
+         op.starts_with("aten::std.");
+}
+
+/// What var/std subtract from the element count: `correction` (None means 1), else `unbiased`
+/// (the overloads without `correction`; default true).
+double correction(const Node& node) {
+  if (node.find_attr("correction")) return scalar_or(node, "correction", 1);
+  const Attr* unbiased = node.find_attr("unbiased");
+  return !unbiased || bool_attr(node, "unbiased") ? 1 : 0;
+}
+
+/// How many elements each output of a reduction combines.
+int64_t reduced_count(const Node& node) {
+  int64_t n = 1;
+  for (int d : reduced_dims(node).value_or(std::vector<int>{}))
+    n *= node.input(0)->type().sizes.at(d);
+  return n;
+}
+
 // --- Lowering ----------------------------------------------------------------------------------
 
 struct Lowering {
@@ -193,6 +216,16 @@ struct Lowering {
     if (log) return bin(Op::Sub, shifted, un(Op::Log, sum));
     // One division per row, then a multiply per element (as ATen's vectorized softmax does).
     return bin(Op::Mul, exp, un(Op::Reciprocal, sum));
+  }
+  /// var and std: the mean of squared deviations (as layer_norm's, so the LLVM code generator
+  /// takes both reductions in one pass), times n / (n - correction).
+  int variance(bool root) {
+    const int x = arg(0);
+    const int centered = bin(Op::Sub, x, b.reduce(ReduceKind::Mean, x));
+    int var = b.reduce(ReduceKind::Mean, bin(Op::Mul, centered, centered));
+    const double n = static_cast<double>(reduced_count(node));
+    if (const double c = correction(node); c != 0) var = bin(Op::Mul, var, constant(n / (n - c)));
+    return root ? un(Op::Sqrt, var) : var;
   }
   int linear() {
     // The iteration space is [..., N, K]: a dot product per output element, then the bias.
@@ -301,6 +334,12 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::log_softmax.int", [](Lowering& l) { return l.softmax(true); }},
       {"aten::_log_softmax", [](Lowering& l) { return l.softmax(true); }},
       {"aten::layer_norm", [](Lowering& l) { return l.layer_norm(); }},
+      {"aten::var", [](Lowering& l) { return l.variance(false); }},
+      {"aten::var.dim", [](Lowering& l) { return l.variance(false); }},
+      {"aten::var.correction", [](Lowering& l) { return l.variance(false); }},
+      {"aten::std", [](Lowering& l) { return l.variance(true); }},
+      {"aten::std.dim", [](Lowering& l) { return l.variance(true); }},
+      {"aten::std.correction", [](Lowering& l) { return l.variance(true); }},
       {"aten::linear", [](Lowering& l) { return l.linear(); }},
   };
   return table;
@@ -361,6 +400,10 @@ bool attributes_supported(const Node& node) {
     return !bool_attr(node, "half_to_float") && float_out;
   }
   if (op == "aten::layer_norm") return float_out;
+  if (is_variance(op)) {
+    // n - correction <= 0 divides by zero or less (ATen: inf or NaN); ATen keeps those.
+    return float_out && static_cast<double>(reduced_count(node)) - correction(node) > 0;
+  }
   if (op == "aten::linear") return is_contraction(node);
   if (op == "aten::amax" || op == "aten::amin") return out != DType::Bool;
   // Arithmetic on bool tensors means logic in ATen; leave it to ATen.
@@ -409,7 +452,7 @@ std::optional<std::vector<int>> reduced_dims(const ir::Node& node) {
   const std::string& op = node.op();
   if (op == "aten::linear") {
     add(rank - 1);  // K, the last dim of x
-  } else if (op == "aten::sum" || op == "aten::mean") {
+  } else if (op == "aten::sum" || op == "aten::mean" || op == "aten::var" || op == "aten::std") {
     for (int d = 0; d < rank; ++d)
       add(d);
   } else if (op == "aten::layer_norm") {

@@ -4,6 +4,9 @@
 // width), in float32 and float64, against the reference interpreter.
 #include "backend/codegen/llvm/moments.h"
 
+#include "passes/ir/parser.h"
+#include "passes/kernel/lower_group.h"
+
 #include "tests/codegen/codegen_harness.h"
 
 namespace kiln::codegen {
@@ -58,6 +61,16 @@ TEST(MomentsTest, AMeanAndItsVarianceShareOnePassWhereRowsHoldAVector) {
   const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
   b.store(1, {64, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
   EXPECT_EQ(row_passes(softmax, 16), (Passes{{1}, {4}}));
+}
+
+TEST(MomentsTest, VarAndStdTakeOnePass) {
+  for (const char* op : {"aten::var.correction", "aten::std.correction"}) {
+    auto body = ir::parse_graph(std::string("graph(%x : f32[2,64]):\n  %v : f32[2] = ") + op +
+                                "(%x) {dim=[1], correction=1, keepdim=false}\n  return (%v)\n");
+    const auto passes = row_passes(kernel::lower_group(*body, "g"), 16);
+    ASSERT_EQ(passes.size(), 1u) << op;
+    EXPECT_EQ(passes[0].size(), 2u) << op;
+  }
 }
 
 // Rows of `n` values: offset + U(-1, 1), the first one replaced by `first` when it is finite.

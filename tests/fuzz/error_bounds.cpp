@@ -70,6 +70,15 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
     widen.push_back(at::where(finite, v->bound + u * v->v64.abs(), v->bound));
     z = z + v->bound;
   }
+  // alpha * y: eager's kernels add it in one FMA, kiln multiplies first. Where the product alone
+  // overflows, kiln's sum is infinite and eager's may not be: nothing is certain there.
+  const ir::Attr* alpha = find_attr(attrs, "alpha");
+  at::Tensor overflow;
+  if (adds && alpha && ins.size() == 2 && scalar_value(*alpha) != 1) {
+    const Val& scaled = *ins[op.starts_with("aten::rsub.") ? 0 : 1];
+    overflow = std::abs(scalar_value(*alpha)) * scaled.v64.abs() > max_finite(compute_type(out));
+    z = z + at::where(overflow, kInf, 0.0);
+  }
   at::Tensor lo, hi, all_nan;  // lo and hi are NaN where any corner is
   const int n = static_cast<int>(ins.size());
   for (int corner = 0; corner < (1 << n); ++corner) {
@@ -93,6 +102,7 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
   const double c = op_ulps(op);
   auto dev = at::maximum((hi - r).abs(), (lo - r).abs());
   auto e = 2 * dev + c * u * r.abs() + c * min_normal(out);
+  if (overflow.defined()) e = at::where(at::broadcast_to(overflow, r.sizes()), kInf, e);
   // At a pole (a divisor, or the argument of 1/x, 1/sqrt(x), x^-k, whose interval holds 0) the
   // corners do not bound the result.
   size_t pole = n;
@@ -236,6 +246,51 @@ at::Tensor layer_norm_bound(const ir::AttrList& attrs, const std::vector<const V
   return finalize(r, e, strict, out);
 }
 
+/// var and std: input errors of at most D over a group move each deviation from the mean by at
+/// most 2D, so the mean of squares by at most 4D max|x - mean| + 4D^2. Rounding: kiln's and
+/// eager's sums of squares, of deviations from a shift within the group's range (kiln's one pass
+/// shifts by the row's first vector), lose at most (n + 3) acc of a sum whose terms are at most
+/// (2 max|x|)^2; 32 n acc max|x|^2 covers it for every n >= 1. Then n / (n - correction) scales
+/// it, and std takes the root: |sqrt(v + e) - sqrt(v)| <= e / (sqrt(v) + sqrt(max(v - e, 0))),
+/// which is large where the variance is within its error of 0.
+at::Tensor variance_bound(bool root, const ir::AttrList& attrs, const Val& in, const at::Tensor& r,
+                          at::ScalarType out) {
+  const auto& a = in.v64;
+  const auto dims = reduced_dims(attrs, a.dim());
+  const ir::Attr* keep = find_attr(attrs, "keepdim");
+  const bool keepdim = keep && std::get_if<bool>(keep) && std::get<bool>(*keep);
+  const ir::Attr* corr = find_attr(attrs, "correction");
+  const double c = !corr || std::holds_alternative<ir::NoneAttr>(*corr) ? 1 : scalar_value(*corr);
+  double n = 1;
+  for (int64_t d : dims)
+    n *= static_cast<double>(a.size(d));
+  const double acc = unit_roundoff(compute_type(out)), u = unit_roundoff(out);
+  const auto finite = at::isfinite(a);
+  const auto finite_a = at::where(finite, a, 0.0);
+  const auto mean = at::mean(finite_a, dims, true);
+  const auto max_abs = at::amax(finite_a.abs(), dims, keepdim);
+  const auto max_dev = at::amax(at::where(finite, (a - mean).abs(), 0.0), dims, keepdim);
+  const auto d = at::amax(in.bound, dims, keepdim);
+  // Squares below the accumulation type's smallest normal lose their digits in kiln; eager's
+  // float32 var accumulates in float64. Each costs at most that smallest normal.
+  const double underflow = n * min_normal(compute_type(out));
+  const auto e_var =
+      n / (n - c) * (4 * d * max_dev + 4 * d * d + 32 * acc * n * max_abs * max_abs + underflow);
+  at::Tensor e = e_var;
+  if (root) {
+    const auto var = r * r;
+    e = at::where(e_var == 0, 0.0,
+                  e_var / (at::sqrt(var) + at::sqrt(at::clamp_min(var - e_var, 0.0))));
+  }
+  e = e + 4 * (u + acc) * r.abs() + 4 * min_normal(out);
+  // Squares of deviations from a shift may overflow in the accumulation type.
+  const auto overflow = 4 * max_abs * max_abs * n > max_finite(compute_type(out));
+  e = at::where(overflow, kInf, e);
+  // A non-finite value makes its group's variance NaN, in kiln as in eager.
+  const auto nonfinite = at::sum((~finite).to(at::kLong), dims, keepdim) > 0;
+  return finalize(r, e, at::isfinite(d) & nonfinite & ~overflow, out);
+}
+
 }  // namespace
 
 /// True when kiln's last step for `op` is a multiply (which LLVM may contract with a following
@@ -289,6 +344,8 @@ at::Tensor error_bound(const std::string& op, const ir::AttrList& attrs,
   if (op == "aten::softmax.int") return softmax_bound(false, attrs, *ins[0], r, out);
   if (op == "aten::log_softmax.int") return softmax_bound(true, attrs, *ins[0], r, out);
   if (op == "aten::layer_norm") return layer_norm_bound(attrs, ins, r, out);
+  if (op == "aten::var.correction") return variance_bound(false, attrs, *ins[0], r, out);
+  if (op == "aten::std.correction") return variance_bound(true, attrs, *ins[0], r, out);
   return elementwise_bound(op, attrs, ins, r, out);
 }
 

@@ -385,9 +385,11 @@ bool Generator::propose(Proposal& p) {
     Cast,
     Reduce,
     Softmax,
-    LayerNorm
+    LayerNorm,
+    Variance
   };
-  const auto kind = static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 9, 6, 4}));
+  const auto kind =
+      static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 9, 6, 4, 3}));
   auto any = [](const Val&) { return true; };
   auto floating = [](const Val& v) { return is_float(v.eager.scalar_type()); };
   auto exact_val = [](const Val& v) { return v.exact; };
@@ -576,6 +578,33 @@ bool Generator::propose(Proposal& p) {
       }
       p.attrs.emplace_back("eps", rng_.pick<double>({1e-5, 1e-6, 1e-3, 0.1}));
       p.attrs.emplace_back("cudnn_enable", true);
+      return true;
+    }
+    case Variance: {
+      // var and std as FX writes them (dim list, correction); TorchScript's unbiased= overloads
+      // lower through the same code (tests/kernel/lower_variance_test.cpp).
+      const at::Tensor& t = tensor(a);
+      // ATen warns of no degrees of freedom for every empty input, even where its output is empty.
+      if (t.numel() == 0) return false;
+      const int64_t rank = t.dim();
+      p.op = rng_.chance(0.5) ? "aten::var.correction" : "aten::std.correction";
+      p.args = {a};
+      std::vector<int64_t> dims;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (rng_.chance(0.4)) dims.push_back(rng_.chance(0.3) ? d - rank : d);
+      }
+      if (dims.empty() && rank > 0 && rng_.chance(0.85))
+        dims.push_back(rng_.range(-rank, rank - 1));
+      const ir::Attr correction =
+          rng_.pick<ir::Attr>({int64_t{1}, int64_t{1}, int64_t{0}, 0.5, ir::NoneAttr{}});
+      // No degrees of freedom left: ATen's inf or NaN, which kiln leaves to ATen (and ATen warns).
+      int64_t n = dims.empty() ? t.numel() : 1;  // an empty list reduces every dim
+      for (int64_t d : dims)
+        n *= t.size(d);
+      const double c =
+          std::holds_alternative<ir::NoneAttr>(correction) ? 1 : scalar_value(correction);
+      if (static_cast<double>(n) - c <= 0) return false;
+      p.attrs = {{"dim", dims}, {"correction", correction}, {"keepdim", rng_.chance(0.5)}};
       return true;
     }
   }
