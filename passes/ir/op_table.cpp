@@ -49,6 +49,12 @@ constexpr OpInfo kOps[] = {
     {"aten::clamp_min", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::clamp_max", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::hardtanh", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::hardswish", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::hardsigmoid", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::leaky_relu", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::sign", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::maximum", K::Elementwise, 2, 2, 1, kPlanned},
+    {"aten::minimum", K::Elementwise, 2, 2, 1, kPlanned},
     // Selection and comparisons.
     {"aten::where.self", K::Elementwise, 3, 3, 1, kPlanned},
     {"aten::where.ScalarSelf", K::Elementwise, 2, 2, 1, kOwn},

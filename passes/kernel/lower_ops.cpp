@@ -166,6 +166,24 @@ struct Lowering {
     return x;
   }
   int sigmoid(int x) { return un(Op::Sigmoid, x); }
+  /// ATen's hard activations, in its order of operations: min(max(x + 3, 0), 6) / 6, times x
+  /// first for hardswish.
+  int hard_activation(bool swish) {
+    const int x = arg(0);
+    const int gate = clamp(bin(Op::Add, x, constant(3)), constant(0), constant(6));
+    return bin(Op::Div, swish ? bin(Op::Mul, x, gate) : gate, constant(6));
+  }
+  int leaky_relu() {
+    const int x = arg(0);
+    const int positive = b.binary(Op::Gt, x, constant(0), DType::Bool);
+    return b.where(positive, x, bin(Op::Mul, x, scalar("negative_slope", 0.01)), out);
+  }
+  /// (0 < x) - (x < 0), as ATen computes it: 0 for NaN and for -0.
+  int sign() {
+    const int x = arg(0);
+    const int above = b.cast(b.binary(Op::Lt, constant(0), x, DType::Bool), out);
+    return bin(Op::Sub, above, b.cast(b.binary(Op::Lt, x, constant(0), DType::Bool), out));
+  }
   int gelu(int x) {
     const std::string approximate = string_attr(node, "approximate").value_or("none");
     const int half_x = bin(Op::Mul, constant(0.5), x);
@@ -285,6 +303,12 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::sigmoid", [](Lowering& l) { return l.sigmoid(l.arg(0)); }},
       {"aten::relu", [](Lowering& l) { return l.bin(Op::Max, l.arg(0), l.constant(0)); }},
       {"aten::gelu", [](Lowering& l) { return l.gelu(l.arg(0)); }},
+      {"aten::hardswish", [](Lowering& l) { return l.hard_activation(true); }},
+      {"aten::hardsigmoid", [](Lowering& l) { return l.hard_activation(false); }},
+      {"aten::leaky_relu", [](Lowering& l) { return l.leaky_relu(); }},
+      {"aten::sign", [](Lowering& l) { return l.sign(); }},
+      {"aten::maximum", [](Lowering& l) { return l.bin(Op::Max, l.arg(0), l.arg(1)); }},
+      {"aten::minimum", [](Lowering& l) { return l.bin(Op::Min, l.arg(0), l.arg(1)); }},
       {"aten::silu", [](Lowering& l) { return l.bin(Op::Mul, l.arg(0), l.sigmoid(l.arg(0))); }},
       {"aten::pow.Tensor_Scalar",
        [](Lowering& l) { return l.pow_scalar(l.arg(0), scalar_or(l.node, "exponent", 1)); }},
@@ -400,6 +424,8 @@ bool attributes_supported(const Node& node) {
     return !bool_attr(node, "half_to_float") && float_out;
   }
   if (op == "aten::layer_norm") return float_out;
+  if (op == "aten::hardswish" || op == "aten::hardsigmoid" || op == "aten::leaky_relu")
+    return float_out;
   if (is_variance(op)) {
     // n - correction <= 0 divides by zero or less (ATen: inf or NaN); ATen keeps those.
     return float_out && static_cast<double>(reduced_count(node)) - correction(node) > 0;

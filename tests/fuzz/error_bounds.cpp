@@ -43,6 +43,7 @@ double op_ulps(const std::string& op) {
   if (transcendental.contains(op)) return 8;
   if (roots.contains(op)) return 4;
   if (op == "aten::gelu" || op == "aten::silu" || op.starts_with("aten::pow")) return 16;
+  if (op == "aten::hardswish" || op == "aten::hardsigmoid") return 4;
   return 2;
 }
 
@@ -103,6 +104,15 @@ at::Tensor elementwise_bound(const std::string& op, const ir::AttrList& attrs,
   auto dev = at::maximum((hi - r).abs(), (lo - r).abs());
   auto e = 2 * dev + c * u * r.abs() + c * min_normal(out);
   if (overflow.defined()) e = at::where(at::broadcast_to(overflow, r.sizes()), kInf, e);
+  // An input not checked (an infinite bound) may be anything in kiln, NaN included, which no
+  // corner of its box gives: an op that maps NaN to a number (sign) or ±inf to numbers
+  // (hardsigmoid) would bound what it cannot know. So is an input whose eager value is NaN but
+  // not certain.
+  for (const Val* v : ins) {
+    if (v->eager.scalar_type() == at::kBool) continue;
+    const auto unknown = ~at::isfinite(v->bound) | (at::isnan(v->v64) & (v->bound != 0));
+    e = at::where(at::broadcast_to(unknown, r.sizes()), kInf, e);
+  }
   // At a pole (a divisor, or the argument of 1/x, 1/sqrt(x), x^-k, whose interval holds 0) the
   // corners do not bound the result.
   size_t pole = n;
@@ -199,6 +209,8 @@ at::Tensor softmax_bound(bool log, const ir::AttrList& attrs, const Val& in, con
     e = at::where(r1 == 0, 0.0, r1.abs() * rel);
   }
   e = e + 8 * u * r1.abs() + 8 * min_normal(out);
+  // An input not checked makes its row unknown, zeros included.
+  e = at::where(at::isfinite(delta), e, kInf);
   const auto nonfinite_in = at::sum((~at::isfinite(a1)).to(at::kLong), {d}, true) > 0;
   return finalize(r1, e, at::isfinite(delta) & nonfinite_in, out).reshape(r.sizes());
 }
@@ -311,8 +323,8 @@ bool exact_op(const std::string& op, at::ScalarType out, const ir::AttrList& att
               const std::vector<const Val*>& ins) {
   if (!is_float(out)) return true;  // integer arithmetic, comparisons, casts of exact values
   static const std::set<std::string> selections = {
-      "aten::neg",      "aten::abs",  "aten::relu", "aten::where.self",
-      "aten::_to_copy", "aten::amax", "aten::amin"};
+      "aten::neg",  "aten::abs",  "aten::relu",    "aten::where.self", "aten::_to_copy",
+      "aten::amax", "aten::amin", "aten::maximum", "aten::minimum",    "aten::sign"};
   const bool half = out != at::kFloat && out != at::kDouble;
   if (op == "aten::where.self" && half) {
     // A branch promoted to half is rounded by eager, held in float32 by kiln.

@@ -411,9 +411,9 @@ bool Generator::propose(Proposal& p) {
   };
   switch (kind) {
     case Arith: {
-      p.op =
-          rng_.pick<std::string>({"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor",
-                                  "aten::mul.Tensor", "aten::div.Tensor", "aten::div.Tensor_mode"});
+      p.op = rng_.pick<std::string>({"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor",
+                                     "aten::mul.Tensor", "aten::div.Tensor",
+                                     "aten::div.Tensor_mode", "aten::maximum", "aten::minimum"});
       p.args = {a, partner(a, any, 0.5)};
       if (rng_.chance(0.5)) std::swap(p.args[0], p.args[1]);
       if (p.op == "aten::div.Tensor_mode") {
@@ -421,7 +421,7 @@ bool Generator::propose(Proposal& p) {
         p.attrs = {{"rounding_mode", m == 0   ? ir::Attr(std::string("trunc"))
                                      : m == 1 ? ir::Attr(std::string("floor"))
                                               : ir::Attr(ir::NoneAttr{})}};
-      } else if (!p.op.starts_with("aten::mul") && !p.op.starts_with("aten::div")) {
+      } else if (p.op.starts_with("aten::add") || p.op.find("sub.") != std::string::npos) {
         p.attrs = {{"alpha", alpha()}};
       }
       return true;
@@ -438,14 +438,17 @@ bool Generator::propose(Proposal& p) {
     case Unary:
       p.op = rng_.pick<std::string>({"aten::neg", "aten::abs", "aten::exp", "aten::log",
                                      "aten::sqrt", "aten::rsqrt", "aten::reciprocal", "aten::tanh",
-                                     "aten::sigmoid", "aten::erf"});
+                                     "aten::sigmoid", "aten::erf", "aten::sign"});
       p.args = {a};
       return true;
     case Activation:
-      p.op = rng_.pick<std::string>({"aten::relu", "aten::gelu", "aten::silu"});
+      p.op = rng_.pick<std::string>({"aten::relu", "aten::gelu", "aten::silu", "aten::hardswish",
+                                     "aten::hardsigmoid", "aten::leaky_relu"});
       p.args = {a};
       if (p.op == "aten::gelu")
         p.attrs = {{"approximate", std::string(rng_.chance(0.5) ? "none" : "tanh")}};
+      if (p.op == "aten::leaky_relu")
+        p.attrs = {{"negative_slope", rng_.pick<ir::Attr>({0.01, 0.2, -0.5, int64_t{0}})}};
       return true;
     case Clamp: {
       auto bound = [&](bool low) -> ir::Attr {

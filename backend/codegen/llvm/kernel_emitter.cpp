@@ -85,6 +85,11 @@ class KernelEmitter final : public EmitterCore {
   // innermost dimension (rows may be partial at both ends).
   void emit_elementwise() {
     auto store_all = [&](const Position& at, int) {
+      // Every value first, then the stores: values are emitted when a store first asks for them,
+      // and an output written in place of an input (kernel.in_place) must not be stored before
+      // a later store's value has loaded that input.
+      for (const kernel::Store& store : kernel_.stores)
+        values_->value(store.value, at);
       for (size_t s = 0; s < kernel_.stores.size(); ++s)
         values_->store(static_cast<int>(s), at);
     };

@@ -1,0 +1,70 @@
+"""hardswish, hardsigmoid, leaky_relu, sign, maximum and minimum run in kiln's kernels on both entry
+points (TorchScript graphs keep hardswish and hardsigmoid whole; torch.compile decomposes them)
+and match eager."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kiln
+
+
+class Block(torch.nn.Module):
+    """A MobileNetV3 block (hardswish, squeeze-excite with hardsigmoid) and the others."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.squeeze = torch.nn.Conv2d(8, 4, 1)
+        self.excite = torch.nn.Conv2d(4, 8, 1)
+
+    def forward(self, x, y):
+        h = F.hardswish(self.conv(x))
+        s = F.hardsigmoid(self.excite(F.relu(self.squeeze(h.mean((2, 3), keepdim=True)))))
+        z = h * s
+        return (z, F.leaky_relu(z - y, 0.1), torch.sign(z - 0.5), torch.maximum(z, y),
+                torch.minimum(z, y * 2))
+
+
+def _extern_ops(compiled, *inputs) -> list[str]:
+    """The ops of a kiln.compile'd TorchScript module that run through ATen."""
+    return [e["op"] for e in json.loads(compiled.explain(*inputs))["entries"]
+            if e["where"] == "extern ATen"]
+
+
+@pytest.mark.parametrize("path", ["torch.compile", "torchscript"])
+def test_activations_match_eager_and_fuse(path):
+    model = Block().eval()
+    x, y = torch.randn(2, 8, 12, 12) * 4, torch.randn(2, 8, 12, 12)
+    y[0, 0, 0, :3] = torch.tensor([float("nan"), -0.0, float("inf")])  # NaN through maximum
+    kiln.reset_stats()
+    with torch.no_grad():
+        if path == "torch.compile":
+            compiled = torch.compile(model, backend="kiln", dynamic=False,
+                                     options={"strict": "true"})
+        else:
+            compiled = kiln.compile(torch.jit.trace(model, (x, y)))
+        actual, expected = compiled(x, y), model(x, y)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5, equal_nan=True)
+    if path == "torch.compile":
+        assert kiln.stats()["extern_steps"] == 3  # the convolutions
+    else:
+        # The convolutions run through ATen (oneDNN); none of these ops does.
+        extern = _extern_ops(compiled, x, y)
+        assert not {"aten::hardswish", "aten::hardsigmoid", "aten::leaky_relu", "aten::sign",
+                    "aten::maximum", "aten::minimum"} & set(extern), extern
+
+
+def test_integer_sign_and_maximum_match_eager():
+    def f(a, b):
+        return torch.sign(a - b), torch.maximum(a, b), torch.minimum(a, b * 2)
+
+    a, b = torch.randint(-5, 5, (64,)), torch.randint(-5, 5, (64,))
+    compiled = torch.compile(f, backend="kiln", dynamic=False)
+    kiln.reset_stats()
+    for actual, expected in zip(compiled(a, b), f(a, b)):
+        assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    assert kiln.stats()["extern_steps"] == 0
