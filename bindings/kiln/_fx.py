@@ -370,6 +370,16 @@ def _split_as_slices(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _read_by_getitem(gm: torch.fx.GraphModule, target):
+    """The calls of `target` (an op with several outputs) that nothing reads but `getitem`s, each
+    with those readers: the calls a rewrite may replace output by output."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is target:
+            users = list(node.users)
+            if all(u.target is operator.getitem for u in users):
+                yield node, users
+
+
 def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
     """native_layer_norm whose mean and rstd nothing reads (inference) -> layer_norm, the form
     kiln fuses (core ATen decomposes layer_norm into native_layer_norm).
@@ -378,12 +388,7 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         %y = getitem(%n, 0)                                ==>   %y = layer_norm(%x, [8], %w, %b, 1e-5)
     """
     aten = torch.ops.aten
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target is not aten.native_layer_norm.default:
-            continue
-        users = list(node.users)
-        if not all(u.target is operator.getitem for u in users):
-            continue
+    for node, users in _read_by_getitem(gm, aten.native_layer_norm.default):
         if any(u.args[1] != 0 for u in users):
             continue
         with gm.graph.inserting_before(node):
@@ -403,12 +408,7 @@ def _split_var_mean(gm: torch.fx.GraphModule) -> None:
         %v = getitem(%vm, 0); %m = getitem(%vm, 1)   ==>     %m = mean(%x, [1])
     """
     aten = torch.ops.aten
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target is not aten.var_mean.correction:
-            continue
-        users = list(node.users)
-        if not all(u.target is operator.getitem for u in users):
-            continue
+    for node, users in _read_by_getitem(gm, aten.var_mean.correction):
         x, dims = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         keepdim = node.kwargs.get("keepdim", False)
         with gm.graph.inserting_before(node):
