@@ -77,6 +77,7 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
   codegen::CodegenOptions options;
   options.dump_prefix = dump_prefix;
   options.reuse_kernels = !environment().disabled.contains("kernel_cache");
+  options.one_pass_moments = !environment().disabled.contains("one_pass_moments");
   options.compile_threads = at::get_num_threads();
   codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
   for (const auto& k : compiled.kernels)

@@ -63,6 +63,17 @@ TEST(MomentsTest, AMeanAndItsVarianceShareOnePassWhereRowsHoldAVector) {
   EXPECT_EQ(row_passes(softmax, 16), (Passes{{1}, {4}}));
 }
 
+TEST(MomentsTest, KilnDisableOnePassMomentsKeepsTwoPasses) {
+  using Passes = std::vector<std::vector<int>>;
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16, /*one_pass=*/false), (Passes{{1}, {4}}));
+  // The option reaches the emitter and is part of the code variant (the kernel cache's key).
+  CodegenOptions two_pass;
+  two_pass.one_pass_moments = false;
+  EXPECT_FALSE(code_variant(two_pass) == code_variant({}));
+  const std::vector<Kernel> kernels = {stats_kernel(F32, 4, 256)};
+  EXPECT_NE(kernels_assembly(kernels, two_pass), kernels_assembly(kernels, {}));
+}
+
 TEST(MomentsTest, VarAndStdTakeOnePass) {
   for (const char* op : {"aten::var.correction", "aten::std.correction"}) {
     auto body = ir::parse_graph(std::string("graph(%x : f32[2,64]):\n  %v : f32[2] = ") + op +

@@ -36,7 +36,8 @@ BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOpt
   for (size_t i = 0; i < collapsed.size(); ++i) {
     collapsed[i].name = symbol_name(i);
     built.launches.push_back(choose_launch(collapsed[i]));
-    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math, variant.stream_bytes);
+    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math, variant.stream_bytes,
+                variant.one_pass_moments);
   }
   return built;
 }
@@ -55,7 +56,8 @@ CodeVariant code_variant(const CodegenOptions& options) {
   return {options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features),
           options.avx512_math && has_feature(features, "+avx512f") &&
               has_feature(features, "+avx512vl"),
-          options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes()};
+          options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes(),
+          options.one_pass_moments};
 }
 
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,

@@ -43,6 +43,9 @@ struct CodegenOptions {
   /// Threads the plan's fresh kernels compile on, in modules of their own (compile_groups.h);
   /// kiln's callers pass PyTorch's intra-op thread count (torch.set_num_threads).
   int compile_threads = 1;
+  /// A mean and its variance (layer norm, var, std) share one pass over each row (moments.h);
+  /// false: two passes (`KILN_DISABLE=one_pass_moments`, for bisecting).
+  bool one_pass_moments = true;
 };
 
 /// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped

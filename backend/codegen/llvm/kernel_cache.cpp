@@ -11,7 +11,8 @@ std::string key(const kernel::Kernel& kernel, const CodeVariant& variant) {
   kernel::Kernel unnamed = kernel;
   unnamed.name.clear();
   return kernel::print_kernel(unnamed) + "|" + std::to_string(variant.vector_bits) +
-         (variant.avx512_math ? "|avx512|" : "|generic|") + std::to_string(variant.stream_bytes);
+         (variant.avx512_math ? "|avx512|" : "|generic|") + std::to_string(variant.stream_bytes) +
+         (variant.one_pass_moments ? "" : "|two-pass");
 }
 
 }  // namespace

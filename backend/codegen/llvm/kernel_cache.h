@@ -29,7 +29,8 @@ struct CompiledKernel {
 struct CodeVariant {
   int vector_bits = 0;
   bool avx512_math = false;
-  int64_t stream_bytes = 0;  // store_policy.h
+  int64_t stream_bytes = 0;      // store_policy.h
+  bool one_pass_moments = true;  // moments.h
   bool operator==(const CodeVariant&) const = default;
 };
 

@@ -19,8 +19,10 @@ namespace {
 class KernelEmitter final : public EmitterCore {
  public:
   KernelEmitter(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                MathTarget math, int64_t stream_bytes)
-      : EmitterCore(module, kernel, vector_bits, math), stream_bytes_(stream_bytes) {}
+                MathTarget math, int64_t stream_bytes, bool one_pass_moments)
+      : EmitterCore(module, kernel, vector_bits, math),
+        stream_bytes_(stream_bytes),
+        one_pass_moments_(one_pass_moments) {}
 
  private:
   void emit_body() override {
@@ -143,7 +145,7 @@ class KernelEmitter final : public EmitterCore {
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
-    passes_ = row_passes(kernel_, width_);
+    passes_ = row_passes(kernel_, width_, one_pass_moments_);
     plan_row_caches();
     const std::vector<int> streamed = streamed_row_maps();
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
@@ -497,6 +499,7 @@ class KernelEmitter final : public EmitterCore {
   std::vector<RowCacheSlot> row_caches_;
   std::vector<std::vector<int>> passes_;  // row_passes (moments.h)
   int64_t stream_bytes_;                  // outputs of this size or more stream (store_policy.h)
+  bool one_pass_moments_;                 // row_passes may pair a mean with its variance
   std::vector<int> prefetch_maps_;        // maps prefetch_next_row asks for, in the current pass
   Offsets next_row_;                      // every map's offsets at the next row
 };
@@ -520,11 +523,11 @@ kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits) {
 }
 
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math, int64_t stream_bytes) {
+                            MathTarget math, int64_t stream_bytes, bool one_pass_moments) {
   if (reduces_across_rows(kernel, std::max(1, vector_bits / 32))) {
     return emit_across_rows_kernel(module, kernel, vector_bits, math);
   }
-  return KernelEmitter(module, kernel, vector_bits, math, stream_bytes).emit();
+  return KernelEmitter(module, kernel, vector_bits, math, stream_bytes, one_pass_moments).emit();
 }
 
 }  // namespace kiln::codegen

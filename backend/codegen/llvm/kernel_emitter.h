@@ -17,9 +17,10 @@
 namespace kiln::codegen {
 
 /// `kernel` must already be collapsed (collapse_dims). An output of `stream_bytes` or more is
-/// written with streaming stores (store_policy.h).
+/// written with streaming stores (store_policy.h); a mean and its variance share one pass over
+/// each row when `one_pass_moments` allows (moments.h).
 llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math, int64_t stream_bytes);
+                            MathTarget math, int64_t stream_bytes, bool one_pass_moments = true);
 
 /// `collapsed` less what emit_kernel's code does not depend on: the outermost size (set to -1)
 /// of a kernel smaller than any streaming or prefetching threshold, unless that size is a

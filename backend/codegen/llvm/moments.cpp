@@ -27,10 +27,11 @@ std::optional<int> variance_of(const kernel::Kernel& kernel, int mean) {
   return std::nullopt;
 }
 
-std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width) {
+std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width, bool one_pass) {
   std::vector<std::vector<int>> passes;
   std::vector<bool> planned(kernel.exprs.size(), false);
-  const bool one_pass_moments = kernel.reduce_rank == 1 && width > 1 && kernel.row_size() >= width;
+  const bool one_pass_moments =
+      one_pass && kernel.reduce_rank == 1 && width > 1 && kernel.row_size() >= width;
   for (size_t id = 0; id < kernel.exprs.size(); ++id) {
     if (kernel.exprs[id].op != Op::Reduce || planned[id]) continue;
     passes.push_back({static_cast<int>(id)});

@@ -21,7 +21,9 @@ std::optional<int> variance_of(const kernel::Kernel& kernel, int mean);
 
 /// The passes a kernel reducing along its rows makes over each row, in order, as the reductions
 /// each computes: one each, except a mean and its variance, which share one where the kernel
-/// reduces one dim and its rows hold at least one vector of `width` lanes.
-std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width);
+/// reduces one dim and its rows hold at least one vector of `width` lanes, unless `one_pass` is
+/// false (`KILN_DISABLE=one_pass_moments`, for bisecting).
+std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width,
+                                         bool one_pass = true);
 
 }  // namespace kiln::codegen
