@@ -37,6 +37,8 @@ constexpr OpInfo kOps[] = {
     {"aten::pow.Tensor_Scalar", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::pow.Scalar", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::erf", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::log1p", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::expm1", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::reciprocal", K::Elementwise, 1, 1, 1, kPlanned},
     // Activations.
     {"aten::tanh", K::Elementwise, 1, 1, 1, kPlanned},
@@ -52,6 +54,7 @@ constexpr OpInfo kOps[] = {
     {"aten::hardswish", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::hardsigmoid", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::leaky_relu", K::Elementwise, 1, 1, 1, kPlanned},
+    {"aten::elu", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::sign", K::Elementwise, 1, 1, 1, kPlanned},
     {"aten::maximum", K::Elementwise, 2, 2, 1, kPlanned},
     {"aten::minimum", K::Elementwise, 2, 2, 1, kPlanned},

@@ -178,6 +178,37 @@ struct Lowering {
     const int positive = b.binary(Op::Gt, x, constant(0), DType::Bool);
     return b.where(positive, x, bin(Op::Mul, x, scalar("negative_slope", 0.01)), out);
   }
+  /// log(1 + x) without losing x's digits to the rounding of 1 + x (Goldberg's correction):
+  /// log(u) * (x / (u - 1)) with u = 1 + x, x itself where u is 1, log(u) where u is x (x = inf,
+  /// and x so large that 1 + x rounds to it, where the correction is 1 anyway).
+  int log1p(int x) {
+    const int u = bin(Op::Add, constant(1), x);
+    const int log_u = un(Op::Log, u);
+    const int r = bin(Op::Mul, log_u, bin(Op::Div, x, bin(Op::Sub, u, constant(1))));
+    const int tiny = b.binary(Op::Eq, u, constant(1), DType::Bool);
+    return b.where(b.binary(Op::Eq, u, x, DType::Bool), log_u, b.where(tiny, x, r, out), out);
+  }
+  /// exp(x) - 1 without the cancellation (Kahan's): (u - 1) * (x / log(u)) with u = exp(x); x
+  /// where u is 1, -1 where u - 1 is, u itself where u is infinite or NaN.
+  int expm1(int x) {
+    const int u = un(Op::Exp, x);
+    const int u_1 = bin(Op::Sub, u, constant(1));
+    int r = bin(Op::Mul, u_1, bin(Op::Div, x, un(Op::Log, u)));
+    r = b.where(b.binary(Op::Eq, u_1, constant(-1), DType::Bool), constant(-1), r, out);
+    r = b.where(b.binary(Op::Eq, u, constant(1), DType::Bool), x, r, out);
+    const int not_finite = b.binary(Op::Ne, bin(Op::Sub, u, u), constant(0), DType::Bool);
+    return b.where(not_finite, u, r, out);
+  }
+  /// ATen's: x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale.
+  int elu() {
+    const int x = arg(0);
+    const double scale = scalar_or(node, "scale", 1),
+                 input_scale = scalar_or(node, "input_scale", 1);
+    const int inner = input_scale == 1 ? x : bin(Op::Mul, x, constant(input_scale));
+    const int negative = bin(Op::Mul, expm1(inner), constant(scalar_or(node, "alpha", 1) * scale));
+    const int positive = scale == 1 ? x : bin(Op::Mul, x, constant(scale));
+    return b.where(b.binary(Op::Le, x, constant(0), DType::Bool), negative, positive, out);
+  }
   /// (0 < x) - (x < 0), as ATen computes it: 0 for NaN and for -0.
   int sign() {
     const int x = arg(0);
@@ -299,6 +330,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::rsqrt", [](Lowering& l) { return l.un(Op::Rsqrt, l.arg(0)); }},
       {"aten::reciprocal", [](Lowering& l) { return l.un(Op::Reciprocal, l.arg(0)); }},
       {"aten::erf", [](Lowering& l) { return l.un(Op::Erf, l.arg(0)); }},
+      {"aten::log1p", [](Lowering& l) { return l.log1p(l.arg(0)); }},
+      {"aten::expm1", [](Lowering& l) { return l.expm1(l.arg(0)); }},
       {"aten::tanh", [](Lowering& l) { return l.un(Op::Tanh, l.arg(0)); }},
       {"aten::sigmoid", [](Lowering& l) { return l.sigmoid(l.arg(0)); }},
       {"aten::relu", [](Lowering& l) { return l.bin(Op::Max, l.arg(0), l.constant(0)); }},
@@ -306,6 +339,7 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::hardswish", [](Lowering& l) { return l.hard_activation(true); }},
       {"aten::hardsigmoid", [](Lowering& l) { return l.hard_activation(false); }},
       {"aten::leaky_relu", [](Lowering& l) { return l.leaky_relu(); }},
+      {"aten::elu", [](Lowering& l) { return l.elu(); }},
       {"aten::sign", [](Lowering& l) { return l.sign(); }},
       {"aten::maximum", [](Lowering& l) { return l.bin(Op::Max, l.arg(0), l.arg(1)); }},
       {"aten::minimum", [](Lowering& l) { return l.bin(Op::Min, l.arg(0), l.arg(1)); }},
@@ -424,7 +458,8 @@ bool attributes_supported(const Node& node) {
     return !bool_attr(node, "half_to_float") && float_out;
   }
   if (op == "aten::layer_norm") return float_out;
-  if (op == "aten::hardswish" || op == "aten::hardsigmoid" || op == "aten::leaky_relu")
+  if (op == "aten::hardswish" || op == "aten::hardsigmoid" || op == "aten::leaky_relu" ||
+      op == "aten::elu")
     return float_out;
   if (is_variance(op)) {
     // n - correction <= 0 divides by zero or less (ATen: inf or NaN); ATen keeps those.

@@ -1,5 +1,5 @@
-// hardswish, hardsigmoid, leaky_relu, sign, maximum and minimum, lowered to the kernel IR
-// (passes/kernel/lower_ops.cpp) and run through the reference interpreter, against ATen's
+// hardswish, hardsigmoid, leaky_relu, elu, sign, log1p, expm1, maximum and minimum, lowered to the
+// kernel IR (passes/kernel/lower_ops.cpp) and run through the reference interpreter, against ATen's
 // definitions written out by hand (values chosen at their corners: the clamp's ends, 0, -0, NaN).
 #include <cmath>
 #include <limits>
@@ -96,6 +96,57 @@ TEST(LowerActivationsTest, MaximumAndMinimumPropagateNaNFromEitherSide) {
               {0.0f, kNaN, -1.5f, 1.0f, 0.0f, 0.5f, kInf, 7.0f, kNaN, 2.0f});
   expect_same(run("aten::minimum", "", {kCorners, other}),
               {-4.0f, kNaN, -2.0f, -0.0f, -1.0f, 0.5f, 3.0f, 1.0f, kNaN, -kInf});
+}
+
+// Within `ulps` units in the last place of float32 of `expected` (computed in double); special
+// values (NaN, infinities, zeros with their sign) exactly.
+void expect_within_ulps(const std::vector<float>& actual, const std::vector<double>& expected,
+                        double ulps) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double e = expected[i];
+    if (std::isnan(e)) {
+      EXPECT_TRUE(std::isnan(actual[i])) << i;
+    } else if (std::isinf(e) || e == 0) {
+      EXPECT_EQ(actual[i], e) << i;
+      EXPECT_EQ(std::signbit(actual[i]), std::signbit(e)) << i;
+    } else {
+      const double ulp = std::ldexp(1.0, std::ilogb(e) - 23);
+      EXPECT_LE(std::abs(actual[i] - e), ulps * ulp) << i << ": " << actual[i] << " vs " << e;
+    }
+  }
+}
+
+// Where log(1 + x) and exp(x) - 1 computed directly lose x's digits (|x| tiny), and the ends.
+const std::vector<float> kNearZero = {1e-10f, -3e-8f, 2e-4f, -0.0f, -0.5f,
+                                      0.75f,  1e30f,  -1.0f, kInf,  -kInf};
+
+TEST(LowerActivationsTest, Log1pKeepsTheDigitsOfTinyArguments) {
+  std::vector<double> expected;
+  for (float x : kNearZero)
+    expected.push_back(std::log1p(static_cast<double>(x)));
+  expect_within_ulps(run("aten::log1p", "", {kNearZero}), expected, 4);
+}
+
+TEST(LowerActivationsTest, Expm1KeepsTheDigitsOfTinyArguments) {
+  std::vector<double> expected;
+  for (float x : kNearZero)
+    expected.push_back(std::expm1(static_cast<double>(x)));
+  expect_within_ulps(run("aten::expm1", "", {kNearZero}), expected, 4);
+}
+
+TEST(LowerActivationsTest, EluIsExpm1BelowZeroScaledAsSeluAsks) {
+  constexpr double alpha = 1.6732632423543772, scale = 1.0507009873554805;
+  std::vector<double> expected;
+  for (float x : kNearZero) {
+    const double v = x;
+    expected.push_back(std::isnan(v) ? v : v <= 0 ? std::expm1(v * 2) * alpha * scale : v * scale);
+  }
+  expect_within_ulps(run("aten::elu",
+                         "{alpha=1.6732632423543772, scale=1.0507009873554805, "
+                         "input_scale=2}",
+                         {kNearZero}),
+                     expected, 4);
 }
 
 // can_lower for the first node of a one-node graph.

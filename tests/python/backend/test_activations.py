@@ -68,3 +68,36 @@ def test_integer_sign_and_maximum_match_eager():
     for actual, expected in zip(compiled(a, b), f(a, b)):
         assert actual.dtype == expected.dtype and torch.equal(actual, expected)
     assert kiln.stats()["extern_steps"] == 0
+
+
+def _smooth_activations(x):
+    # softplus and mish reach kiln as log1p(exp(x)) (torch.compile) or whole (TorchScript: kept
+    # in ATen); elu, selu and celu as aten::elu on both paths.
+    return (F.softplus(x), F.mish(x), F.elu(x), F.selu(x), F.celu(x, 0.5), torch.log1p(x.abs()),
+            torch.expm1(x))
+
+
+@pytest.mark.parametrize("path", ["torch.compile", "torchscript"])
+def test_log1p_expm1_and_elus_match_eager(path):
+    x = torch.cat([torch.randn(1000) * 4, torch.tensor([1e-9, -1e-7, 30.0, -30.0, -0.0])])
+    with torch.no_grad():
+        if path == "torch.compile":
+            compiled = torch.compile(_smooth_activations, backend="kiln", dynamic=False,
+                                     options={"strict": "true"})
+        else:
+            compiled = kiln.compile(torch.jit.trace(_TracedSmooth(), x))
+        kiln.reset_stats()
+        actual = compiled(x)
+    for a, e in zip(actual, _smooth_activations(x)):
+        # A few float32 ulps of each result (kiln's exp and log are within 1 ulp).
+        torch.testing.assert_close(a, e, atol=1e-6, rtol=4e-6)
+    if path == "torch.compile":
+        assert kiln.stats()["extern_steps"] == 0
+    else:
+        extern = _extern_ops(compiled, x)
+        assert not {"aten::elu", "aten::log1p", "aten::expm1"} & set(extern), extern
+
+
+class _TracedSmooth(torch.nn.Module):
+    def forward(self, x):
+        return _smooth_activations(x)
