@@ -207,7 +207,9 @@ at::Tensor softmax_bound(bool log, const ir::AttrList& attrs, const Val& in, con
     e = 2 * delta + 8 * acc * (spread + (lse - max).abs() + n + r1.abs()) + 8 * u * (lse.abs() + 1);
   } else {
     auto rel = at::expm1(2 * delta) + 8 * acc * (spread + n + 2);
-    e = at::where(r1 == 0, 0.0, r1.abs() * rel);
+    // Where eager's exp(x - max) underflowed to 0, kiln's inputs, off by at most delta, give at
+    // most exp(x - max + 2 delta) (the sum being at least 1): nothing, unless delta is large.
+    e = at::where(r1 == 0, at::exp(a1 - max + 2 * delta), r1.abs() * rel);
   }
   e = e + 8 * u * r1.abs() + 8 * min_normal(out);
   // An input not checked makes its row unknown, zeros included.
