@@ -12,6 +12,7 @@
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/lower_group.h"
 #include "passes/kernel/lower_ops.h"
+#include "tests/support/can_lower.h"
 
 namespace kiln::kernel {
 namespace {
@@ -149,11 +150,7 @@ TEST(LowerActivationsTest, EluIsExpm1BelowZeroScaledAsSeluAsks) {
                      expected, 4);
 }
 
-// can_lower for the first node of a one-node graph.
-bool can_lower_first(const std::string& text) {
-  auto g = ir::parse_graph(text);
-  return can_lower(*g->nodes().at(0));
-}
+using testing::can_lower_first;
 
 TEST(LowerActivationsTest, IntegerActivationsAreLeftToATenButIntegerSignAndMaximumAreLowered) {
   EXPECT_FALSE(

@@ -14,6 +14,7 @@
 #include "passes/kernel/lower_ops.h"
 #include "passes/kernel/printer.h"
 #include "passes/kernel/scalar_convert.h"
+#include "tests/support/can_lower.h"
 #include "tests/support/check_pattern.h"
 
 namespace kiln::kernel {
@@ -633,11 +634,7 @@ TEST(LowerGroupTest, AnOutputThatIsAnInputIsRefused) {
 
 // ---- can_lower ---------------------------------------------------------------------------------
 
-// can_lower for the first node of a one-node graph.
-bool can_lower_first(const std::string& text) {
-  auto g = ir::parse_graph(text);
-  return can_lower(*g->nodes().at(0));
-}
+using testing::can_lower_first;
 
 TEST(CanLowerTest, FloorDivisionIsNotLowered) {
   EXPECT_FALSE(

@@ -10,6 +10,7 @@
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/lower_group.h"
 #include "passes/kernel/lower_ops.h"
+#include "tests/support/can_lower.h"
 
 namespace kiln::kernel {
 namespace {
@@ -123,11 +124,7 @@ TEST(LowerVarianceTest, StdIsTheRootOfEachOverload) {
               reference(input(), 3, 5, -1, 0, true));
 }
 
-// can_lower for the first node of a one-node graph.
-bool can_lower_first(const std::string& text) {
-  auto g = ir::parse_graph(text);
-  return can_lower(*g->nodes().at(0));
-}
+using testing::can_lower_first;
 
 TEST(LowerVarianceTest, ACorrectionThatLeavesNoDegreeOfFreedomIsLeftToATen) {
   // ATen divides by max(0, n - correction): inf or NaN, which it gives exactly.
