@@ -3,28 +3,14 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/batch_norm_arguments.h"
+
 namespace kiln {
 namespace {
 
 using ir::Node;
 using ir::TensorType;
 using ir::Value;
-
-bool is_constant(const Value* v) {
-  return v->producer() && v->producer()->op() == "prim::Constant";
-}
-
-bool is_false(const Node& node, const char* name) {
-  const auto* b = std::get_if<bool>(node.find_attr(name));
-  return b && !*b;
-}
-
-TensorType vector_type(const TensorType& like, std::vector<int64_t> sizes) {
-  TensorType t = like;
-  t.sizes = std::move(sizes);
-  t.strides = ir::contiguous_strides(t.sizes);
-  return t;
-}
 
 class Folder {
  public:
@@ -40,29 +26,18 @@ class Folder {
   }
 
  private:
-  // The batch norm's optional tensor arguments: present ones are inputs after the first, in
-  // schema order (weight, bias, running_mean, running_var); absent ones are None attributes.
-  std::unordered_map<std::string, Value*> arguments(const Node& bn) {
-    std::unordered_map<std::string, Value*> args;
-    size_t next = 1;
-    for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
-      if (!bn.find_attr(name) && next < bn.inputs().size()) args[name] = bn.input(next++);
-    }
-    return args;
-  }
-
   bool fold(Node& bn) {
-    if (!is_false(bn, "training")) return false;
+    if (!is_false_attr(bn, "training")) return false;
     Node* op = bn.input(0)->producer();
     if (!op || uses_[bn.input(0)] != 1) return false;
     const bool linear = op->op() == "aten::linear";
     const bool conv = op->op() == "aten::conv2d" ||
                       ((op->op() == "aten::convolution" || op->op() == "aten::_convolution") &&
-                       is_false(*op, "transposed"));
+                       is_false_attr(*op, "transposed"));
     if (!linear && !conv) return false;
     const TensorType& out = bn.output()->type();
     if (out.dtype != ir::DType::Float32 && out.dtype != ir::DType::Float64) return false;
-    auto args = arguments(bn);
+    auto args = batch_norm_arguments(bn);
     if (!args.count("running_mean") || !args.count("running_var")) return false;
     for (const auto& [name, v] : args) {
       if (!is_constant(v)) return false;
@@ -76,7 +51,7 @@ class Folder {
     if (!eps) return false;
 
     // s = gamma * rsqrt(var + eps): the per-channel scale.
-    const TensorType vec = vector_type(w->type(), {channels});
+    const TensorType vec = with_sizes(w->type(), {channels});
     Value* s = add("aten::rsqrt",
                    {add("aten::add.Scalar", {args["running_var"]}, vec,
                         {{"other", *eps}, {"alpha", int64_t{1}}})},
@@ -84,8 +59,8 @@ class Folder {
     if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
     std::vector<int64_t> shape(w->type().sizes.size(), 1);
     shape[0] = channels;
-    Value* s_w = add("aten::view", {s}, vector_type(vec, shape), {{"size", shape}});
-    Value* new_w = add("aten::mul.Tensor", {w, s_w}, vector_type(w->type(), w->type().sizes));
+    Value* s_w = add("aten::view", {s}, with_sizes(vec, shape), {{"size", shape}});
+    Value* new_w = add("aten::mul.Tensor", {w, s_w}, with_sizes(w->type(), w->type().sizes));
     // b2 = (b - mean) * s + beta, with b = 0 and beta = 0 where absent.
     Value* centered =
         b ? add("aten::sub.Tensor", {b, args["running_mean"]}, vec, {{"alpha", int64_t{1}}})

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "passes/canonicalize.h"
+#include "passes/decompose_batch_norm.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_batch_norm.h"
@@ -102,11 +103,14 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "canonicalize",    "fold_batch_norm",     "assign_layout",
-      "prepack_linear",  "prepack_conv",        "winograd_conv",
-      "fold_constants",  "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions", "fuse_epilogue",       "fuse_elementwise",
-      "lower_kernels",   "plan_memory"};
+      "canonicalize",         "fold_batch_norm",
+      "decompose_batch_norm", "assign_layout",
+      "prepack_linear",       "prepack_conv",
+      "winograd_conv",        "fold_constants",
+      "eliminate_dead_code",  "eliminate_common_subexpressions",
+      "fuse_reductions",      "fuse_epilogue",
+      "fuse_elementwise",     "lower_kernels",
+      "plan_memory"};
   return names;
 }
 
@@ -119,6 +123,11 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   // channels-last copies of frozen convolution weights; fold_constants computes them.
   if (options.evaluate_constant) {
     passes.run("fold_batch_norm", "", [&] { fold_batch_norm(graph); });
+    // The batch norms left become a multiply and an add per channel, which pays only where the
+    // fusers then join them with their neighbours.
+    if (options.fusion) {
+      passes.run("decompose_batch_norm", "fusion", [&] { decompose_batch_norm(graph); });
+    }
   }
   if (options.infer_types) {
     passes.run("assign_layout", "",

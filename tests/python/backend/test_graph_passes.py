@@ -3,6 +3,7 @@ all passes kiln matches eager, and a conv net still matches with each pass turne
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -19,8 +20,9 @@ def _randomize_batch_norms(model):
             if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
+                if m.affine:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.5, 0.5)
     return model
 
 
@@ -101,6 +103,67 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         assert not any(op.startswith("aten::add") for op in ops), ops
 
 
+class _UnfoldableBatchNorms(torch.nn.Module):
+    """Batch norms with no convolution or linear to fold into: after a concatenation and a relu
+    (DenseNet's pre-activation order), after an add on a channels-last tensor, over the channels
+    of a [N, C, L] sequence and of a [N, C] matrix after a reshape (LeViT's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn_cat = torch.nn.BatchNorm2d(11)
+        self.bn_add = torch.nn.BatchNorm2d(8, affine=False)
+        self.bn_seq = torch.nn.BatchNorm1d(8)
+        self.linear = torch.nn.Linear(8, 6)
+        self.bn_flat = torch.nn.BatchNorm1d(6, eps=1e-3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = torch.relu(self.bn_cat(torch.cat([x, y], 1)))
+        b = self.bn_add((y + 1).contiguous(memory_format=torch.channels_last)).sigmoid()
+        c = self.bn_seq(y.flatten(2)) * 2
+        d = self.linear(y.mean((2, 3)).unsqueeze(1)).flatten(0, 1)
+        return a, b, c, torch.tanh(self.bn_flat(d))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_norms_with_nothing_to_fold_into_fuse_with_their_neighbours(dtype):
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(_UnfoldableBatchNorms().eval()).to(dtype)
+    x = torch.randn(2, 3, 6, 6, dtype=dtype)
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-12
+    with torch.no_grad():
+        expected = model(x)
+        traced = kiln.compile(torch.jit.trace(model, (x,)))
+        assert_close(traced(x), expected, atol=tolerance, rtol=tolerance)
+        assert_close(torch.compile(model, backend="kiln")(x), expected, atol=tolerance,
+                     rtol=tolerance)
+    entries = json.loads(traced.explain(x))["entries"]
+    norms = [e for e in entries if "batch_norm" in e["op"]]
+    assert not norms, norms
+    # each batch norm is a multiply and an add in the kernel of its neighbour
+    fused = [e for e in entries if e["where"] == "fused kernel"]
+    assert sum(e["op"] == "aten::mul.Tensor" for e in fused) >= 4, entries
+    # with the activation after it: scale, shift and activation in one kernel
+    ops_in_kernel = {e["op"]: int(re.search(r"\((\d+) ops\)", e["why"]).group(1)) for e in fused}
+    for op in ("aten::relu", "aten::sigmoid", "aten::tanh"):
+        assert ops_in_kernel[op] >= 3, entries
+
+
+def test_a_half_precision_batch_norm_stays_with_aten():
+    # ATen normalizes float16 in float32 and rounds once; x * scale + shift would round twice.
+    model = _randomize_batch_norms(torch.nn.Sequential(torch.nn.BatchNorm1d(8)).eval())
+    x = torch.randn(4, 8)
+    compiled = kiln.compile(torch.jit.trace(model, (x,)))
+    assert "aten::batch_norm" not in _explained_ops(compiled, x)
+    model_half = model.to(torch.bfloat16)
+    xh = x.to(torch.bfloat16)
+    compiled_half = kiln.compile(torch.jit.trace(model_half, (xh,)))
+    with torch.no_grad():
+        assert torch.equal(compiled_half(xh), model_half(xh))
+    assert "aten::batch_norm" in _explained_ops(compiled_half, xh)
+
+
 class _WideBlock(torch.nn.Module):
     """A residual block of 64-channel 3x3 convolutions, as winograd_conv takes them."""
 
@@ -160,7 +223,7 @@ def test_residual_adds_write_over_the_dying_identity(tmp_path):
     assert not feature_map_copies, feature_map_copies
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
+PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
           "winograd_conv",
           "fold_constants",
           "eliminate_dead_code",
