@@ -56,7 +56,21 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::hardswish", [](Lowering& l) { return l.hard_activation(true); }},
       {"aten::hardsigmoid", [](Lowering& l) { return l.hard_activation(false); }},
       {"aten::leaky_relu", [](Lowering& l) { return l.leaky_relu(); }},
-      {"aten::elu", [](Lowering& l) { return l.elu(); }},
+      {"aten::elu",
+       [](Lowering& l) {
+         return l.elu(scalar_or(l.node, "alpha", 1), scalar_or(l.node, "scale", 1),
+                      scalar_or(l.node, "input_scale", 1));
+       }},
+      // ATen's selu and celu call its elu with these.
+      {"aten::selu",
+       [](Lowering& l) { return l.elu(1.6732632423543772848, 1.0507009873554804934, 1); }},
+      {"aten::celu",
+       [](Lowering& l) {
+         const double alpha = scalar_or(l.node, "alpha", 1);
+         return l.elu(alpha, 1, 1 / alpha);
+       }},
+      {"aten::softplus", [](Lowering& l) { return l.softplus(); }},
+      {"aten::mish", [](Lowering& l) { return l.mish(); }},
       {"aten::sign", [](Lowering& l) { return l.sign(); }},
       {"aten::maximum", [](Lowering& l) { return l.bin(Op::Max, l.arg(0), l.arg(1)); }},
       {"aten::minimum", [](Lowering& l) { return l.bin(Op::Min, l.arg(0), l.arg(1)); }},
@@ -176,7 +190,8 @@ bool attributes_supported(const Node& node) {
   }
   if (op == "aten::layer_norm") return float_out;
   if (op == "aten::hardswish" || op == "aten::hardsigmoid" || op == "aten::leaky_relu" ||
-      op == "aten::elu")
+      op == "aten::elu" || op == "aten::selu" || op == "aten::celu" || op == "aten::softplus" ||
+      op == "aten::mish")
     return float_out;
   if (is_variance(op)) {
     // n - correction <= 0 divides by zero or less (ATen: inf or NaN); ATen keeps those.

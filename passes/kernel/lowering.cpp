@@ -156,13 +156,25 @@ int Lowering::expm1(int x) {
   return b.where(not_finite, u, r, out);
 }
 
-int Lowering::elu() {
+int Lowering::elu(double alpha, double scale, double input_scale) {
   const int x = arg(0);
-  const double scale = scalar_or(node, "scale", 1), input_scale = scalar_or(node, "input_scale", 1);
   const int inner = input_scale == 1 ? x : bin(Op::Mul, x, constant(input_scale));
-  const int negative = bin(Op::Mul, expm1(inner), constant(scalar_or(node, "alpha", 1) * scale));
+  const int negative = bin(Op::Mul, expm1(inner), constant(alpha * scale));
   const int positive = scale == 1 ? x : bin(Op::Mul, x, constant(scale));
   return b.where(b.binary(Op::Le, x, constant(0), DType::Bool), negative, positive, out);
+}
+
+int Lowering::softplus() {
+  const int x = arg(0);
+  const int scaled = bin(Op::Mul, x, scalar("beta", 1));
+  const int soft = bin(Op::Div, log1p(un(Op::Exp, scaled)), scalar("beta", 1));
+  const int linear = b.binary(Op::Gt, scaled, scalar("threshold", 20), DType::Bool);
+  return b.where(linear, x, soft, out);
+}
+
+int Lowering::mish() {
+  const int x = arg(0);
+  return bin(Op::Mul, x, un(Op::Tanh, log1p(un(Op::Exp, x))));
 }
 
 int Lowering::sign() {

@@ -82,8 +82,13 @@ struct Lowering {
   /// exp(x) - 1 without the cancellation (Kahan's): (u - 1) * (x / log(u)) with u = exp(x); x
   /// where u is 1, -1 where u - 1 is, u itself where u is infinite or NaN.
   int expm1(int x);
-  /// ATen's: x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale.
-  int elu();
+  /// ATen's: x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale (selu and celu are
+  /// elus with fixed constants).
+  int elu(double alpha, double scale, double input_scale);
+  /// ATen's: x * beta > threshold ? x : log1p(exp(x * beta)) / beta.
+  int softplus();
+  /// ATen's: x * tanh(log1p(exp(x))).
+  int mish();
   /// (0 < x) - (x < 0), as ATen computes it: 0 for NaN and for -0.
   int sign();
   int gelu(int x);

@@ -44,6 +44,8 @@ double op_ulps(const std::string& op) {
   if (transcendental.contains(op)) return 8;
   if (roots.contains(op)) return 4;
   if (op == "aten::gelu" || op == "aten::silu" || op.starts_with("aten::pow")) return 16;
+  // exp, log1p and a division or tanh in a row
+  if (op == "aten::softplus" || op == "aten::mish") return 16;
   if (op == "aten::hardswish" || op == "aten::hardsigmoid") return 4;
   return 2;
 }

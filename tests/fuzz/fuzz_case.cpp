@@ -444,12 +444,17 @@ bool Generator::propose(Proposal& p) {
       return true;
     case Activation:
       p.op = rng_.pick<std::string>({"aten::relu", "aten::gelu", "aten::silu", "aten::hardswish",
-                                     "aten::hardsigmoid", "aten::leaky_relu", "aten::elu"});
+                                     "aten::hardsigmoid", "aten::leaky_relu", "aten::elu",
+                                     "aten::softplus", "aten::mish"});
       p.args = {a};
       if (p.op == "aten::gelu")
         p.attrs = {{"approximate", std::string(rng_.chance(0.5) ? "none" : "tanh")}};
       if (p.op == "aten::leaky_relu")
         p.attrs = {{"negative_slope", rng_.pick<ir::Attr>({0.01, 0.2, -0.5, int64_t{0}})}};
+      if (p.op == "aten::softplus") {
+        p.attrs = {{"beta", rng_.pick<ir::Attr>({int64_t{1}, 2.0, 0.5})},
+                   {"threshold", rng_.pick<ir::Attr>({int64_t{20}, 1.0, int64_t{5}})}};
+      }
       if (p.op == "aten::elu") {  // elu, selu's constants, celu's input scale (1 / alpha)
         p.attrs = {{"alpha", rng_.pick<ir::Attr>({int64_t{1}, 1.6732632423543772, 0.5})},
                    {"scale", rng_.pick<ir::Attr>({int64_t{1}, 1.0507009873554805})},

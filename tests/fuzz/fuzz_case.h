@@ -21,7 +21,7 @@
 //     eager does). For an elementwise op the bound is the op evaluated in float64 at the corners
 //     of its inputs' error boxes (each widened by one unit roundoff u of the result type), twice,
 //     plus c u |result| with c = 2 for arithmetic, 4 for sqrt/rsqrt/reciprocal, 8 for
-//     exp/log/tanh/sigmoid/erf, 16 for gelu/silu/pow (and 16 u |x| for gelu, whose
+//     exp/log/tanh/sigmoid/erf, 16 for gelu/silu/pow/softplus/mish (and 16 u |x| for gelu, whose
 //     1 + erf(x/sqrt2) cancels for x < -3 in eager and kiln alike). Sums and means add
 //     4 n u sum|x| (n = reduced size, u of the accumulation type: float32 for half inputs);
 //     softmax allows a factor exp(+-2d) for input errors d plus 8 u (n + |x - max|) relative;

@@ -1,6 +1,7 @@
-// hardswish, hardsigmoid, leaky_relu, elu, sign, log1p, expm1, maximum and minimum, lowered to the
-// kernel IR (passes/kernel/lower_ops.cpp) and run through the reference interpreter, against ATen's
-// definitions written out by hand (values chosen at their corners: the clamp's ends, 0, -0, NaN).
+// hardswish, hardsigmoid, leaky_relu, elu, selu, celu, softplus, mish, sign, log1p, expm1,
+// maximum and minimum, lowered to the kernel IR (passes/kernel/lower_ops.cpp) and run through the
+// reference interpreter, against ATen's definitions written out by hand (values chosen at their
+// corners: the clamp's ends, 0, -0, NaN).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -148,6 +149,42 @@ TEST(LowerActivationsTest, EluIsExpm1BelowZeroScaledAsSeluAsks) {
                          "input_scale=2}",
                          {kNearZero}),
                      expected, 4);
+}
+
+TEST(LowerActivationsTest, SeluAndCeluAreElusWithTheirConstants) {
+  constexpr double alpha = 1.6732632423543772, scale = 1.0507009873554805;
+  std::vector<double> selu, celu;
+  for (float x : kNearZero) {
+    const double v = x;
+    selu.push_back(std::isnan(v) ? v : v <= 0 ? std::expm1(v) * alpha * scale : v * scale);
+    celu.push_back(std::isnan(v) ? v : v <= 0 ? std::expm1(v / 0.5) * 0.5 : v);
+  }
+  expect_within_ulps(run("aten::selu", "", {kNearZero}), selu, 4);
+  expect_within_ulps(run("aten::celu", "{alpha=0.5}", {kNearZero}), celu, 4);
+}
+
+TEST(LowerActivationsTest, SoftplusIsXAboveItsThresholdAndLog1pOfExpBelow) {
+  // beta = 2, threshold = 5: 2.4 and 2.6 fall on either side of x * beta = 5.
+  const std::vector<float> xs = {2.4f, 2.6f, -0.0f, 0.5f, -3.0f, -30.0f, 1e-7f, 1e30f, kInf, -kInf};
+  std::vector<double> expected;
+  for (float x : xs) {
+    const double v = x;
+    expected.push_back(v * 2 > 5 ? v : std::log1p(std::exp(v * 2)) / 2);
+  }
+  expect_within_ulps(run("aten::softplus", "{beta=2, threshold=5}", {xs}), expected, 4);
+  std::vector<double> defaults;  // beta = 1, threshold = 20
+  for (float x : kNearZero)
+    defaults.push_back(x > 20 ? x : std::log1p(std::exp(static_cast<double>(x))));
+  expect_within_ulps(run("aten::softplus", "", {kNearZero}), defaults, 4);
+}
+
+TEST(LowerActivationsTest, MishIsXTimesTanhOfSoftplus) {
+  std::vector<double> expected;
+  for (float x : kNearZero) {
+    const double v = x;
+    expected.push_back(v * std::tanh(std::log1p(std::exp(v))));  // -inf * 0: NaN, as in ATen
+  }
+  expect_within_ulps(run("aten::mish", "", {kNearZero}), expected, 4);
 }
 
 using testing::can_lower_first;
