@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "passes/fusion_clusters.h"
+#include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
 
 namespace kiln {
@@ -23,7 +24,9 @@ class ReductionGroup {
         input_shape_(reduction->input(0)->type().sizes),
         output_shape_(reduction->output()->type().sizes),
         keepdim_(kernel::keeps_reduced_dims(*reduction)),
-        contraction_(kernel::is_contraction(*reduction)) {
+        contraction_(kernel::is_contraction(*reduction)),
+        plain_(is_plain_reduction(*reduction)),
+        reduced_dims_(*kernel::reduced_dims(*reduction)) {
     grower_.start(reduction);
     // A contraction's element space is [..., N, K], the shape of no value: no producer fits it.
     if (contraction_) input_shape_.insert(input_shape_.end() - 1, output_shape_.back());
@@ -34,7 +37,13 @@ class ReductionGroup {
     bool grew = true;
     while (grew) {
       grew = false;
-      for (ir::Node* node : grower_.neighbors()) {
+      for (ir::Node* node : candidates()) {
+        if (is_sibling(*node)) {
+          if (!grower_.try_add(node)) continue;
+          if (output_shape_ != input_shape_) row_values_.insert(node->output());
+          grew = true;
+          continue;
+        }
         if (!is_fusible_elementwise(*node)) continue;
         const Role role = role_of(*node);
         if (role == Role::None || !grower_.try_add(node)) continue;
@@ -49,6 +58,40 @@ class ReductionGroup {
 
  private:
   enum class Role { None, Producer, ElementConsumer, RowConsumer };
+
+  static bool is_plain_reduction(const ir::Node& node) {
+    const ir::OpInfo* info = ir::find_op(node.op());
+    return info && info->kind == ir::OpKind::Reduction && !kernel::is_contraction(node);
+  }
+
+  /// The members' neighbours, and the sibling reductions among the other readers of values the
+  /// group reads from outside (var and mean of one tensor, its amin and amax).
+  std::vector<ir::Node*> candidates() const {
+    std::vector<ir::Node*> found = grower_.neighbors();
+    if (!plain_) return found;
+    for (const ir::Node* member : grower_.members()) {
+      for (const ir::Value* v : member->inputs()) {
+        if (is_member_value(v)) continue;
+        for (ir::Node* user : grower_.users(v))
+          if (!grower_.contains(user) && is_sibling(*user) &&
+              std::find(found.begin(), found.end(), user) == found.end())
+            found.push_back(user);
+      }
+    }
+    return found;
+  }
+
+  /// A second reduction joins when it reduces a value of the seed's input shape over the same
+  /// dims, keeping or dropping them alike, from per-element values: the kernel then reads what
+  /// they share once (batch norm's backward sums its gradient and the gradient times x - mean;
+  /// var and mean; amin and amax). Normalizations and contractions stay alone.
+  bool is_sibling(const ir::Node& node) const {
+    if (!plain_ || !is_plain_reduction(node) || !is_fusible_reduction(node)) return false;
+    if (node.input(0)->type().sizes != input_shape_ ||
+        kernel::keeps_reduced_dims(node) != keepdim_ || kernel::reduced_dims(node) != reduced_dims_)
+      return false;
+    return !reads_row_value(node);
+  }
 
   bool reads_row_value(const ir::Node& node) const {
     return std::any_of(node.inputs().begin(), node.inputs().end(),
@@ -90,6 +133,8 @@ class ReductionGroup {
   std::vector<int64_t> input_shape_, output_shape_;
   bool keepdim_;
   bool contraction_;
+  bool plain_;  // the seed is a reduction (not a normalization or a contraction)
+  std::vector<int> reduced_dims_;
   std::unordered_set<const ir::Value*> row_values_;
   std::unordered_set<const ir::Node*> row_consumers_;
 };

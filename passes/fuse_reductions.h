@@ -7,7 +7,9 @@
 //   %r = aten::gelu(%p)
 //
 // A small aten::linear (a few rows, see kernel::is_contraction) counts as a reduction over K, so
-// a batch-1 layer with its bias and activation is one kernel. A group holds one reduction.
+// a batch-1 layer with its bias and activation is one kernel. A group holds one normalization
+// or contraction, or reductions (sum, mean, amax, amin, var, std) of one shape over the same
+// dims: siblings, which the kernel computes from one read of what they share.
 // Producers must have the reduction input's shape or broadcast to it without being read outside the
 // group; consumers work either on whole rows (the input's shape) or on the reduced values (the
 // output's shape).

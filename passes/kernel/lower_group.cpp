@@ -54,9 +54,15 @@ class GroupLowering {
     for (const ir::Node* node : body_.nodes()) {
       auto dims = reduced_dims(*node);
       if (!dims) continue;
-      if (reduction_) fail("more than one reduction");
-      reduction_ = node;
-      reduced_ = *dims;
+      if (!reduction_) {
+        reduction_ = node;
+        reduced_ = *dims;
+        continue;
+      }
+      // Siblings (fuse_reductions.h): one iteration space for all.
+      if (is_contraction(*node) || is_contraction(*reduction_) || *dims != reduced_ ||
+          node->input(0)->type().sizes != reduction_->input(0)->type().sizes)
+        fail("reductions over different spaces");
     }
     if (reduction_ && is_contraction(*reduction_)) {
       // x[..., K] @ w[N, K]^T: the space is [..., N, K], reduced over K.

@@ -47,12 +47,13 @@ TEST(MomentsTest, AVarianceIsTheMeanOfSquaredDeviationsFromTheMeanOfTheSameValue
 }
 
 TEST(MomentsTest, AMeanAndItsVarianceShareOnePassWhereRowsHoldAVector) {
-  using Passes = std::vector<std::vector<int>>;
-  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16), (Passes{{1, 4}}));
-  EXPECT_EQ(row_passes(stats_kernel(F64, 2, 17), 8), (Passes{{1, 4}}));
-  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 15), 16), (Passes{{1}, {4}}));  // no whole vector
-  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 1), (Passes{{1}, {4}}));   // scalar code
-  EXPECT_EQ(row_passes(stats_kernel(F16, 2, 64), 16), (Passes{{1}, {4}}));
+  using Passes = std::vector<RowPass>;
+  const Passes one = {{{1, 4}, true}}, two = {{{1}}, {{4}}};
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16), one);
+  EXPECT_EQ(row_passes(stats_kernel(F64, 2, 17), 8), one);
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 15), 16), two);  // no whole vector
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 1), two);   // scalar code
+  EXPECT_EQ(row_passes(stats_kernel(F16, 2, 64), 16), two);
   // A softmax: a max, then a sum, each its own pass.
   Kernel softmax = make_kernel("softmax", {2, 64}, 1, {F32}, {F32});
   KernelBuilder b(softmax);
@@ -60,12 +61,27 @@ TEST(MomentsTest, AMeanAndItsVarianceShareOnePassWhereRowsHoldAVector) {
   const int m = b.reduce(ReduceKind::Max, x);
   const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
   b.store(1, {64, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
-  EXPECT_EQ(row_passes(softmax, 16), (Passes{{1}, {4}}));
+  EXPECT_EQ(row_passes(softmax, 16), two);
+}
+
+TEST(MomentsTest, ReductionsThatDoNotReadEachOtherShareOnePass) {
+  // sum(x), amax(x * y), then a sum of x - max: the first two in one walk over the row, the
+  // third after them.
+  Kernel k = make_kernel("siblings", {2, 64}, 1, {F32, F32}, {F32, F32, F32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {64, 1}), y = b.load(1, {64, 1});
+  const int sum = b.reduce(ReduceKind::Sum, x);
+  const int max = b.reduce(ReduceKind::Max, b.binary(Op::Mul, x, y, F32));
+  const int after = b.reduce(ReduceKind::Sum, b.binary(Op::Sub, x, max, F32));
+  b.store(2, {1, 0}, sum);
+  b.store(3, {1, 0}, max);
+  b.store(4, {1, 0}, after);
+  EXPECT_EQ(row_passes(k, 16), (std::vector<RowPass>{{{sum, max}}, {{after}}}));
 }
 
 TEST(MomentsTest, KilnDisableOnePassMomentsKeepsTwoPasses) {
-  using Passes = std::vector<std::vector<int>>;
-  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16, /*one_pass=*/false), (Passes{{1}, {4}}));
+  EXPECT_EQ(row_passes(stats_kernel(F32, 2, 64), 16, /*one_pass=*/false),
+            (std::vector<RowPass>{{{1}}, {{4}}}));
   // The option reaches the emitter and is part of the code variant (the kernel cache's key).
   CodegenOptions two_pass;
   two_pass.one_pass_moments = false;
@@ -80,7 +96,7 @@ TEST(MomentsTest, VarAndStdTakeOnePass) {
                                 "(%x) {dim=[1], correction=1, keepdim=false}\n  return (%v)\n");
     const auto passes = row_passes(kernel::lower_group(*body, "g"), 16);
     ASSERT_EQ(passes.size(), 1u) << op;
-    EXPECT_EQ(passes[0].size(), 2u) << op;
+    EXPECT_TRUE(passes[0].moments) << op;
   }
 }
 

@@ -56,6 +56,40 @@ TEST(KernelCodegenTest, FloatReductionsOverTwoDims) {
   check(cases);
 }
 
+TEST(KernelCodegenTest, SiblingReductionsInOnePass) {
+  // Batch norm's backward over [channels, n, hw]: the sum of g masked by y > 0, and the sum of
+  // that times x - mean, read together; then amin and amax of one row, NaNs included.
+  std::vector<Case> cases;
+  for (auto [n, hw] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {3, 100}, {8, 196}}) {
+    Kernel k = make_kernel("bn_backward_sums_" + std::to_string(n) + "x" + std::to_string(hw),
+                           {4, n, hw}, 2, {F32, F32, F32, F32}, {F32, F32, F32});
+    KernelBuilder b(k);
+    const std::vector<int64_t> nchw = {hw, 4 * hw, 1};
+    const int y = b.load(0, nchw), g = b.load(1, nchw), x = b.load(2, nchw);
+    const int mean = b.load(3, {1, 0, 0});
+    const int dg =
+        b.where(b.binary(Op::Gt, y, b.constant(0, F32), DType::Bool), g, b.constant(0, F32), F32);
+    const int a = b.reduce(ReduceKind::Sum, dg);
+    const int c =
+        b.reduce(ReduceKind::Sum, b.binary(Op::Mul, dg, b.binary(Op::Sub, x, mean, F32), F32));
+    b.store(4, {1, 0, 0}, a);
+    b.store(5, {1, 0, 0}, c);
+    b.store(6, nchw, b.binary(Op::Mul, dg, b.binary(Op::Add, a, c, F32), F32));
+    const double bound = sum_error(32, n * hw, n * hw * 4.0, kU32);
+    cases.push_back(make_case(k, {uniform(-1, 1), uniform(-1, 1), uniform(-1, 1), uniform(-1, 1)},
+                              [bound](int) {
+                                return Tolerance{0, 0, 8 * bound};
+                              }));
+  }
+  Kernel k = make_kernel("amin_amax", {5, 1000}, 1, {F32}, {F32, F32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {1000, 1});
+  b.store(1, {1, 0}, b.reduce(ReduceKind::Min, x));
+  b.store(2, {1, 0}, b.reduce(ReduceKind::Max, x));
+  cases.push_back(make_case(k, {uniform(-1, 1, {kNaN, kInf, -kInf})}));
+  check(cases);
+}
+
 TEST(KernelCodegenTest, SixteenBitFloatReductions) {
   std::vector<Case> cases;
   for (DType t : {F16, BF16})

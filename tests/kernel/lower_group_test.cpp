@@ -608,12 +608,42 @@ TEST(LowerGroupTest, AmaxOverTheLastDim) {
   EXPECT_EQ(out[0], (std::vector<float>{7, -2}));
 }
 
+TEST(LowerGroupTest, SiblingReductionsShareOneKernel) {
+  // Batch norm's backward: the sum of the gradient and of the gradient times x - mean, per
+  // channel of [2, 3, 4] (dims 0 and 2 reduced), then a row consumer of both.
+  const Kernel k = lower(
+      "graph(%g : f32[2,3,4], %x : f32[2,3,4], %m : f32[1,3,1]):\n"
+      "  %c : f32[2,3,4] = aten::sub.Tensor(%x, %m) {alpha=1}\n"
+      "  %p : f32[2,3,4] = aten::mul.Tensor(%g, %c)\n"
+      "  %a : f32[3] = aten::sum.dim_IntList(%g) {dim=[0,2], keepdim=false, dtype=None}\n"
+      "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2], keepdim=false, dtype=None}\n"
+      "  %r : f32[3] = aten::mul.Tensor(%a, %b)\n"
+      "  return (%a, %b, %r)\n");
+  EXPECT_EQ(count_ops(k, Op::Reduce), 2);
+  EXPECT_EQ(k.reduce_rank, 2);
+  const std::vector<float> g = iota_data(24, 1.5f, 0.2f), x = iota_data(24, 2.0f, 1.1f),
+                           m = {0.5f, -0.25f, 1.0f};
+  const auto out = run_f32(k, {g, x, m}, {3, 3, 3});
+  for (int c = 0; c < 3; ++c) {
+    double a = 0, b = 0;
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int at = n * 12 + c * 4 + i;
+        a += g[at];
+        b += static_cast<double>(g[at]) * (x[at] - m[c]);
+      }
+    EXPECT_NEAR(out[0][c], a, 1e-5) << c;
+    EXPECT_NEAR(out[1][c], b, 1e-5) << c;
+    EXPECT_NEAR(out[2][c], a * b, 1e-4) << c;
+  }
+}
+
 // ---- Groups the lowering refuses ---------------------------------------------------------------
 
-TEST(LowerGroupTest, TwoReductionsInOneGroupAreRefused) {
+TEST(LowerGroupTest, ReductionsOverDifferentDimsAreRefused) {
   EXPECT_THROW(lower("graph(%x : f32[2,3]):\n"
                      "  %a : f32[2] = aten::amax(%x) {dim=[1], keepdim=false}\n"
-                     "  %b : f32[2] = aten::amin(%x) {dim=[1], keepdim=false}\n"
+                     "  %b : f32[3] = aten::amin(%x) {dim=[0], keepdim=false}\n"
                      "  return (%a, %b)\n"),
                std::invalid_argument);
 }

@@ -356,6 +356,56 @@ TEST(FuseReductionsTest, TwoSoftmaxesFormTwoGroups) {
   EXPECT_TRUE(well_formed(*g));
 }
 
+TEST(FuseReductionsTest, SiblingSumsOfBatchNormsBackwardShareOneGroup) {
+  // The relu's gradient, its sum per channel, and the sum of it times x - mean: one kernel reads
+  // g, the mask's input and x once for both sums.
+  auto g = ir::parse_graph(
+      "graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], %m : f32[1,3,1,1]):\n"
+      "  %z : f32[] = aten::scalar_tensor() {s=0}\n"
+      "  %mask : b8[2,3,4,4] = aten::le.Scalar(%y) {other=0}\n"
+      "  %dg : f32[2,3,4,4] = aten::where.self(%mask, %z, %g)\n"
+      "  %a : f32[3] = aten::sum.dim_IntList(%dg) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+      "  %c : f32[2,3,4,4] = aten::sub.Tensor(%x, %m) {alpha=1}\n"
+      "  %p : f32[2,3,4,4] = aten::mul.Tensor(%dg, %c)\n"
+      "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+      "  %r : f32[3] = aten::mul.Tensor(%a, %b)\n"
+      "  return (%a, %r)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  ir::Node* group = group_with(*g, "aten::sum.dim_IntList");
+  ASSERT_NE(group, nullptr);
+  const auto ops = body_ops(*group);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::sum.dim_IntList"), 2) << ir::print_graph(*g);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::mul.Tensor"), 2) << ir::print_graph(*g);
+  EXPECT_TRUE(well_formed(*g));
+}
+
+TEST(FuseReductionsTest, VarAndMeanOfOneTensorShareOneGroup) {
+  // Neither reads the other: they meet through the tensor they both reduce.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,8]):\n"
+      "  %v : f32[4] = aten::var.correction(%x) {dim=[1], correction=1, keepdim=false}\n"
+      "  %m : f32[4] = aten::mean.dim(%x) {dim=[1], keepdim=false, dtype=None}\n"
+      "  %lo : f32[4] = aten::amin(%x) {dim=[1], keepdim=false}\n"
+      "  return (%v, %m, %lo)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{kFusedOp}));
+  EXPECT_TRUE(well_formed(*g));
+}
+
+TEST(FuseReductionsTest, ReductionsThatDifferInDimsShapeOrKeepdimFormSeparateGroups) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,8], %y : f32[8,4]):\n"
+      "  %a : f32[4] = aten::sum.dim_IntList(%x) {dim=[1], keepdim=false, dtype=None}\n"
+      "  %b : f32[8] = aten::sum.dim_IntList(%x) {dim=[0], keepdim=false, dtype=None}\n"
+      "  %c : f32[4,1] = aten::sum.dim_IntList(%x) {dim=[1], keepdim=true, dtype=None}\n"
+      "  %t : f32[4,8] = aten::permute(%y) {dims=[1,0]}\n"
+      "  %d : f32[8] = aten::amax(%y) {dim=[1], keepdim=false}\n"
+      "  %p : f32[4,8] = aten::softmax.int(%x) {dim=1, dtype=None}\n"
+      "  return (%a, %b, %c, %d, %p, %t)\n");
+  EXPECT_EQ(fuse_reductions(*g), 5);
+  EXPECT_TRUE(well_formed(*g));
+}
+
 // ---- Epilogue fusion ---------------------------------------------------------------------------
 
 constexpr const char* kLinearAddGelu =

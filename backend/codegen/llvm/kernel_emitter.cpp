@@ -154,13 +154,16 @@ class KernelEmitter final : public EmitterCore {
       if (!streamed.empty()) next_row_ = row_offsets(b_.CreateAdd(row, i64(1)), row_rank);
       compute_row_values(at_row);
       int pass = 0;
-      for (const std::vector<int>& reductions : passes_) {
+      for (const RowPass& row_pass : passes_) {
         prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
         use_row_caches(pass++);
-        if (reductions.size() == 2) {
-          moments(reductions[0], reductions[1], offsets);
+        const std::vector<int>& ids = row_pass.reductions;
+        if (row_pass.moments) {
+          moments(ids[0], ids[1], offsets);
         } else {
-          values_->set_row_value(reductions[0], reduce(reductions[0], offsets));
+          const std::vector<llvm::Value*> results = reduce(ids, offsets);
+          for (size_t r = 0; r < ids.size(); ++r)
+            values_->set_row_value(ids[r], results[r]);
         }
         compute_row_values(at_row);
       }
@@ -246,8 +249,12 @@ class KernelEmitter final : public EmitterCore {
     std::vector<std::vector<int>> roots;  // per pass
     // A pass computes its first reduction's operand: a moments pass reads x alone, never the
     // deviations its variance is written with.
-    for (const std::vector<int>& reductions : passes_)
-      roots.push_back({kernel_.exprs[reductions[0]].args[0]});
+    for (const RowPass& row_pass : passes_) {
+      roots.emplace_back();
+      for (int r : row_pass.reductions)
+        roots.back().push_back(kernel_.exprs[r].args[0]);
+      if (row_pass.moments) roots.back().resize(1);
+    }
     roots.emplace_back();
     for (const auto& s : kernel_.stores)
       if (element_[s.value]) roots.back().push_back(s.value);
@@ -329,60 +336,75 @@ class KernelEmitter final : public EmitterCore {
     return vec;
   }
 
-  /// One pass over the row: kUnroll vector accumulators and a scalar one for the tail, folded
-  /// at the end. Float max/min also OR a "saw NaN" flag, which turns the result into NaN.
-  llvm::Value* reduce(int id, const std::vector<llvm::Value*>& offsets) {
+  /// One pass over the row for the reductions `ids` (none reading another's result): per
+  /// reduction kUnroll vector accumulators and a scalar one for the tail, folded at the end; the
+  /// element values they share are computed once per element. Float max/min also OR a "saw NaN"
+  /// flag, which turns the result into NaN.
+  std::vector<llvm::Value*> reduce(const std::vector<int>& ids,
+                                   const std::vector<llvm::Value*>& offsets) {
     constexpr int kUnroll = 4;
-    const kernel::Expr& e = kernel_.exprs[id];
-    const DType t = e.dtype;
-    const int arg = e.args[0];
-    const bool track_nan =
-        ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
+    struct Accumulator {
+      const kernel::Expr* e;
+      bool track_nan;
+      std::vector<llvm::AllocaInst*> lanes, nan_lanes;  // kUnroll each
+      llvm::AllocaInst* scalar;
+      llvm::AllocaInst* saw_nan;
+    };
     llvm::IRBuilder<> entry(entry_, entry_->begin());
-    std::vector<llvm::AllocaInst*> accs;
-    for (int k = 0; k < kUnroll; ++k) {
-      accs.push_back(entry.CreateAlloca(values_->register_type(t, width_)));
-      b_.CreateStore(identity(e.reduce, t, width_), accs.back());
-    }
-    llvm::AllocaInst* scalar = entry.CreateAlloca(values_->register_type(t, 1));
-    b_.CreateStore(identity(e.reduce, t, 1), scalar);
-    llvm::AllocaInst* saw_nan = entry.CreateAlloca(b_.getInt1Ty());
-    b_.CreateStore(b_.getFalse(), saw_nan);
-    std::vector<llvm::AllocaInst*> nan_lanes;
-    if (track_nan) {
-      for (int k = 0; k < kUnroll; ++k) {
-        nan_lanes.push_back(entry.CreateAlloca(values_->register_type(DType::Bool, width_)));
-        b_.CreateStore(llvm::Constant::getNullValue(nan_lanes.back()->getAllocatedType()),
-                       nan_lanes.back());
+    auto slot = [&](llvm::Type* type, llvm::Value* initial) {
+      llvm::AllocaInst* a = entry.CreateAlloca(type);
+      b_.CreateStore(initial, a);
+      return a;
+    };
+    std::vector<Accumulator> accs;
+    for (int id : ids) {
+      const kernel::Expr& e = kernel_.exprs[id];
+      const DType t = e.dtype;
+      Accumulator a{
+          &e, ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min)};
+      for (int k = 0; k < kUnroll; ++k)
+        a.lanes.push_back(slot(values_->register_type(t, width_), identity(e.reduce, t, width_)));
+      a.scalar = slot(values_->register_type(t, 1), identity(e.reduce, t, 1));
+      a.saw_nan = slot(b_.getInt1Ty(), b_.getFalse());
+      if (a.track_nan) {
+        llvm::Type* mask = values_->register_type(DType::Bool, width_);
+        for (int k = 0; k < kUnroll; ++k)
+          a.nan_lanes.push_back(slot(mask, llvm::Constant::getNullValue(mask)));
       }
+      accs.push_back(std::move(a));
     }
-    auto update = [&](llvm::AllocaInst* slot, llvm::Value* v) { b_.CreateStore(v, slot); };
+    auto get = [&](llvm::AllocaInst* a) { return b_.CreateLoad(a->getAllocatedType(), a); };
     row_loops(
         offsets, kernel_.row_rank(),
         [&](const Position& at, int k) {
           prefetch_next_row(at);
-          llvm::AllocaInst* target = k < 0 ? scalar : accs[k];
-          llvm::Value* v = values_->value(arg, at);
-          update(target,
-                 combine(e.reduce, t, b_.CreateLoad(target->getAllocatedType(), target), v));
-          if (!track_nan) return;
-          llvm::AllocaInst* flag = k < 0 ? saw_nan : nan_lanes[k];
-          llvm::Value* old = b_.CreateLoad(flag->getAllocatedType(), flag);
-          update(flag, b_.CreateOr(old, b_.CreateFCmpUNO(v, v)));
+          for (const Accumulator& a : accs) {
+            const DType t = a.e->dtype;
+            llvm::AllocaInst* target = k < 0 ? a.scalar : a.lanes[k];
+            llvm::Value* v = values_->value(a.e->args[0], at);
+            b_.CreateStore(combine(a.e->reduce, t, get(target), v), target);
+            if (!a.track_nan) continue;
+            llvm::AllocaInst* flag = k < 0 ? a.saw_nan : a.nan_lanes[k];
+            b_.CreateStore(b_.CreateOr(get(flag), b_.CreateFCmpUNO(v, v)), flag);
+          }
         },
         kUnroll);
-    llvm::Value* vec = b_.CreateLoad(accs[0]->getAllocatedType(), accs[0]);
-    for (int k = 1; k < kUnroll; ++k)
-      vec = combine(e.reduce, t, vec, b_.CreateLoad(accs[k]->getAllocatedType(), accs[k]));
-    llvm::Value* result = combine(e.reduce, t, b_.CreateLoad(scalar->getAllocatedType(), scalar),
-                                  horizontal(e.reduce, t, vec));
-    if (track_nan) {
-      llvm::Value* any = b_.CreateLoad(saw_nan->getAllocatedType(), saw_nan);
-      for (llvm::AllocaInst* lanes : nan_lanes)
-        any = b_.CreateOr(any, b_.CreateOrReduce(b_.CreateLoad(lanes->getAllocatedType(), lanes)));
-      result = b_.CreateSelect(any, llvm::ConstantFP::getNaN(result->getType()), result);
+    std::vector<llvm::Value*> results;
+    for (const Accumulator& a : accs) {
+      const DType t = a.e->dtype;
+      llvm::Value* vec = get(a.lanes[0]);
+      for (int k = 1; k < kUnroll; ++k)
+        vec = combine(a.e->reduce, t, vec, get(a.lanes[k]));
+      llvm::Value* result = combine(a.e->reduce, t, get(a.scalar), horizontal(a.e->reduce, t, vec));
+      if (a.track_nan) {
+        llvm::Value* any = get(a.saw_nan);
+        for (llvm::AllocaInst* lanes : a.nan_lanes)
+          any = b_.CreateOr(any, b_.CreateOrReduce(get(lanes)));
+        result = b_.CreateSelect(any, llvm::ConstantFP::getNaN(result->getType()), result);
+      }
+      results.push_back(finish_reduction(*a.e, result));
     }
-    return finish_reduction(e, result);
+    return results;
   }
 
   /// A row's mean and variance (exprs `mean_id` and `var_id`: variance_of) from one pass: per
@@ -475,9 +497,9 @@ class KernelEmitter final : public EmitterCore {
     llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "moments_done", fn_);
     b_.CreateCondBr(finite, done, two_pass);
     b_.SetInsertPoint(two_pass);
-    llvm::Value* exact_mean = reduce(mean_id, offsets);
+    llvm::Value* exact_mean = reduce({mean_id}, offsets)[0];
     values_->set_row_value(mean_id, exact_mean);
-    llvm::Value* exact_var = reduce(var_id, offsets);
+    llvm::Value* exact_var = reduce({var_id}, offsets)[0];
     llvm::BasicBlock* two_pass_end = b_.GetInsertBlock();
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
@@ -497,11 +519,11 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* scratch;
   };
   std::vector<RowCacheSlot> row_caches_;
-  std::vector<std::vector<int>> passes_;  // row_passes (moments.h)
-  int64_t stream_bytes_;                  // outputs of this size or more stream (store_policy.h)
-  bool one_pass_moments_;                 // row_passes may pair a mean with its variance
-  std::vector<int> prefetch_maps_;        // maps prefetch_next_row asks for, in the current pass
-  Offsets next_row_;                      // every map's offsets at the next row
+  std::vector<RowPass> passes_;     // row_passes (moments.h)
+  int64_t stream_bytes_;            // outputs of this size or more stream (store_policy.h)
+  bool one_pass_moments_;           // row_passes may pair a mean with its variance
+  std::vector<int> prefetch_maps_;  // maps prefetch_next_row asks for, in the current pass
+  Offsets next_row_;                // every map's offsets at the next row
 };
 
 }  // namespace

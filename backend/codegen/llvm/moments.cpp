@@ -1,5 +1,7 @@
 #include "backend/codegen/llvm/moments.h"
 
+#include <algorithm>
+
 namespace kiln::codegen {
 
 using kernel::DType;
@@ -27,18 +29,46 @@ std::optional<int> variance_of(const kernel::Kernel& kernel, int mean) {
   return std::nullopt;
 }
 
-std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width, bool one_pass) {
-  std::vector<std::vector<int>> passes;
+namespace {
+
+/// True when expr `id` reads (through its arguments) any of `reductions`.
+bool reads_any(const kernel::Kernel& kernel, int id, const std::vector<int>& reductions) {
+  std::vector<int> stack = {id};
+  std::vector<bool> seen(kernel.exprs.size(), false);
+  while (!stack.empty()) {
+    const int at = stack.back();
+    stack.pop_back();
+    if (seen[at]) continue;
+    seen[at] = true;
+    if (std::find(reductions.begin(), reductions.end(), at) != reductions.end()) return true;
+    for (int a : kernel.exprs[at].args)
+      stack.push_back(a);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass) {
+  std::vector<RowPass> passes;
   std::vector<bool> planned(kernel.exprs.size(), false);
   const bool one_pass_moments =
       one_pass && kernel.reduce_rank == 1 && width > 1 && kernel.row_size() >= width;
   for (size_t id = 0; id < kernel.exprs.size(); ++id) {
     if (kernel.exprs[id].op != Op::Reduce || planned[id]) continue;
-    passes.push_back({static_cast<int>(id)});
-    if (!one_pass_moments) continue;
-    if (std::optional<int> var = variance_of(kernel, static_cast<int>(id))) {
-      passes.back().push_back(*var);
-      planned[*var] = true;
+    const int reduction = static_cast<int>(id);
+    if (one_pass_moments) {
+      if (std::optional<int> var = variance_of(kernel, reduction)) {
+        passes.push_back({{reduction, *var}, true});
+        planned[*var] = true;
+        continue;
+      }
+    }
+    if (!passes.empty() && !passes.back().moments &&
+        !reads_any(kernel, kernel.exprs[id].args[0], passes.back().reductions)) {
+      passes.back().reductions.push_back(reduction);
+    } else {
+      passes.push_back({{reduction}, false});
     }
   }
   return passes;

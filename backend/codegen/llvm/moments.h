@@ -19,11 +19,20 @@ namespace kiln::codegen {
 /// (x - mean) * (x - mean), its variance; nullopt if the kernel has none.
 std::optional<int> variance_of(const kernel::Kernel& kernel, int mean);
 
-/// The passes a kernel reducing along its rows makes over each row, in order, as the reductions
-/// each computes: one each, except a mean and its variance, which share one where the kernel
-/// reduces one dim and its rows hold at least one vector of `width` lanes, unless `one_pass` is
-/// false (`KILN_DISABLE=one_pass_moments`, for bisecting).
-std::vector<std::vector<int>> row_passes(const kernel::Kernel& kernel, int width,
-                                         bool one_pass = true);
+/// One walk over each row: the reductions it computes together. Either a mean and its variance
+/// (`moments`: the one-pass statistics above), or reductions none of which reads another's
+/// result (a gradient's sum and the sum of it times x - mean in batch norm's backward: the
+/// values they share are computed once per element).
+struct RowPass {
+  std::vector<int> reductions;
+  bool moments = false;
+  bool operator==(const RowPass&) const = default;
+};
+
+/// The passes a kernel reducing along its rows makes over each row, in order. A reduction joins
+/// the pass before it when it does not read that pass's results; a mean and its variance share
+/// one where the kernel reduces one dim and its rows hold at least one vector of `width` lanes,
+/// unless `one_pass` is false (`KILN_DISABLE=one_pass_moments`, for bisecting).
+std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass = true);
 
 }  // namespace kiln::codegen
