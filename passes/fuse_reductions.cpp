@@ -38,6 +38,12 @@ class ReductionGroup {
     while (grew) {
       grew = false;
       for (ir::Node* node : candidates()) {
+        if (const ViewRole view = view_role(*node); view != ViewRole::None) {
+          if (!grower_.try_add(node)) continue;
+          if (view == ViewRole::Partial) row_values_.insert(node->output());
+          grew = true;
+          continue;
+        }
         if (is_sibling(*node)) {
           if (!grower_.try_add(node)) continue;
           if (output_shape_ != input_shape_) row_values_.insert(node->output());
@@ -58,6 +64,41 @@ class ReductionGroup {
 
  private:
   enum class Role { None, Producer, ElementConsumer, RowConsumer };
+
+  /// A view of a reduced value that only inserts size-1 dims (batch norm's backward unsqueezes
+  /// its per-channel sums to [1, C, 1, 1] to scale the gradient): Kept when the result lines up
+  /// with the input as a keepdim reduction's would, so whole-row consumers may read it;
+  /// Partial on the way there (unsqueeze by unsqueeze), for further views only. The kernel reads
+  /// the reduced value itself; no view joins a group as its output to the graph.
+  enum class ViewRole { None, Partial, Kept };
+
+  ViewRole view_role(const ir::Node& node) const {
+    static const char* const kViews[] = {"aten::unsqueeze", "aten::view", "aten::reshape",
+                                         "aten::_unsafe_view"};
+    if (!plain_ || keepdim_ || node.inputs().empty() || !row_values_.contains(node.input(0)) ||
+        std::none_of(std::begin(kViews), std::end(kViews),
+                     [&](const char* op) { return node.op() == op; }) ||
+        grower_.is_graph_output(node.output()))
+      return ViewRole::None;
+    auto non_unit = [](const std::vector<int64_t>& sizes) {
+      std::vector<int64_t> kept;
+      for (int64_t s : sizes)
+        if (s != 1) kept.push_back(s);
+      return kept;
+    };
+    const auto& sizes = node.output()->type().sizes;
+    if (non_unit(sizes) != non_unit(output_shape_)) return ViewRole::None;
+    // Right-aligned against the input, every dim of size > 1 must fall on a kept dim.
+    const int offset = static_cast<int>(input_shape_.size()) - static_cast<int>(sizes.size());
+    if (offset < 0) return ViewRole::None;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int d = offset + static_cast<int>(i);
+      const bool reduced =
+          std::find(reduced_dims_.begin(), reduced_dims_.end(), d) != reduced_dims_.end();
+      if (sizes[i] != 1 && (reduced || sizes[i] != input_shape_[d])) return ViewRole::Partial;
+    }
+    return ViewRole::Kept;
+  }
 
   static bool is_plain_reduction(const ir::Node& node) {
     const ir::OpInfo* info = ir::find_op(node.op());

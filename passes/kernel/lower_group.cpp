@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
 
 namespace kiln::kernel {
@@ -26,6 +27,10 @@ class GroupLowering {
     for (const ir::Value* v : body_.outputs())
       add_buffer(v->type().dtype, true);
     for (const ir::Node* node : body_.nodes()) {
+      if (ir::find_op(node->op()) && ir::find_op(node->op())->kind == ir::OpKind::View) {
+        lower_view(*node);
+        continue;
+      }
       const Space space = space_of(*node);
       std::vector<int> args;
       for (size_t i = 0; i < node->inputs().size(); ++i)
@@ -86,6 +91,25 @@ class GroupLowering {
     kernel_.reduce_rank = static_cast<int>(reduced_.size());
   }
 
+  /// A view of a reduced value inserting size-1 dims (fuse_reductions.cpp: view_role): the
+  /// value itself, in element space where it lines up with the iteration space as a keepdim
+  /// reduction's output would, else still in row space.
+  void lower_view(const ir::Node& node) {
+    auto value = exprs_.find(node.input(0));
+    if (value == exprs_.end() || spaces_.at(node.input(0)) != Space::Row)
+      fail("a view of something other than a reduced value");
+    exprs_[node.output()] = value->second;
+    const ir::TensorType& type = node.output()->type();
+    const int offset = static_cast<int>(shape_.size()) - static_cast<int>(type.rank());
+    bool lines_up = offset >= 0;
+    for (int i = 0; lines_up && i < type.rank(); ++i) {
+      const int d = offset + i;
+      lines_up = type.sizes[i] == 1 || (type.sizes[i] == shape_[d] &&
+                                        !std::binary_search(reduced_.begin(), reduced_.end(), d));
+    }
+    spaces_[node.output()] = lines_up ? Space::Element : Space::Row;
+  }
+
   /// A node works in row space when it reads a reduction's output that dropped its dimensions.
   Space space_of(const ir::Node& node) const {
     if (reduced_dims(node)) return Space::Element;
@@ -131,7 +155,20 @@ class GroupLowering {
   /// Strides in kernel order: the value's dimensions right-aligned to `dims` (all of the
   /// iteration space, the kept dims in row space, or a contraction operand's), stride 0 where it
   /// broadcasts.
-  std::vector<int64_t> strides_for(const ir::TensorType& type, const std::vector<int>& dims) const {
+  std::vector<int64_t> strides_for(ir::TensorType type, const std::vector<int>& dims) const {
+    // A view output in row space ([1, C] for a value over the kept dims [C]) drops its size-1
+    // dims: they hold no elements.
+    if (type.rank() > static_cast<int>(dims.size())) {
+      ir::TensorType squeezed = type;
+      squeezed.sizes.clear();
+      squeezed.strides.clear();
+      for (int i = 0; i < type.rank(); ++i)
+        if (type.sizes[i] != 1) {
+          squeezed.sizes.push_back(type.sizes[i]);
+          squeezed.strides.push_back(type.strides[i]);
+        }
+      type = std::move(squeezed);
+    }
     std::vector<int64_t> by_dim(shape_.size(), 0);
     const int offset = static_cast<int>(dims.size()) - static_cast<int>(type.rank());
     if (offset < 0) fail("a value of rank " + std::to_string(type.rank()) + " does not fit");

@@ -379,6 +379,64 @@ TEST(FuseReductionsTest, SiblingSumsOfBatchNormsBackwardShareOneGroup) {
   EXPECT_TRUE(well_formed(*g));
 }
 
+// Batch norm's backward as AOTAutograd writes it: the per-channel sums reach the input gradient
+// through unsqueezes to [1, C, 1, 1].
+constexpr const char* kBatchNormBackward =
+    "graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], %m : f32[1,3,1,1], "
+    "%w : f32[1,3,1,1]):\n"
+    "  %z : f32[] = aten::scalar_tensor() {s=0}\n"
+    "  %mask : b8[2,3,4,4] = aten::le.Scalar(%y) {other=0}\n"
+    "  %dg : f32[2,3,4,4] = aten::where.self(%mask, %z, %g)\n"
+    "  %a : f32[3] = aten::sum.dim_IntList(%dg) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+    "  %c : f32[2,3,4,4] = aten::sub.Tensor(%x, %m) {alpha=1}\n"
+    "  %p : f32[2,3,4,4] = aten::mul.Tensor(%dg, %c)\n"
+    "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+    "  %bs : f32[3] = aten::mul.Scalar(%b) {other=0.03125}\n"
+    "  %b1 : f32[1,3] = aten::unsqueeze(%bs) {dim=0}\n"
+    "  %b2 : f32[1,3,1] = aten::unsqueeze(%b1) {dim=2}\n"
+    "  %b3 : f32[1,3,1,1] = aten::unsqueeze(%b2) {dim=3}\n"
+    "  %a4 : f32[1,3,1,1] = aten::view(%a) {size=[1,3,1,1]}\n"
+    "  %t : f32[2,3,4,4] = aten::mul.Tensor(%c, %b3)\n"
+    "  %u : f32[2,3,4,4] = aten::sub.Tensor(%dg, %t) {alpha=1}\n"
+    "  %v : f32[2,3,4,4] = aten::sub.Tensor(%u, %a4) {alpha=1}\n"
+    "  %dx : f32[2,3,4,4] = aten::mul.Tensor(%v, %w)\n"
+    "  return (%a, %b, %dx)\n";
+
+TEST(FuseReductionsTest, UnsqueezedSumsScaleWholeRowsInTheSameGroup) {
+  auto g = ir::parse_graph(kBatchNormBackward);
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{"aten::scalar_tensor", kFusedOp}))
+      << ir::print_graph(*g);
+  EXPECT_TRUE(well_formed(*g));
+}
+
+TEST(FuseReductionsTest, AViewTheGraphReturnsOrThatMissesTheKeptDimsStaysOut) {
+  // Returned: the view (and what reads it) stays outside.
+  std::string returned = kBatchNormBackward;
+  const std::string ret = "return (%a, %b, %dx)";
+  returned.replace(returned.find(ret), ret.size(), "return (%a, %b, %dx, %b3)");
+  auto g = ir::parse_graph(returned);
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  ir::Node* group = group_with(*g, "aten::sum.dim_IntList");
+  ASSERT_NE(group, nullptr);
+  auto ops = body_ops(*group);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::unsqueeze"), 2) << ir::print_graph(*g);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::mul.Tensor"), 1) << ir::print_graph(*g);
+  EXPECT_TRUE(well_formed(*g));
+  // Per channel of [2, 3, 3, 4], viewed as [1, 1, 3, 1]: it broadcasts, but along H. The view
+  // joins (as a reduced value, written out for the sub), the sub does not.
+  g = ir::parse_graph(
+      "graph(%x : f32[2,3,3,4]):\n"
+      "  %s : f32[3] = aten::sum.dim_IntList(%x) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+      "  %v : f32[1,1,3,1] = aten::view(%s) {size=[1,1,3,1]}\n"
+      "  %d : f32[2,3,3,4] = aten::sub.Tensor(%x, %v) {alpha=1}\n"
+      "  return (%d)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{kFusedOp, "aten::sub.Tensor"}))
+      << ir::print_graph(*g);
+  EXPECT_TRUE(well_formed(*g));
+}
+
 TEST(FuseReductionsTest, VarAndMeanOfOneTensorShareOneGroup) {
   // Neither reads the other: they meet through the tensor they both reduce.
   auto g = ir::parse_graph(

@@ -42,3 +42,34 @@ def test_convnext_stages_compile_without_falling_back(training):
         stats = kiln.stats()
     assert stats["fallbacks"] == 0 and stats["graph_fallbacks"] == 0, stats
     assert stats["eager_ops"] == 0, stats
+
+
+class _ConvBatchNormRelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def test_batch_norm_backward_is_one_kernel(tmp_path):
+    """The relu's gradient, batch norm's two per-channel sums and its input gradient: one kernel
+    (sibling sums, and their unsqueezes to [1, C, 1, 1] inside it), matching eager."""
+    torch.manual_seed(0)
+    model, reference = _ConvBatchNormRelu().train(), _ConvBatchNormRelu().train()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(4, 3, 6, 6)
+    compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4), name
+    (plan,) = [p for p in tmp_path.iterdir() if "backward" in p.name and
+               p.name.endswith("plan_memory.kir")]
+    fused = [line for line in plan.read_text().splitlines()
+             if line.startswith("  %") and "kiln::fused(" in line]
+    full_size = [line for line in fused if "f32[4,8,6,6]" in line.split("=")[0]]
+    assert len(full_size) == 1, fused
+    assert "reduction=" in full_size[0], fused
