@@ -125,6 +125,13 @@ class Generator {
   Rng rng_;
   FuzzCase case_;
   std::vector<Val> pool_;
+  // The last reduction of a value already in the pool: a later one may reduce the same value
+  // over the same dims (a sibling, which kiln computes in the same kernel).
+  struct LastReduction {
+    int input = -1;
+    std::vector<int64_t> dims;
+    bool keepdim = false;
+  } last_reduction_;
   std::vector<std::string> constant_notes_;
   std::vector<int64_t> shape_;  // the case's main shape
   at::ScalarType dtype_ = at::kFloat;
@@ -546,6 +553,15 @@ bool Generator::propose(Proposal& p) {
       return true;
     }
     case Reduce: {
+      if (last_reduction_.input >= 0 && rng_.chance(0.6)) {
+        p.op = rng_.pick<std::string>(
+            {"aten::sum.dim_IntList", "aten::mean.dim", "aten::amax", "aten::amin"});
+        p.args = {Operand{last_reduction_.input, {}}};
+        p.attrs = {{"dim", last_reduction_.dims}, {"keepdim", last_reduction_.keepdim}};
+        if (p.op != "aten::amax" && p.op != "aten::amin")
+          p.attrs.emplace_back("dtype", ir::NoneAttr{});
+        return true;
+      }
       const int64_t rank = tensor(a).dim();
       p.op = rng_.pick<std::string>({"aten::sum.dim_IntList", "aten::sum.dim_IntList",
                                      "aten::mean.dim", "aten::mean.dim", "aten::amax", "aten::amin",
@@ -561,9 +577,11 @@ bool Generator::propose(Proposal& p) {
       }
       if (dims.empty() && rank > 0 && rng_.chance(0.85))
         dims.push_back(rng_.range(-rank, rank - 1));
-      p.attrs = {{"dim", dims}, {"keepdim", rng_.chance(0.5)}};
+      const bool keepdim = rng_.chance(0.5);
+      p.attrs = {{"dim", dims}, {"keepdim", keepdim}};
       if (p.op != "aten::amax" && p.op != "aten::amin")
         p.attrs.emplace_back("dtype", ir::NoneAttr{});
+      if (a.val >= 0) last_reduction_ = {a.val, dims, keepdim};
       return true;
     }
     case Softmax: {
