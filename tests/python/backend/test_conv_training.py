@@ -73,3 +73,39 @@ def test_batch_norm_backward_is_one_kernel(tmp_path):
     full_size = [line for line in fused if "f32[4,8,6,6]" in line.split("=")[0]]
     assert len(full_size) == 1, fused
     assert "reduction=" in full_size[0], fused
+
+
+@pytest.mark.parametrize("variant", ["nchw", "channels_last", "no_running_stats"])
+def test_training_batch_norm_forward_is_one_kernel_with_its_relu(variant, tmp_path):
+    """Training batch norm is decomposed (kiln._decompositions.DECOMPOSED_TOO): its statistics,
+    the normalization and the relu run as one kernel, and the output, the running statistics and
+    the gradients match eager."""
+    torch.manual_seed(0)
+    model = _ConvBatchNormRelu()
+    if variant == "no_running_stats":
+        model.bn = torch.nn.BatchNorm2d(8, track_running_stats=False)
+    reference = _ConvBatchNormRelu()
+    reference.bn = torch.nn.BatchNorm2d(8, track_running_stats=variant != "no_running_stats")
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(4, 3, 6, 6)
+    if variant == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+    for _ in range(2):  # the running statistics move twice
+        out, expected = compiled(x), reference(x)
+        assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    if variant != "no_running_stats":
+        assert_close(model.bn.running_mean, reference.bn.running_mean, atol=1e-6, rtol=1e-6)
+        assert_close(model.bn.running_var, reference.bn.running_var, atol=1e-6, rtol=1e-6)
+        assert model.bn.num_batches_tracked.item() == reference.bn.num_batches_tracked.item() == 2
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4), name
+    (plan,) = [p for p in tmp_path.iterdir() if "forward" in p.name and
+               p.name.endswith("plan_memory.kir")]
+    text = plan.read_text()
+    assert "batch_norm" not in text, text
+    fused = [line for line in text.splitlines() if line.startswith("  %") and "kiln::fused(" in line]
+    full_size = [line for line in fused if "f32[4,8,6,6]" in line.split("=")[0]]
+    assert len(full_size) == 1 and "reduction=" in full_size[0], fused
