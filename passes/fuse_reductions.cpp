@@ -73,12 +73,8 @@ class ReductionGroup {
   enum class ViewRole { None, Partial, Kept };
 
   ViewRole view_role(const ir::Node& node) const {
-    static const char* const kViews[] = {"aten::unsqueeze", "aten::view", "aten::reshape",
-                                         "aten::_unsafe_view"};
-    if (!plain_ || keepdim_ || node.inputs().empty() || !row_values_.contains(node.input(0)) ||
-        std::none_of(std::begin(kViews), std::end(kViews),
-                     [&](const char* op) { return node.op() == op; }) ||
-        grower_.is_graph_output(node.output()))
+    if (!plain_ || keepdim_ || !kernel::is_reshaping_view(node.op()) ||
+        !row_values_.contains(node.input(0)) || grower_.is_graph_output(node.output()))
       return ViewRole::None;
     auto non_unit = [](const std::vector<int64_t>& sizes) {
       std::vector<int64_t> kept;

@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
 
 namespace kiln::kernel {
@@ -27,7 +26,7 @@ class GroupLowering {
     for (const ir::Value* v : body_.outputs())
       add_buffer(v->type().dtype, true);
     for (const ir::Node* node : body_.nodes()) {
-      if (ir::find_op(node->op()) && ir::find_op(node->op())->kind == ir::OpKind::View) {
+      if (is_reshaping_view(node->op())) {
         lower_view(*node);
         continue;
       }

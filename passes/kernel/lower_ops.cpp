@@ -214,6 +214,11 @@ bool attributes_supported(const Node& node) {
 
 }  // namespace
 
+bool is_reshaping_view(const std::string& op) {
+  return op == "aten::unsqueeze" || op == "aten::view" || op == "aten::reshape" ||
+         op == "aten::_unsafe_view";
+}
+
 DType compute_dtype(DType dtype) {
   return dtype == DType::Float16 || dtype == DType::BFloat16 ? DType::Float32 : dtype;
 }

@@ -32,6 +32,11 @@ bool is_contraction(const ir::Node& node);
 /// normalizations (whose output has the input's shape).
 bool keeps_reduced_dims(const ir::Node& node);
 
+/// unsqueeze, view, reshape and _unsafe_view: the views that only reshape. fuse_reductions lets
+/// those that insert size-1 dims into a reduced value join its group; lower_group lowers them to
+/// that value.
+bool is_reshaping_view(const std::string& op);
+
 /// The kernel dtype in which a value of this dtype is computed: float16 and bfloat16 are loaded
 /// and stored as they are but computed in float32.
 DType compute_dtype(DType dtype);

@@ -21,7 +21,8 @@ constexpr uint64_t kSeeds = 400;
 TEST(Fuzz, FixedSeedsMatchEager) {
   const auto start = std::chrono::steady_clock::now();
   std::string reports;
-  int failed = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, in_place = 0;
+  int failed = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, in_place = 0,
+      unlowered = 0;
   int64_t checked = 0, unchecked = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     CaseResult r = run_seed(seed);
@@ -34,6 +35,7 @@ TEST(Fuzz, FixedSeedsMatchEager) {
     in_place += r.in_place;
     ops += r.ops;
     fused_ops += r.fused_ops;
+    unlowered += r.unlowered_ops;
     checked += r.checked;
     unchecked += r.unchecked;
   }
@@ -47,6 +49,10 @@ TEST(Fuzz, FixedSeedsMatchEager) {
   EXPECT_EQ(failed, 0) << reports;
   // Guards on the fuzzer itself: most cases fuse, and most elements are compared.
   EXPECT_GE(cases_with_kernels, static_cast<int>(kSeeds * 8 / 10));
+  // Groups the lowering gives back are rare (22 ops of 2768 on 2026-12-02: a value the same for
+  // a whole row stored per element, which the kernel IR does not express); a lowering that
+  // refuses a common pattern shows here.
+  EXPECT_LE(unlowered, fused_ops / 50) << unlowered << " ops of groups given back";
   // One case can leave tens of thousands unchecked (seed 278: the pow(-2) of integer zeros feeds
   // three layer norms, 48000 of its 51000 elements), so the guard allows a tenth.
   EXPECT_GE(checked, 10 * unchecked);

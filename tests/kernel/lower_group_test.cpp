@@ -608,6 +608,21 @@ TEST(LowerGroupTest, AmaxOverTheLastDim) {
   EXPECT_EQ(out[0], (std::vector<float>{7, -2}));
 }
 
+TEST(LowerGroupTest, ACastBeforeAReductionIsLoweredAsACast) {
+  // aten::to.dtype is a view in the op table (it aliases when the dtype does not change), but
+  // not one that only reshapes: it lowers as a cast, not as the view of a reduced value.
+  const Kernel k = lower(
+      "graph(%i : i64[5,2]):\n"
+      "  %f : f32[5,2] = aten::to.dtype(%i) {dtype=6, non_blocking=false, copy=false, "
+      "memory_format=None}\n"
+      "  %s : f32[2] = aten::sum.dim_IntList(%f) {dim=[0], keepdim=false, dtype=None}\n"
+      "  return (%s)\n");
+  std::vector<int64_t> in = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<float> out(2, -1.0f);
+  interpret(k, {in.data(), out.data()});
+  EXPECT_EQ(out, (std::vector<float>{25.0f, 30.0f}));
+}
+
 TEST(LowerGroupTest, SiblingReductionsShareOneKernel) {
   // Batch norm's backward: the sum of the gradient and of the gradient times x - mean, per
   // channel of [2, 3, 4] (dims 0 and 2 reduced), then a row consumer of both.
