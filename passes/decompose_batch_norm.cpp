@@ -1,10 +1,9 @@
 #include "passes/decompose_batch_norm.h"
 
 #include <cstdint>
-#include <unordered_set>
 #include <vector>
 
-#include "passes/batch_norm_arguments.h"
+#include "passes/batch_norm_rewriter.h"
 
 namespace kiln {
 namespace {
@@ -14,22 +13,12 @@ using ir::Node;
 using ir::TensorType;
 using ir::Value;
 
-class Decomposer {
+class Decomposer final : public BatchNormRewriter {
  public:
-  explicit Decomposer(ir::Graph& graph) : graph_(graph) {}
-
-  int run() {
-    int decomposed = 0;
-    for (Node* bn : graph_.nodes()) {
-      if (bn->op() == "aten::batch_norm" && decompose(*bn)) ++decomposed;
-    }
-    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
-    return decomposed;
-  }
+  using BatchNormRewriter::BatchNormRewriter;
 
  private:
-  bool decompose(Node& bn) {
-    if (!is_false_attr(bn, "training")) return false;
+  bool rewrite(Node& bn) override {
     const TensorType& out = bn.output()->type();
     if (out.dtype != DType::Float32 && out.dtype != DType::Float64) return false;
     if (out.rank() < 2 || bn.input(0)->type().dtype != out.dtype) return false;
@@ -47,11 +36,7 @@ class Decomposer {
 
     const TensorType vec = with_sizes(out, {channels});
     // scale = gamma * rsqrt(var + eps); shift = beta - mean * scale (or -mean * scale).
-    Value* scale = add("aten::rsqrt",
-                       {add("aten::add.Scalar", {args["running_var"]}, vec,
-                            {{"other", *eps}, {"alpha", int64_t{1}}})},
-                       vec);
-    if (args.count("weight")) scale = add("aten::mul.Tensor", {scale, args["weight"]}, vec);
+    Value* scale = per_channel_scale(args, *eps, vec);
     Value* mean_scaled = add("aten::mul.Tensor", {args["running_mean"], scale}, vec);
     Value* shift = args.count("bias") ? add("aten::sub.Tensor", {args["bias"], mean_scaled}, vec,
                                             {{"alpha", int64_t{1}}})
@@ -73,23 +58,13 @@ class Decomposer {
     removed_.insert(&bn);
     return true;
   }
-
-  Value* add(const std::string& op, std::vector<Value*> inputs, const TensorType& type,
-             ir::AttrList attrs = {}) {
-    Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
-    added_.push_back(node);
-    return node->output();
-  }
-
-  ir::Graph& graph_;
-  std::vector<Node*> added_;
-  std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace
 
 int decompose_batch_norm(ir::Graph& graph) {
-  return Decomposer(graph).run();
+  Decomposer decomposer(graph);
+  return decomposer.run();
 }
 
 }  // namespace kiln

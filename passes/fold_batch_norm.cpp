@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "passes/batch_norm_arguments.h"
+#include "passes/batch_norm_rewriter.h"
 
 namespace kiln {
 namespace {
@@ -12,22 +12,12 @@ using ir::Node;
 using ir::TensorType;
 using ir::Value;
 
-class Folder {
+class Folder final : public BatchNormRewriter {
  public:
-  explicit Folder(ir::Graph& graph) : graph_(graph), uses_(ir::count_uses(graph)) {}
-
-  int run() {
-    int folded = 0;
-    for (Node* bn : graph_.nodes()) {
-      if (bn->op() == "aten::batch_norm" && fold(*bn)) ++folded;
-    }
-    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
-    return folded;
-  }
+  explicit Folder(ir::Graph& graph) : BatchNormRewriter(graph), uses_(ir::count_uses(graph)) {}
 
  private:
-  bool fold(Node& bn) {
-    if (!is_false_attr(bn, "training")) return false;
+  bool rewrite(Node& bn) override {
     Node* op = bn.input(0)->producer();
     if (!op || uses_[bn.input(0)] != 1) return false;
     const bool linear = op->op() == "aten::linear";
@@ -50,13 +40,8 @@ class Folder {
     const auto* eps = std::get_if<double>(bn.find_attr("eps"));
     if (!eps) return false;
 
-    // s = gamma * rsqrt(var + eps): the per-channel scale.
     const TensorType vec = with_sizes(w->type(), {channels});
-    Value* s = add("aten::rsqrt",
-                   {add("aten::add.Scalar", {args["running_var"]}, vec,
-                        {{"other", *eps}, {"alpha", int64_t{1}}})},
-                   vec);
-    if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
+    Value* s = per_channel_scale(args, *eps, vec);
     std::vector<int64_t> shape(w->type().sizes.size(), 1);
     shape[0] = channels;
     Value* s_w = add("aten::view", {s}, with_sizes(vec, shape), {{"size", shape}});
@@ -82,13 +67,6 @@ class Folder {
     return true;
   }
 
-  Value* add(const std::string& op, std::vector<Value*> inputs, const TensorType& type,
-             ir::AttrList attrs = {}) {
-    Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
-    added_.push_back(node);
-    return node->output();
-  }
-
   // Moves the nodes appended for one fold (and `last`) to just before `anchor`.
   void place_before(Node* anchor, std::vector<Node*>& fresh, Node* last) {
     fresh.push_back(last);
@@ -103,16 +81,14 @@ class Folder {
     fresh.clear();
   }
 
-  ir::Graph& graph_;
   std::unordered_map<const Value*, int> uses_;
-  std::vector<Node*> added_;
-  std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace
 
 int fold_batch_norm(ir::Graph& graph) {
-  return Folder(graph).run();
+  Folder folder(graph);
+  return folder.run();
 }
 
 }  // namespace kiln

@@ -356,41 +356,23 @@ TEST(FuseReductionsTest, TwoSoftmaxesFormTwoGroups) {
   EXPECT_TRUE(well_formed(*g));
 }
 
-TEST(FuseReductionsTest, SiblingSumsOfBatchNormsBackwardShareOneGroup) {
-  // The relu's gradient, its sum per channel, and the sum of it times x - mean: one kernel reads
-  // g, the mask's input and x once for both sums.
-  auto g = ir::parse_graph(
-      "graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], %m : f32[1,3,1,1]):\n"
-      "  %z : f32[] = aten::scalar_tensor() {s=0}\n"
-      "  %mask : b8[2,3,4,4] = aten::le.Scalar(%y) {other=0}\n"
-      "  %dg : f32[2,3,4,4] = aten::where.self(%mask, %z, %g)\n"
-      "  %a : f32[3] = aten::sum.dim_IntList(%dg) {dim=[0,2,3], keepdim=false, dtype=None}\n"
-      "  %c : f32[2,3,4,4] = aten::sub.Tensor(%x, %m) {alpha=1}\n"
-      "  %p : f32[2,3,4,4] = aten::mul.Tensor(%dg, %c)\n"
-      "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2,3], keepdim=false, dtype=None}\n"
-      "  %r : f32[3] = aten::mul.Tensor(%a, %b)\n"
-      "  return (%a, %r)\n");
-  EXPECT_EQ(fuse_reductions(*g), 1);
-  ir::Node* group = group_with(*g, "aten::sum.dim_IntList");
-  ASSERT_NE(group, nullptr);
-  const auto ops = body_ops(*group);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::sum.dim_IntList"), 2) << ir::print_graph(*g);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::mul.Tensor"), 2) << ir::print_graph(*g);
-  EXPECT_TRUE(well_formed(*g));
-}
-
-// Batch norm's backward as AOTAutograd writes it: the per-channel sums reach the input gradient
+// Batch norm's backward as AOTAutograd writes it: the relu's gradient, its sum per channel, the
+// sum of it times x - mean, and (kBatchNormBackward) the input gradient, which the sums reach
 // through unsqueezes to [1, C, 1, 1].
-constexpr const char* kBatchNormBackward =
-    "graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], %m : f32[1,3,1,1], "
-    "%w : f32[1,3,1,1]):\n"
+constexpr const char* kGradientSums =
     "  %z : f32[] = aten::scalar_tensor() {s=0}\n"
     "  %mask : b8[2,3,4,4] = aten::le.Scalar(%y) {other=0}\n"
     "  %dg : f32[2,3,4,4] = aten::where.self(%mask, %z, %g)\n"
     "  %a : f32[3] = aten::sum.dim_IntList(%dg) {dim=[0,2,3], keepdim=false, dtype=None}\n"
     "  %c : f32[2,3,4,4] = aten::sub.Tensor(%x, %m) {alpha=1}\n"
     "  %p : f32[2,3,4,4] = aten::mul.Tensor(%dg, %c)\n"
-    "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2,3], keepdim=false, dtype=None}\n"
+    "  %b : f32[3] = aten::sum.dim_IntList(%p) {dim=[0,2,3], keepdim=false, dtype=None}\n";
+
+const std::string kBatchNormBackward =
+    std::string(
+        "graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], "
+        "%m : f32[1,3,1,1], %w : f32[1,3,1,1]):\n") +
+    kGradientSums +
     "  %bs : f32[3] = aten::mul.Scalar(%b) {other=0.03125}\n"
     "  %b1 : f32[1,3] = aten::unsqueeze(%bs) {dim=0}\n"
     "  %b2 : f32[1,3,1] = aten::unsqueeze(%b1) {dim=2}\n"
@@ -401,6 +383,23 @@ constexpr const char* kBatchNormBackward =
     "  %v : f32[2,3,4,4] = aten::sub.Tensor(%u, %a4) {alpha=1}\n"
     "  %dx : f32[2,3,4,4] = aten::mul.Tensor(%v, %w)\n"
     "  return (%a, %b, %dx)\n";
+
+TEST(FuseReductionsTest, SiblingSumsOfBatchNormsBackwardShareOneGroup) {
+  // One kernel reads g, the mask's input and x once for both sums.
+  auto g =
+      ir::parse_graph(std::string("graph(%y : f32[2,3,4,4], %g : f32[2,3,4,4], %x : f32[2,3,4,4], "
+                                  "%m : f32[1,3,1,1]):\n") +
+                      kGradientSums +
+                      "  %r : f32[3] = aten::mul.Tensor(%a, %b)\n"
+                      "  return (%a, %r)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  ir::Node* group = group_with(*g, "aten::sum.dim_IntList");
+  ASSERT_NE(group, nullptr);
+  const auto ops = body_ops(*group);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::sum.dim_IntList"), 2) << ir::print_graph(*g);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::mul.Tensor"), 2) << ir::print_graph(*g);
+  EXPECT_TRUE(well_formed(*g));
+}
 
 TEST(FuseReductionsTest, UnsqueezedSumsScaleWholeRowsInTheSameGroup) {
   auto g = ir::parse_graph(kBatchNormBackward);

@@ -1,0 +1,90 @@
+// What fold_batch_norm and decompose_batch_norm share: reading an aten::batch_norm node, and
+// rewriting each eval-mode one as ops appended to the graph.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+inline bool is_constant(const ir::Value* v) {
+  return v->producer() && v->producer()->op() == "prim::Constant";
+}
+
+/// True when the node's bool attribute `name` is present and false (batch_norm's `training`).
+inline bool is_false_attr(const ir::Node& node, const char* name) {
+  const auto* b = std::get_if<bool>(node.find_attr(name));
+  return b && !*b;
+}
+
+/// The batch norm's optional tensor arguments by name: present ones are inputs after the first,
+/// in schema order (weight, bias, running_mean, running_var); absent ones are None attributes.
+inline std::unordered_map<std::string, ir::Value*> batch_norm_arguments(const ir::Node& bn) {
+  std::unordered_map<std::string, ir::Value*> args;
+  size_t next = 1;
+  for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+    if (!bn.find_attr(name) && next < bn.inputs().size()) args[name] = bn.input(next++);
+  }
+  return args;
+}
+
+/// `like` with these sizes, contiguous.
+inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t> sizes) {
+  ir::TensorType t = like;
+  t.sizes = std::move(sizes);
+  t.strides = ir::contiguous_strides(t.sizes);
+  return t;
+}
+
+/// Walks a graph's eval-mode batch norms; a subclass's rewrite() appends the new ops with add()
+/// and marks what they replace in removed_, which run() then takes out of the graph.
+class BatchNormRewriter {
+ public:
+  explicit BatchNormRewriter(ir::Graph& graph) : graph_(graph) {}
+  virtual ~BatchNormRewriter() = default;
+
+  /// Returns the number of batch norms rewritten.
+  int run() {
+    int rewritten = 0;
+    for (ir::Node* bn : graph_.nodes()) {
+      if (bn->op() == "aten::batch_norm" && is_false_attr(*bn, "training") && rewrite(*bn))
+        ++rewritten;
+    }
+    graph_.remove_nodes_if([&](const ir::Node& n) { return removed_.contains(&n); });
+    return rewritten;
+  }
+
+ protected:
+  virtual bool rewrite(ir::Node& bn) = 0;
+
+  ir::Value* add(const std::string& op, std::vector<ir::Value*> inputs, const ir::TensorType& type,
+                 ir::AttrList attrs = {}) {
+    ir::Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
+    added_.push_back(node);
+    return node->output();
+  }
+
+  /// gamma * rsqrt(var + eps) (rsqrt(var + eps) without gamma), the per-channel scale, typed
+  /// `vec`.
+  ir::Value* per_channel_scale(std::unordered_map<std::string, ir::Value*>& args, double eps,
+                               const ir::TensorType& vec) {
+    ir::Value* s = add("aten::rsqrt",
+                       {add("aten::add.Scalar", {args["running_var"]}, vec,
+                            {{"other", eps}, {"alpha", int64_t{1}}})},
+                       vec);
+    if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
+    return s;
+  }
+
+  ir::Graph& graph_;
+  std::vector<ir::Node*> added_;  // appended for the batch norm being rewritten
+  std::unordered_set<const ir::Node*> removed_;
+};
+
+}  // namespace kiln
