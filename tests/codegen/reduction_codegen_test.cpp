@@ -1,6 +1,9 @@
 // Reductions, softmax and layer norm kernels, and kernels run in uneven pieces of their launch
 // range, against the reference interpreter (see codegen_harness.h for the tolerances).
+#include <tuple>
+
 #include "codegen/codegen_harness.h"
+#include "passes/kernel/access_order.h"
 
 namespace kiln::codegen {
 namespace {
@@ -59,22 +62,28 @@ TEST(KernelCodegenTest, FloatReductionsOverTwoDims) {
 TEST(KernelCodegenTest, SiblingReductionsInOnePass) {
   // Batch norm's backward over [channels, n, hw]: the sum of g masked by y > 0, and the sum of
   // that times x - mean, read together; then amin and amax of one row, NaNs included.
+  // Channels-last, the same sums reduce across rows (schedule.h), walking N and HW together.
   std::vector<Case> cases;
-  for (auto [n, hw] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {3, 100}, {8, 196}}) {
-    Kernel k = make_kernel("bn_backward_sums_" + std::to_string(n) + "x" + std::to_string(hw),
-                           {4, n, hw}, 2, {F32, F32, F32, F32}, {F32, F32, F32});
+  for (auto [n, hw, channels_last] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {1, 7, false}, {3, 100, false}, {8, 196, false}, {3, 100, true}, {2, 40, true}}) {
+    const int64_t c = channels_last ? 16 : 4;  // at least a vector of rows to go across
+    Kernel k = make_kernel("bn_backward_sums_" + std::to_string(n) + "x" + std::to_string(hw) +
+                               (channels_last ? "_nhwc" : ""),
+                           {c, n, hw}, 2, {F32, F32, F32, F32}, {F32, F32, F32});
     KernelBuilder b(k);
-    const std::vector<int64_t> nchw = {hw, 4 * hw, 1};
+    const std::vector<int64_t> nchw =
+        channels_last ? std::vector<int64_t>{1, c * hw, c} : std::vector<int64_t>{hw, c * hw, 1};
     const int y = b.load(0, nchw), g = b.load(1, nchw), x = b.load(2, nchw);
     const int mean = b.load(3, {1, 0, 0});
     const int dg =
         b.where(b.binary(Op::Gt, y, b.constant(0, F32), DType::Bool), g, b.constant(0, F32), F32);
-    const int a = b.reduce(ReduceKind::Sum, dg);
-    const int c =
+    const int sum_g = b.reduce(ReduceKind::Sum, dg);
+    const int sum_gx =
         b.reduce(ReduceKind::Sum, b.binary(Op::Mul, dg, b.binary(Op::Sub, x, mean, F32), F32));
-    b.store(4, {1, 0, 0}, a);
-    b.store(5, {1, 0, 0}, c);
-    b.store(6, nchw, b.binary(Op::Mul, dg, b.binary(Op::Add, a, c, F32), F32));
+    b.store(4, {1, 0, 0}, sum_g);
+    b.store(5, {1, 0, 0}, sum_gx);
+    b.store(6, nchw, b.binary(Op::Mul, dg, b.binary(Op::Add, sum_g, sum_gx, F32), F32));
+    EXPECT_EQ(kernel::reduces_across_rows(k, 16), channels_last) << k.name;
     const double bound = sum_error(32, n * hw, n * hw * 4.0, kU32);
     cases.push_back(make_case(k, {uniform(-1, 1), uniform(-1, 1), uniform(-1, 1), uniform(-1, 1)},
                               [bound](int) {

@@ -1,6 +1,7 @@
 #include "backend/codegen/llvm/across_rows_emitter.h"
 
 #include "backend/codegen/llvm/emitter_core.h"
+#include "backend/codegen/llvm/moments.h"
 
 namespace kiln::codegen {
 
@@ -40,10 +41,11 @@ class AcrossRowsEmitter final : public EmitterCore {
     values_->forget_rows();
     values_->forget_elements();
     compute_row_values(at_row);
-    for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
-      if (kernel_.exprs[id].op != Op::Reduce) continue;
-      values_->set_row_value(static_cast<int>(id),
-                             reduce_across_rows(static_cast<int>(id), at_row));
+    // Reductions that do not read each other's results walk the reduced dims together.
+    for (const RowPass& pass : row_passes(kernel_, width_, /*one_pass=*/false)) {
+      const std::vector<llvm::Value*> results = reduce_across_rows(pass.reductions, at_row);
+      for (size_t r = 0; r < results.size(); ++r)
+        values_->set_row_value(pass.reductions[r], results[r]);
       compute_row_values(at_row);
     }
     for (size_t s = 0; s < kernel_.stores.size(); ++s) {
@@ -73,65 +75,83 @@ class AcrossRowsEmitter final : public EmitterCore {
     });
   }
 
-  /// A reduction with one lane per row: the accumulator is a vector across the block's rows, so
-  /// nothing is folded horizontally. Float max/min OR a per-lane "saw NaN" mask.
-  llvm::Value* reduce_across_rows(int id, const Position& at_row) {
-    const kernel::Expr& e = kernel_.exprs[id];
-    const DType t = e.dtype;
+  /// Reductions (`ids`, none reading another's result) with one lane per row: each accumulator
+  /// is a vector across the block's rows, so nothing is folded horizontally; the element values
+  /// they share are computed once. Float max/min OR a per-lane "saw NaN" mask.
+  std::vector<llvm::Value*> reduce_across_rows(const std::vector<int>& ids,
+                                               const Position& at_row) {
+    struct Accumulator {
+      const kernel::Expr* e;
+      bool track_nan;
+      llvm::AllocaInst* acc;
+      llvm::AllocaInst* nan;
+      llvm::AllocaInst* partial;
+    };
     const int width = at_row.width;
-    const bool track_nan =
-        ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min);
     llvm::IRBuilder<> entry(entry_, entry_->begin());
-    llvm::AllocaInst* acc = entry.CreateAlloca(values_->register_type(t, width));
-    llvm::AllocaInst* nan = entry.CreateAlloca(values_->register_type(DType::Bool, width));
-    llvm::AllocaInst* partial = entry.CreateAlloca(values_->register_type(t, width));
-    b_.CreateStore(identity(e.reduce, t, width), acc);
-    b_.CreateStore(llvm::Constant::getNullValue(nan->getAllocatedType()), nan);
-    auto add = [&](llvm::AllocaInst* into, const Offsets& at) {
-      llvm::Value* v = values_->value(e.args[0], Position{width, at_row.index, &at, at_row.dim});
-      llvm::Value* old = b_.CreateLoad(into->getAllocatedType(), into);
-      b_.CreateStore(combine(e.reduce, t, old, v), into);
-      if (!track_nan) return;
-      llvm::Value* seen = b_.CreateLoad(nan->getAllocatedType(), nan);
-      b_.CreateStore(b_.CreateOr(seen, b_.CreateFCmpUNO(v, v)), nan);
+    auto get = [&](llvm::AllocaInst* a) { return b_.CreateLoad(a->getAllocatedType(), a); };
+    std::vector<Accumulator> accs;
+    bool chunked = false;
+    for (int id : ids) {
+      const kernel::Expr& e = kernel_.exprs[id];
+      const DType t = e.dtype;
+      Accumulator a{
+          &e, ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min),
+          entry.CreateAlloca(values_->register_type(t, width)),
+          entry.CreateAlloca(values_->register_type(DType::Bool, width)),
+          entry.CreateAlloca(values_->register_type(t, width))};
+      b_.CreateStore(identity(e.reduce, t, width), a.acc);
+      b_.CreateStore(llvm::Constant::getNullValue(a.nan->getAllocatedType()), a.nan);
+      chunked = chunked || (ir::is_floating(t) &&
+                            (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean));
+      accs.push_back(a);
+    }
+    auto add = [&](bool into_partial, const Offsets& at) {
+      for (const Accumulator& a : accs) {
+        llvm::AllocaInst* into = into_partial ? a.partial : a.acc;
+        llvm::Value* v =
+            values_->value(a.e->args[0], Position{width, at_row.index, &at, at_row.dim});
+        b_.CreateStore(combine(a.e->reduce, a.e->dtype, get(into), v), into);
+        if (a.track_nan) b_.CreateStore(b_.CreateOr(get(a.nan), b_.CreateFCmpUNO(v, v)), a.nan);
+      }
     };
     // Each lane adds its row's elements one after another, so a float sum adds them in chunks
-    // of kChunk: the error bound is (n / kChunk + kChunk) ulp-sized steps instead of n.
+    // of kChunk: the error bound is (n / kChunk + kChunk) ulp-sized steps instead of n. (A max
+    // or min, or an integer sum, computed beside one is the same whatever the grouping.)
     constexpr int64_t kChunk = 16;
     const int last = kernel_.rank() - 1;
-    const bool chunked =
-        ir::is_floating(t) && (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean);
     walk_reduced_dims(
         *at_row.offsets, kernel_.row_rank(),
         [&](const Offsets& outer) {
           llvm::Value* next = i64(0);
           if (chunked && kernel_.sizes[last] >= 2 * kChunk) {
             next = loop(i64(0), i64(kernel_.sizes[last]), kChunk, [&](llvm::Value* c) {
-              b_.CreateStore(identity(e.reduce, t, width), partial);
+              for (const Accumulator& a : accs)
+                b_.CreateStore(identity(a.e->reduce, a.e->dtype, width), a.partial);
               loop(i64(0), i64(kChunk), 1, [&](llvm::Value* i) {
                 values_->forget_elements();
-                add(partial, moved(outer, last, b_.CreateAdd(c, i)));
+                add(/*into_partial=*/true, moved(outer, last, b_.CreateAdd(c, i)));
               });
               values_->forget_elements();
-              llvm::Value* old = b_.CreateLoad(acc->getAllocatedType(), acc);
-              b_.CreateStore(
-                  combine(e.reduce, t, old, b_.CreateLoad(partial->getAllocatedType(), partial)),
-                  acc);
+              for (const Accumulator& a : accs)
+                b_.CreateStore(combine(a.e->reduce, a.e->dtype, get(a.acc), get(a.partial)), a.acc);
             });
           }
           loop(next, i64(kernel_.sizes[last]), 1, [&](llvm::Value* i) {
             values_->forget_elements();
-            add(acc, moved(outer, last, i));
+            add(/*into_partial=*/false, moved(outer, last, i));
           });
           values_->forget_elements();
         },
         last);
-    llvm::Value* result = b_.CreateLoad(acc->getAllocatedType(), acc);
-    if (track_nan) {
-      result = b_.CreateSelect(b_.CreateLoad(nan->getAllocatedType(), nan),
-                               llvm::ConstantFP::getNaN(result->getType()), result);
+    std::vector<llvm::Value*> results;
+    for (const Accumulator& a : accs) {
+      llvm::Value* result = get(a.acc);
+      if (a.track_nan)
+        result = b_.CreateSelect(get(a.nan), llvm::ConstantFP::getNaN(result->getType()), result);
+      results.push_back(finish_reduction(*a.e, result));
     }
-    return finish_reduction(e, result);
+    return results;
   }
 };
 
