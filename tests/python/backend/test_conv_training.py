@@ -2,6 +2,8 @@
 graph compiles in one region (convolution_backward leaves grad_bias, or grad_input for the first
 convolution, uncomputed: an unread None output, which no longer cuts the graph)."""
 
+import copy
+
 import pytest
 import torch
 
@@ -109,3 +111,35 @@ def test_training_batch_norm_forward_is_one_kernel_with_its_relu(variant, tmp_pa
     fused = [line for line in text.splitlines() if line.startswith("  %") and "kiln::fused(" in line]
     full_size = [line for line in fused if "f32[4,8,6,6]" in line.split("=")[0]]
     assert len(full_size) == 1 and "reduction=" in full_size[0], fused
+
+
+def test_group_norm_is_decomposed_and_fused_with_its_activation(tmp_path):
+    """native_group_norm is decomposed (DECOMPOSED_TOO): its statistics in one kernel, the
+    normalization, affine and SiLU in the next; inference and training match eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.GroupNorm(8, 32),
+                                torch.nn.SiLU())
+    with torch.no_grad():
+        model[1].weight.uniform_(0.5, 1.5)
+        model[1].bias.uniform_(-0.5, 0.5)
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 16, 12, 12)
+    with torch.no_grad():
+        compiled = torch.compile(model.eval(), backend="kiln",
+                                 options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), reference.eval()(x), atol=1e-5, rtol=1e-5)
+    (plan,) = [p for p in tmp_path.iterdir() if p.name.endswith("plan_memory.kir")]
+    text = plan.read_text()
+    assert "group_norm" not in text, text
+    statistics = [line for line in text.splitlines() if "reduction=" in line]
+    assert len(statistics) == 1, text
+    # the SiLU (x * sigmoid(x) after decomposition) in a kernel with the normalization
+    bodies = text.split("kiln::fused(")[1:]
+    assert any("aten::sigmoid" in b.split("return")[0] and "aten::add.Tensor" in b.split("return")[0]
+               for b in bodies), text
+    torch._dynamo.reset()
+    model.train(), reference.train()
+    torch.compile(model, backend="kiln")(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4), name
