@@ -82,6 +82,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),
         inference_compiler=_fx_compiler(values, "inference"),
-        decompositions=_decompositions.decomposition_table(),
+        decompositions=_decompositions.decomposition_table(
+            _decompositions.runs_on_cpu(example_inputs, values.get("target"))),
     )
     return compiler(gm, example_inputs)

@@ -53,22 +53,33 @@ KEPT_WHOLE = frozenset({
 # each: 0.63-0.73 ms decomposed, 2.44-2.85 ms kept whole (eager 1.68-2.60 ms). Group norm the
 # same way: its statistics one kernel, the normalization, affine and activation after it
 # another (GroupNorm(32, 256) + SiLU on [2, 256, 64, 64], inference: 0.42-0.44 ms decomposed,
-# 0.64-0.79 ms kept whole, eager 0.59-0.75 ms).
+# 0.64-0.79 ms kept whole, eager 0.59-0.75 ms). CPU graphs only: kiln fuses no reductions for
+# CUDA, where the decomposed norms would be several kernels in place of cuDNN's one.
 DECOMPOSED_TOO = (_aten._native_batch_norm_legit_functional.default,
                   _aten._native_batch_norm_legit.no_stats,
                   _aten.native_group_norm.default)
 
 
-def decomposition_table() -> dict:
+def decomposition_table(cpu: bool = True) -> dict:
     """core_aten_decompositions() without the ops in KEPT_WHOLE (every overload of each), with
-    the ops in DECOMPOSED_TOO."""
+    the ops in DECOMPOSED_TOO for a graph that runs on the CPU."""
     from torch._decomp import decomposition_table as every_decomposition
 
     table = {op: fn for op, fn in core_aten_decompositions().items()
              if getattr(op, "overloadpacket", None) not in KEPT_WHOLE}
-    for op in DECOMPOSED_TOO:
-        table[op] = every_decomposition[op]
+    if cpu:
+        for op in DECOMPOSED_TOO:
+            table[op] = every_decomposition[op]
     return table
+
+
+def runs_on_cpu(example_inputs, target: str | None) -> bool:
+    """Whether a graph with these example inputs compiles for the CPU: no CUDA target and no
+    input on a CUDA device."""
+    if target == "cuda":
+        return False
+    return not any(getattr(getattr(t, "device", None), "type", None) == "cuda"
+                   for t in example_inputs)
 
 
 # `F.interpolate` cannot be kept whole through the table: torch registers the upsampling ops'

@@ -143,3 +143,18 @@ def test_group_norm_is_decomposed_and_fused_with_its_activation(tmp_path):
     reference(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4), name
+
+
+def test_norms_are_decomposed_for_cpu_graphs_only():
+    """On CUDA kiln fuses no reductions: the norms stay whole (cuDNN's kernels)."""
+    from types import SimpleNamespace
+
+    from kiln import _decompositions
+
+    for op in _decompositions.DECOMPOSED_TOO:
+        assert op in _decompositions.decomposition_table(cpu=True), op
+        assert op not in _decompositions.decomposition_table(cpu=False), op
+    cpu, cuda = torch.randn(2), SimpleNamespace(device=torch.device("cuda", 0))
+    assert _decompositions.runs_on_cpu([cpu, 3], None)
+    assert not _decompositions.runs_on_cpu([cpu, cuda], None)
+    assert not _decompositions.runs_on_cpu([cpu], "cuda")
