@@ -23,7 +23,7 @@ bool reduces_across_rows(const Kernel& kernel, int width) {
   for (size_t i = 0; i < kernel.exprs.size(); ++i)
     if (kernel.exprs[i].op == Op::Load && element[i]) count(kernel.exprs[i].map);
   for (const auto& store : kernel.stores)
-    if (element[store.value]) count(store.map);
+    if (stores_per_element(kernel, store)) count(store.map);
   return across > along;
 }
 

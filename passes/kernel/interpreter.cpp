@@ -308,16 +308,16 @@ class RowEvaluator {
       }
     }
     for (const Store& s : kernel_.stores) {
-      if (!element_[s.value]) write_store(s);
+      if (!stores_per_element(kernel_, s)) write_store(s);
     }
     bool element_stores = false;
     for (const Store& s : kernel_.stores)
-      element_stores = element_stores || element_[s.value];
+      element_stores = element_stores || stores_per_element(kernel_, s);
     if (!element_stores) return;
     for_each_element([&] {
       eval_elements(static_cast<int>(kernel_.exprs.size()));
       for (const Store& s : kernel_.stores) {
-        if (element_[s.value]) write_store(s);
+        if (stores_per_element(kernel_, s)) write_store(s);
       }
     });
   }

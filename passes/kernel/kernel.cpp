@@ -146,6 +146,13 @@ std::vector<bool> element_levels(const Kernel& kernel) {
   return element;
 }
 
+bool stores_per_element(const Kernel& kernel, const Store& store) {
+  if (kernel.reduce_rank == 0) return true;
+  for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
+    if (store.map.strides[d] != 0) return true;
+  return false;
+}
+
 void validate(const Kernel& kernel) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("kernel " + kernel.name + ": " + why);
@@ -182,11 +189,8 @@ void validate(const Kernel& kernel) {
     check_map(s.map, true);
     if (s.value < 0 || s.value >= static_cast<int>(kernel.exprs.size()))
       fail("store of an unknown expr");
-    bool inner = false;
-    for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
-      inner = inner || s.map.strides[d] != 0;
-    if (kernel.reduce_rank > 0 && element[s.value] != inner)
-      fail("store level does not match its value's level");
+    if (element[s.value] && !stores_per_element(kernel, s))
+      fail("an element-level value stored once per row");
   }
 }
 

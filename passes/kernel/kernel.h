@@ -146,6 +146,12 @@ DistinctKernels distinct_kernels(const std::vector<Kernel>& kernels);
 /// load and everything computed from one is element-level too).
 std::vector<bool> element_levels(const Kernel& kernel);
 
+/// Whether a store writes each element of its row (its map moves along a reduced dim; in a
+/// kernel without reduced dims, every store) rather than once per row. A row-level value may
+/// be stored either way (per element, each element of the row gets the same value); an
+/// element-level value only per element.
+bool stores_per_element(const Kernel& kernel, const Store& store);
+
 /// Checks the structural rules above; throws std::invalid_argument with the reason.
 void validate(const Kernel& kernel);
 

@@ -148,6 +148,24 @@ TEST(AcrossRowsCodegenTest, NormalizationWithRowLoadsAndRowStores) {
   check(cases);
 }
 
+TEST(AcrossRowsCodegenTest, RowLevelValuesStoredPerElement) {
+  // Per row r (a column of x): the column's max written to every element of the column, beside
+  // the column minus it.
+  std::vector<Case> cases;
+  for (int64_t rows : kRowCounts) {
+    const int64_t n = 50;
+    Kernel k = make_kernel("max_per_element_dim0_" + std::to_string(rows), {rows, n}, 1, {F32},
+                           {F32, F32});
+    KernelBuilder b(k);
+    const int x = b.load(0, {1, rows});
+    const int max = b.reduce(ReduceKind::Max, x);
+    b.store(1, {1, rows}, max);
+    b.store(2, {1, rows}, b.binary(Op::Sub, x, max, F32));
+    cases.push_back(make_case(k, {uniform(-5, 5)}));
+  }
+  check(cases);
+}
+
 TEST(AcrossRowsCodegenTest, BatchOneLinearOnATransposedWeight) {
   // y[j] = relu(sum_k x[k] * wt[k, j] + bias[j]): x broadcasts across rows, wt is read along them.
   std::vector<Case> cases;

@@ -265,6 +265,35 @@ TEST(KernelCodegenTest, RowLevelLoadsAndStoresBesideElementStores) {
   check(cases);
 }
 
+TEST(KernelCodegenTest, RowLevelValuesStoredPerElement) {
+  // A row-level value written to every element of its row: the row's sum beside an element
+  // value, and a kernel with no element-level value at all (a softmax of an input broadcast
+  // along its rows, which the builder folds to row values: exp(0) / n).
+  std::vector<Case> cases;
+  for (int64_t n : kRowSizes) {
+    Kernel k =
+        make_kernel("row_sum_per_element_" + std::to_string(n), {5, n}, 1, {F32}, {F32, F32});
+    KernelBuilder b(k);
+    const int x = b.load(0, {n, 1});
+    b.store(1, {n, 1}, b.reduce(ReduceKind::Sum, x));
+    b.store(2, {n, 1}, b.unary(Op::Neg, x, F32));
+    cases.push_back(make_case(k, {uniform(-1, 1)}, [n](int bits) {
+      return Tolerance{0, 0, sum_error(bits, n, static_cast<double>(n))};
+    }));
+  }
+  for (DType t : {F32, I64}) {
+    const int64_t rows = 4, n = 27;
+    Kernel k =
+        make_kernel(std::string("row_values_only_") + ir::dtype_name(t), {rows, n}, 1, {t}, {t});
+    KernelBuilder b(k);
+    const int x = b.load(0, {1, 0});
+    const int shifted = b.binary(Op::Sub, x, b.reduce(ReduceKind::Max, x), t);
+    b.store(1, {n, 1}, b.binary(Op::Add, shifted, b.reduce(ReduceKind::Sum, x), t));
+    cases.push_back(make_case(k, {t == I64 ? ints(-1000, 1000) : uniform(-1, 1)}));
+  }
+  check(cases);
+}
+
 // ---- The same kernels run in uneven pieces of their launch range -------------------------------
 
 std::vector<Case> piecewise_cases() {

@@ -86,6 +86,20 @@ inline Kernel row_sum(int64_t rows, int64_t n, ReduceKind kind = ReduceKind::Sum
   return k;
 }
 
+// Each row's max written to every element of the row (a row-level value stored per element),
+// beside x - max; `columns` walks dim 0 of a row-major [n, rows] input instead.
+inline Kernel max_per_element(int64_t rows, int64_t n, bool columns = false) {
+  Kernel k = make_kernel("k", {rows, n}, 1, {DType::Float32}, {DType::Float32, DType::Float32});
+  KernelBuilder b(k);
+  const std::vector<int64_t> strides =
+      columns ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{n, 1};
+  const int x = b.load(0, strides);
+  const int max = b.reduce(ReduceKind::Max, x);
+  b.store(1, strides, max);
+  b.store(2, strides, b.binary(Op::Sub, x, max, DType::Float32));
+  return k;
+}
+
 /// The kernels above, and one per op and dtype (with a broadcast operand, a constant and a
 /// where).
 inline std::vector<Kernel> test_kernels() {
@@ -104,7 +118,10 @@ inline std::vector<Kernel> test_kernels() {
                                  row_sum(2, 1 << 20, ReduceKind::Sum, DType::Int32),
                                  column_sum(4096, 64),
                                  column_sum(4100, 33, ReduceKind::Max),
-                                 column_softmax(4100, 16)};
+                                 column_softmax(4100, 16),
+                                 max_per_element(5, 300),
+                                 max_per_element(2, 1 << 20),
+                                 max_per_element(4100, 16, /*columns=*/true)};
   const DType types[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
                          DType::Int64,   DType::Int32,   DType::Int16,   DType::Int8,
                          DType::UInt8,   DType::Bool};

@@ -610,18 +610,21 @@ TEST(KernelBuilderTest, ReduceOfARowLevelValueNeedsNoPass) {
   EXPECT_EQ(max, (std::vector<float>{2, -5}));
 }
 
-TEST(ValidateTest, RejectsARowLevelValueStoredPerElement) {
+TEST(InterpreterTest, ARowLevelValueStoredPerElementFillsItsRow) {
   Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {3, 1}, b.reduce(ReduceKind::Sum, b.load(0, {3, 1})));
-  EXPECT_EQ(validation_error(k), "kernel k: store level does not match its value's level");
+  EXPECT_EQ(validation_error(k), "<valid>");
+  std::vector<float> in = {1, 2, 3, 10, 20, 30}, out(6);
+  interpret(k, {in.data(), out.data()});
+  EXPECT_EQ(out, (std::vector<float>{6, 6, 6, 60, 60, 60}));
 }
 
 TEST(ValidateTest, RejectsAnElementLevelValueStoredPerRow) {
   Kernel k = make_kernel("k", {2, 3}, 1, {DType::Float32}, {DType::Float32});
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.load(0, {3, 1}));
-  EXPECT_EQ(validation_error(k), "kernel k: store level does not match its value's level");
+  EXPECT_EQ(validation_error(k), "kernel k: an element-level value stored once per row");
 }
 
 TEST(ValidateTest, RejectsAComparisonThatIsNotBool) {

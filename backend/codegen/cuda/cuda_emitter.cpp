@@ -381,7 +381,7 @@ class Emitter {
     element_loop(first, end, step);
     element_exprs("        ", static_cast<int>(k_.exprs.size()));
     for (const auto& st : k_.stores) {
-      if (!element_[st.value]) continue;
+      if (!kernel::stores_per_element(k_, st)) continue;
       out_ << "        " << k_.buffers[st.map.buffer].name << "[" << offset(st.map)
            << "] = " << stored_value(st) << ";\n";
     }
@@ -430,7 +430,7 @@ class Emitter {
     row_exprs(static_cast<int>(k_.exprs.size()));
     bool element_stores = false;
     for (const auto& st : k_.stores) {
-      if (element_[st.value]) {
+      if (kernel::stores_per_element(k_, st)) {
         element_stores = true;
         continue;
       }
@@ -497,13 +497,13 @@ class Emitter {
     row_exprs(static_cast<int>(k_.exprs.size()));
     bool element_stores = false;
     for (const auto& st : k_.stores)
-      element_stores = element_stores || element_[st.value];
+      element_stores = element_stores || kernel::stores_per_element(k_, st);
     // In a split row's store walk every block of the row gets here; the first stores the row's
     // values. Otherwise only the block that combined the row's last Reduce does.
     const std::string row_store_guard =
         split && element_stores ? "threadIdx.x == 0 && slice == 0" : "threadIdx.x == 0";
     for (const auto& st : k_.stores) {
-      if (element_[st.value]) continue;
+      if (kernel::stores_per_element(k_, st)) continue;
       out_ << "    if (" << row_store_guard << ") " << k_.buffers[st.map.buffer].name << "["
            << offset(st.map) << "] = " << stored_value(st) << ";\n";
     }

@@ -100,9 +100,9 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   const int64_t rows = kernel.num_rows(), row = kernel.row_size();
   s.block = static_cast<int>(std::clamp<int64_t>((row + 31) / 32 * 32, 32, kMaxBlock));
   s.blocks = rows;
-  const auto elements = kernel::element_levels(kernel);
-  const bool element_stores = std::any_of(kernel.stores.begin(), kernel.stores.end(),
-                                          [&](const auto& st) { return elements[st.value]; });
+  const bool element_stores =
+      std::any_of(kernel.stores.begin(), kernel.stores.end(),
+                  [&](const auto& st) { return kernel::stores_per_element(kernel, st); });
   const int walks = count_reduces(kernel) + (element_stores ? 1 : 0);
   if (row > kSplitRowElements && rows < kSplitMaxRows) {
     s.slices = (row + kSplitSliceElements - 1) / kSplitSliceElements;

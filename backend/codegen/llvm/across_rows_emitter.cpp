@@ -49,13 +49,14 @@ class AcrossRowsEmitter final : public EmitterCore {
       compute_row_values(at_row);
     }
     for (size_t s = 0; s < kernel_.stores.size(); ++s) {
-      if (element_[kernel_.stores[s].value]) continue;
+      if (kernel::stores_per_element(kernel_, kernel_.stores[s])) continue;
       values_->store(static_cast<int>(s), at_row);
     }
     walk_reduced_dims(*at_row.offsets, kernel_.row_rank(), [&](const Offsets& at) {
       const Position element{at_row.width, at_row.index, &at, at_row.dim};
       for (size_t s = 0; s < kernel_.stores.size(); ++s)
-        if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), element);
+        if (kernel::stores_per_element(kernel_, kernel_.stores[s]))
+          values_->store(static_cast<int>(s), element);
     });
   }
 

@@ -171,7 +171,7 @@ class KernelEmitter final : public EmitterCore {
       use_row_caches(pass);
       bool element_stores = false;
       for (size_t s = 0; s < kernel_.stores.size(); ++s) {
-        if (element_[kernel_.stores[s].value]) {
+        if (kernel::stores_per_element(kernel_, kernel_.stores[s])) {
           element_stores = true;
         } else {
           values_->store(static_cast<int>(s), at_row);
@@ -181,7 +181,8 @@ class KernelEmitter final : public EmitterCore {
       auto store_elements = [&](const Position& at, int) {
         prefetch_next_row(at);
         for (size_t s = 0; s < kernel_.stores.size(); ++s) {
-          if (element_[kernel_.stores[s].value]) values_->store(static_cast<int>(s), at);
+          if (kernel::stores_per_element(kernel_, kernel_.stores[s]))
+            values_->store(static_cast<int>(s), at);
         }
       };
       if (kernel_.reduce_rank == 1 && streams_output()) {
@@ -209,7 +210,7 @@ class KernelEmitter final : public EmitterCore {
     if (kernel_.reduce_rank != 1 || width_ <= 1) return maps;
     int passes = static_cast<int>(passes_.size());
     for (const auto& s : kernel_.stores)
-      if (element_[s.value]) {
+      if (kernel::stores_per_element(kernel_, s)) {
         ++passes;
         break;
       }
@@ -257,7 +258,7 @@ class KernelEmitter final : public EmitterCore {
     }
     roots.emplace_back();
     for (const auto& s : kernel_.stores)
-      if (element_[s.value]) roots.back().push_back(s.value);
+      if (kernel::stores_per_element(kernel_, s)) roots.back().push_back(s.value);
     const size_t n = kernel_.exprs.size();
     std::vector<int> first_pass(n, -1), last_pass(n, -1);
     for (int p = 0; p < static_cast<int>(roots.size()); ++p) {
