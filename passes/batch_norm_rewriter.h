@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "passes/ir/graph.h"
+#include "passes/node_rewriter.h"
 
 namespace kiln {
 
@@ -34,40 +35,14 @@ inline std::unordered_map<std::string, ir::Value*> batch_norm_arguments(const ir
   return args;
 }
 
-/// `like` with these sizes, contiguous.
-inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t> sizes) {
-  ir::TensorType t = like;
-  t.sizes = std::move(sizes);
-  t.strides = ir::contiguous_strides(t.sizes);
-  return t;
-}
-
-/// Walks a graph's eval-mode batch norms; a subclass's rewrite() appends the new ops with add()
-/// and marks what they replace in removed_, which run() then takes out of the graph.
-class BatchNormRewriter {
+/// A NodeRewriter of eval-mode batch norms.
+class BatchNormRewriter : public NodeRewriter {
  public:
-  explicit BatchNormRewriter(ir::Graph& graph) : graph_(graph) {}
-  virtual ~BatchNormRewriter() = default;
-
-  /// Returns the number of batch norms rewritten.
-  int run() {
-    int rewritten = 0;
-    for (ir::Node* bn : graph_.nodes()) {
-      if (bn->op() == "aten::batch_norm" && is_false_attr(*bn, "training") && rewrite(*bn))
-        ++rewritten;
-    }
-    graph_.remove_nodes_if([&](const ir::Node& n) { return removed_.contains(&n); });
-    return rewritten;
-  }
+  using NodeRewriter::NodeRewriter;
 
  protected:
-  virtual bool rewrite(ir::Node& bn) = 0;
-
-  ir::Value* add(const std::string& op, std::vector<ir::Value*> inputs, const ir::TensorType& type,
-                 ir::AttrList attrs = {}) {
-    ir::Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
-    added_.push_back(node);
-    return node->output();
+  bool applies(const ir::Node& node) const override {
+    return node.op() == "aten::batch_norm" && is_false_attr(node, "training");
   }
 
   /// gamma * rsqrt(var + eps) (rsqrt(var + eps) without gamma), the per-channel scale, typed
@@ -81,10 +56,6 @@ class BatchNormRewriter {
     if (args.count("weight")) s = add("aten::mul.Tensor", {s, args["weight"]}, vec);
     return s;
   }
-
-  ir::Graph& graph_;
-  std::vector<ir::Node*> added_;  // appended for the batch norm being rewritten
-  std::unordered_set<const ir::Node*> removed_;
 };
 
 }  // namespace kiln

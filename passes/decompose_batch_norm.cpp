@@ -49,13 +49,7 @@ class Decomposer final : public BatchNormRewriter {
       shift = add("aten::view", {shift}, with_sizes(vec, per_channel), {{"size", per_channel}});
     }
     Value* scaled = add("aten::mul.Tensor", {bn.input(0), scale}, out);
-    Value* y = add("aten::add.Tensor", {scaled, shift}, out, {{"alpha", int64_t{1}}});
-    y->set_name(bn.output()->name());
-    for (Node* node : added_)
-      graph_.move_before(node, &bn);
-    added_.clear();
-    graph_.replace_all_uses(bn.output(), y);
-    removed_.insert(&bn);
+    replace_with_added(bn, add("aten::add.Tensor", {scaled, shift}, out, {{"alpha", int64_t{1}}}));
     return true;
   }
 };

@@ -8,6 +8,7 @@
 
 #include "passes/canonicalize.h"
 #include "passes/decompose_batch_norm.h"
+#include "passes/decompose_group_norm.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_batch_norm.h"
@@ -102,15 +103,22 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {
-      "canonicalize",         "fold_batch_norm",
-      "decompose_batch_norm", "assign_layout",
-      "prepack_linear",       "prepack_conv",
-      "winograd_conv",        "fold_constants",
-      "eliminate_dead_code",  "eliminate_common_subexpressions",
-      "fuse_reductions",      "fuse_epilogue",
-      "fuse_elementwise",     "lower_kernels",
-      "plan_memory"};
+  static const std::vector<std::string> names = {"canonicalize",
+                                                 "fold_batch_norm",
+                                                 "decompose_batch_norm",
+                                                 "decompose_group_norm",
+                                                 "assign_layout",
+                                                 "prepack_linear",
+                                                 "prepack_conv",
+                                                 "winograd_conv",
+                                                 "fold_constants",
+                                                 "eliminate_dead_code",
+                                                 "eliminate_common_subexpressions",
+                                                 "fuse_reductions",
+                                                 "fuse_epilogue",
+                                                 "fuse_elementwise",
+                                                 "lower_kernels",
+                                                 "plan_memory"};
   return names;
 }
 
@@ -128,6 +136,11 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
     if (options.fusion) {
       passes.run("decompose_batch_norm", "fusion", [&] { decompose_batch_norm(graph); });
     }
+  }
+  // Its statistics become sibling reductions and its normalization elementwise ops: worth it
+  // only where they fuse.
+  if (options.fusion && options.target_is_cpu) {
+    passes.run("decompose_group_norm", "fusion", [&] { decompose_group_norm(graph); });
   }
   if (options.infer_types) {
     passes.run("assign_layout", "",

@@ -76,13 +76,14 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     if values.get("target") == "cuda" and not torch.cuda.is_available():
         raise KilnError("target=cuda, but CUDA is not available in this process ("
                         + _cuda_unavailable_reason() + "); allowed here: target=auto or target=cpu")
-    if not torch.is_grad_enabled():  # an inference graph (dynamo guards on grad mode)
+    inference = not torch.is_grad_enabled()  # dynamo guards on grad mode
+    if inference:
         _decompositions.keep_interpolate_whole(gm)
     compiler = aot_autograd(
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),
         inference_compiler=_fx_compiler(values, "inference"),
         decompositions=_decompositions.decomposition_table(
-            _decompositions.runs_on_cpu(example_inputs, values.get("target"))),
+            _decompositions.runs_on_cpu(example_inputs, values.get("target")), inference),
     )
     return compiler(gm, example_inputs)

@@ -53,23 +53,33 @@ KEPT_WHOLE = frozenset({
 # each: 0.63-0.73 ms decomposed, 2.44-2.85 ms kept whole (eager 1.68-2.60 ms). Group norm the
 # same way: its statistics one kernel, the normalization, affine and activation after it
 # another (GroupNorm(32, 256) + SiLU on [2, 256, 64, 64], inference: 0.42-0.44 ms decomposed,
-# 0.64-0.79 ms kept whole, eager 0.59-0.75 ms). CPU graphs only: kiln fuses no reductions for
-# CUDA, where the decomposed norms would be several kernels in place of cuDNN's one.
+# 0.64-0.79 ms kept whole, eager 0.59-0.75 ms). In inference graphs group norm is kept whole
+# instead: _fx.py makes it `group_norm`, which kiln's own decomposition (the C++ pass
+# decompose_group_norm) takes from per-channel statistics, a walk over x in any layout; torch's
+# views x as [N, G, C/G, H*W], which after a channels-last convolution is a strided walk with
+# 4-float runs (conv + GroupNorm(32, 128) + SiLU + conv on [2, 128, 64, 64], time outside the
+# convolutions: 6.3-7.2 ms with torch's, 2.9-3.3 ms with kiln's). CPU graphs only: on CUDA,
+# where kiln's reduction kernels walk a row once per reduction, cuDNN's one kernel per norm is
+# kept (not measured: no GPU yet).
 DECOMPOSED_TOO = (_aten._native_batch_norm_legit_functional.default,
                   _aten._native_batch_norm_legit.no_stats,
                   _aten.native_group_norm.default)
+# Of those, the ones an inference graph keeps (kiln decomposes them itself).
+KEPT_FOR_INFERENCE = (_aten.native_group_norm.default,)
 
 
-def decomposition_table(cpu: bool = True) -> dict:
+def decomposition_table(cpu: bool = True, inference: bool = False) -> dict:
     """core_aten_decompositions() without the ops in KEPT_WHOLE (every overload of each), with
-    the ops in DECOMPOSED_TOO for a graph that runs on the CPU."""
+    the ops in DECOMPOSED_TOO for a graph that runs on the CPU (less KEPT_FOR_INFERENCE for an
+    inference graph)."""
     from torch._decomp import decomposition_table as every_decomposition
 
     table = {op: fn for op, fn in core_aten_decompositions().items()
              if getattr(op, "overloadpacket", None) not in KEPT_WHOLE}
     if cpu:
         for op in DECOMPOSED_TOO:
-            table[op] = every_decomposition[op]
+            if not (inference and op in KEPT_FOR_INFERENCE):
+                table[op] = every_decomposition[op]
     return table
 
 

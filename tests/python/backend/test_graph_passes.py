@@ -164,6 +164,55 @@ def test_a_half_precision_batch_norm_stays_with_aten():
     assert "aten::batch_norm" in _explained_ops(compiled_half, xh)
 
 
+class _GroupNorms(torch.nn.Module):
+    """Group norms as UNets and diffusion models use them: after convolutions that run
+    channels-last, with a SiLU; over a [N, C, L] sequence; and one without affine parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.norm1 = torch.nn.GroupNorm(4, 16)
+        self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.norm_seq = torch.nn.GroupNorm(8, 16, eps=1e-3)
+        self.norm_plain = torch.nn.GroupNorm(2, 16, affine=False)
+
+    def forward(self, x):
+        y = self.conv2(torch.nn.functional.silu(self.norm1(self.conv1(x))))
+        return y, self.norm_seq(y.flatten(2)) * 2, self.norm_plain(y + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_group_norms_become_statistics_and_a_per_channel_scale_and_shift(dtype, tmp_path):
+    torch.manual_seed(0)
+    model = _GroupNorms().eval().to(dtype)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("norm"):
+                p.uniform_(0.5, 1.5) if name.endswith("weight") else p.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 3, 12, 12, dtype=dtype) * 3 + 1
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-12
+    with torch.no_grad():
+        expected = model(x)
+        traced = kiln.compile(torch.jit.trace(model, (x,)))
+        assert_close(traced(x), expected, atol=tolerance, rtol=tolerance)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), expected, atol=tolerance, rtol=tolerance)
+    # torch.compile: an inference graph keeps native_group_norm for kiln's own decomposition
+    # (per-channel statistics, read straight from the convolution's channels-last output)
+    ir = _final_ir(tmp_path)
+    assert "native_group_norm" not in ir and ir.count("= aten::group_norm(") == 1, ir
+    assert "{dim=[2,3], correction=0, keepdim=true}" in ir, ir
+    entries = json.loads(traced.explain(x))["entries"]
+    # the two affine group norms are decomposed; the one without a weight stays ATen's
+    assert sum(e["op"] == "aten::group_norm" for e in entries) == 1, entries
+    fused = [e for e in entries if e["where"] == "fused kernel"]
+    # per norm: the variance per channel over x, and the variance of the channel means per group
+    assert sum(e["op"] == "aten::var.correction" for e in fused) == 4, entries
+    # the scale and shift of the first norm, and the SiLU after it, share one kernel
+    ops_in_kernel = {e["op"]: int(re.search(r"\((\d+) ops\)", e["why"]).group(1)) for e in fused}
+    assert ops_in_kernel["aten::silu"] >= 3, entries
+
+
 class _WideBlock(torch.nn.Module):
     """A residual block of 64-channel 3x3 convolutions, as winograd_conv takes them."""
 
@@ -223,7 +272,8 @@ def test_residual_adds_write_over_the_dying_identity(tmp_path):
     assert not feature_map_copies, feature_map_copies
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "assign_layout", "prepack_linear", "prepack_conv",
+PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
+          "assign_layout", "prepack_linear", "prepack_conv",
           "winograd_conv",
           "fold_constants",
           "eliminate_dead_code",

@@ -1,0 +1,69 @@
+// Rewriting chosen nodes of a graph as ops appended to it, put in their place (the norm
+// decompositions and batch-norm folding).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// `like` with these sizes, contiguous.
+inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t> sizes) {
+  ir::TensorType t = like;
+  t.sizes = std::move(sizes);
+  t.strides = ir::contiguous_strides(t.sizes);
+  return t;
+}
+
+/// Walks a graph's nodes in order; a subclass's rewrite() of one it applies to appends the new
+/// ops with add() and marks what they replace in removed_, which run() then takes out of the
+/// graph.
+class NodeRewriter {
+ public:
+  explicit NodeRewriter(ir::Graph& graph) : graph_(graph) {}
+  virtual ~NodeRewriter() = default;
+
+  /// Returns the number of nodes rewritten.
+  int run() {
+    int rewritten = 0;
+    for (ir::Node* node : graph_.nodes()) {
+      if (applies(*node) && rewrite(*node)) ++rewritten;
+    }
+    graph_.remove_nodes_if([&](const ir::Node& n) { return removed_.contains(&n); });
+    return rewritten;
+  }
+
+ protected:
+  virtual bool applies(const ir::Node& node) const = 0;
+  /// False leaves the node as it was (and must add nothing).
+  virtual bool rewrite(ir::Node& node) = 0;
+
+  ir::Value* add(const std::string& op, std::vector<ir::Value*> inputs, const ir::TensorType& type,
+                 ir::AttrList attrs = {}) {
+    ir::Node* node = graph_.append(op, std::move(inputs), {type}, std::move(attrs));
+    added_.push_back(node);
+    return node->output();
+  }
+
+  /// Puts the ops added since the last call where `node` is, and `value` (one of them) in place
+  /// of its only output.
+  void replace_with_added(ir::Node& node, ir::Value* value) {
+    value->set_name(node.output()->name());
+    for (ir::Node* added : added_)
+      graph_.move_before(added, &node);
+    added_.clear();
+    graph_.replace_all_uses(node.output(), value);
+    removed_.insert(&node);
+  }
+
+  ir::Graph& graph_;
+  std::vector<ir::Node*> added_;  // appended for the node being rewritten
+  std::unordered_set<const ir::Node*> removed_;
+};
+
+}  // namespace kiln
