@@ -1,6 +1,7 @@
 #include "passes/decompose_group_norm.h"
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "passes/node_rewriter.h"
@@ -15,10 +16,20 @@ using ir::Value;
 
 class Decomposer final : public NodeRewriter {
  public:
-  using NodeRewriter::NodeRewriter;
+  explicit Decomposer(ir::Graph& graph) : NodeRewriter(graph), uses_(ir::count_uses(graph)) {}
 
  private:
-  bool applies(const Node& node) const override { return node.op() == "aten::group_norm"; }
+  bool applies(const Node& node) const override {
+    if (node.op() == "aten::group_norm") return true;
+    // torch.compile's inference group norm; its mean and rstd outputs are for a backward.
+    return node.op() == "aten::native_group_norm" && node.outputs().size() == 3 &&
+           !is_read(node.output(1)) && !is_read(node.output(2));
+  }
+
+  bool is_read(const Value* v) const {
+    auto found = uses_.find(v);
+    return found != uses_.end() && found->second > 0;
+  }
 
   bool rewrite(Node& gn) override {
     const TensorType& x = gn.input(0)->type();
@@ -26,6 +37,7 @@ class Decomposer final : public NodeRewriter {
     if (out.dtype != DType::Float32 && out.dtype != DType::Float64) return false;
     if (x.dtype != out.dtype || x.rank() < 3 || x.numel() == 0) return false;
     const auto* groups = std::get_if<int64_t>(gn.find_attr("num_groups"));
+    if (!groups) groups = std::get_if<int64_t>(gn.find_attr("group"));  // native_group_norm
     const auto* eps = std::get_if<double>(gn.find_attr("eps"));
     const int64_t n = x.sizes[0], channels = x.sizes[1];
     if (!groups || !eps || *groups <= 0 || channels % *groups != 0) return false;
@@ -103,6 +115,8 @@ class Decomposer final : public NodeRewriter {
   static bool is_per_channel(const Value* v, DType dtype, int64_t channels) {
     return v->type().dtype == dtype && v->type().sizes == std::vector<int64_t>{channels};
   }
+
+  std::unordered_map<const Value*, int> uses_;
 };
 
 }  // namespace

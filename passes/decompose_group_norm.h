@@ -1,5 +1,9 @@
-// Group-norm decomposition (TorchScript graphs; torch.compile graphs arrive decomposed by torch's
-// own table, see bindings/kiln/_decompositions.py): the statistics become a sibling mean and
+// Group-norm decomposition (TorchScript's `group_norm`, and torch.compile's inference
+// `native_group_norm` whose mean and rstd outputs nothing reads; a training graph's arrives
+// decomposed by torch's own table, see bindings/kiln/_decompositions.py; the output keeps the
+// node's type: ATen's CPU group norm keeps a channels-last input's layout, which the graph's
+// types say for both, while a meta run of `group_norm` itself would not): the statistics become
+// a sibling mean and
 // variance per sample and channel, which fuse_reductions puts in one kernel (one walk over the
 // input, in any layout), combined per group on [N, C]-sized tensors; the normalization with its
 // affine becomes a per-channel multiply and add, which the fusers join with what follows (the

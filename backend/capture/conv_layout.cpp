@@ -71,4 +71,11 @@ void match_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
   if (!forward) restride(outputs.at(1), format);
 }
 
+void match_group_norm_layout(const std::string& op, const torch::jit::Stack& inputs,
+                             torch::jit::Stack& outputs, c10::Device device) {
+  if (op != "aten::group_norm" || !device.is_cpu() || !inputs.at(0).isTensor()) return;
+  const at::MemoryFormat format = inputs.at(0).toTensor().suggest_memory_format();
+  if (format != at::MemoryFormat::Contiguous) restride(outputs.at(0), format);
+}
+
 }  // namespace kiln

@@ -158,6 +158,7 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
   try {
     run(stack);
     match_conv_layout(op_name, meta_inputs, stack, result_.device);
+    match_group_norm_layout(op_name, meta_inputs, stack, result_.device);
   } catch (const std::exception& e) {
     // Some ATen ops (relu, fused transformer ops) have no meta kernel: run them once on zeros.
     // An op in the op table never has a data-dependent shape; for any other op the runtime

@@ -54,13 +54,12 @@ KEPT_WHOLE = frozenset({
 # same way: its statistics one kernel, the normalization, affine and activation after it
 # another (GroupNorm(32, 256) + SiLU on [2, 256, 64, 64], inference: 0.42-0.44 ms decomposed,
 # 0.64-0.79 ms kept whole, eager 0.59-0.75 ms). In inference graphs group norm is kept whole
-# instead: _fx.py makes it `group_norm`, which kiln's own decomposition (the C++ pass
-# decompose_group_norm) takes from per-channel statistics, a walk over x in any layout; torch's
-# views x as [N, G, C/G, H*W], which after a channels-last convolution is a strided walk with
-# 4-float runs (conv + GroupNorm(32, 128) + SiLU + conv on [2, 128, 64, 64], time outside the
-# convolutions: 6.3-7.2 ms with torch's, 2.9-3.3 ms with kiln's). CPU graphs only: on CUDA,
-# where kiln's reduction kernels walk a row once per reduction, cuDNN's one kernel per norm is
-# kept (not measured: no GPU yet).
+# instead, for kiln's own decomposition (the C++ pass decompose_group_norm), which takes it from
+# per-channel statistics, a walk over x in any layout; torch's views x as [N, G, C/G, H*W],
+# which after a channels-last convolution is a walk in 4-float runs (GroupNorm(32, 128) + SiLU
+# on a channels-last [2, 128, 64, 64]: 0.27-0.28 ms with kiln's, 1.45-2.09 ms with torch's,
+# eager 0.37-0.44 ms). CPU graphs only: on CUDA, where kiln's reduction kernels walk a row once
+# per reduction, cuDNN's one kernel per norm is kept (not measured: no GPU yet).
 DECOMPOSED_TOO = (_aten._native_batch_norm_legit_functional.default,
                   _aten._native_batch_norm_legit.no_stats,
                   _aten.native_group_norm.default)

@@ -400,28 +400,6 @@ def _use_layer_norm(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
-def _use_group_norm(gm: torch.fx.GraphModule) -> None:
-    """native_group_norm whose mean and rstd nothing reads (inference) -> group_norm, which
-    kiln's decompose_group_norm pass takes apart (see _decompositions.KEPT_FOR_INFERENCE).
-
-        %n = native_group_norm(%x, %w, %b, N, C, HxW, 32, 1e-5)
-        %y = getitem(%n, 0)                                ==>   %y = group_norm(%x, 32, %w, %b, 1e-5)
-    """
-    aten = torch.ops.aten
-    for node, users in _read_by_getitem(gm, aten.native_group_norm.default):
-        if any(u.args[1] != 0 for u in users):
-            continue
-        x, weight, bias, _, _, _, groups, eps = node.args
-        with gm.graph.inserting_before(node):
-            replacement = gm.graph.call_function(aten.group_norm.default,
-                                                 (x, groups, weight, bias, eps))
-        replacement.meta["val"] = node.meta["val"][0]
-        for user in users:
-            user.replace_all_uses_with(replacement)
-            gm.graph.erase_node(user)
-        gm.graph.erase_node(node)
-
-
 def _split_var_mean(gm: torch.fx.GraphModule) -> None:
     """var_mean -> var and mean, two reductions kiln fuses (ATen's var_mean has two outputs, and
     graph IR ops one).
@@ -541,7 +519,6 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
     weight_names = {placeholders[i] for i in weights if i < len(placeholders)}
     gm.graph.eliminate_dead_code()
     _split_var_mean(gm)
-    _use_group_norm(gm)
     _use_layer_norm(gm)  # addmm(b, x, permute(w)) -> linear is kiln's canonicalize pass (C++)
     _fold_linear_views(gm)  # ... and a linear on a 3-D input, through its views, here
     gm.graph.eliminate_dead_code()  # the size arithmetic those views alone read

@@ -72,6 +72,23 @@ TEST(DecomposeGroupNormTest, ASequenceChannelsLastAndNoBias) {
   EXPECT_TRUE(has(printed, "f64[3,6,1] = aten::view(")) << printed;
 }
 
+TEST(DecomposeGroupNormTest, AnInferenceNativeGroupNormKeepsItsChannelsLastType) {
+  // torch.compile's form: mean and rstd outputs nobody reads; the output's type (channels-last,
+  // as ATen's CPU kernel gives it) is what x * scale + shift is typed.
+  const std::string text =
+      "graph(%x : f32[2,4,3,3]{36,1,12,4}, %g : f32[4], %b : f32[4]):\n"
+      "  %y : f32[2,4,3,3]{36,1,12,4}, %m : f32[2,2], %r : f32[2,2] = "
+      "aten::native_group_norm(%x, %g, %b) {N=2, C=4, HxW=9, group=2, eps=1e-05}\n"
+      "  return (%y)\n";
+  const std::string printed = decomposed(text, 1);
+  EXPECT_FALSE(has(printed, "native_group_norm")) << printed;
+  EXPECT_TRUE(has(printed, "  %y : f32[2,4,3,3]{36,1,12,4} = aten::add.Tensor(")) << printed;
+  // with its statistics read (a training forward), it stays
+  std::string training = text;
+  training.replace(training.find("return (%y)"), 11, "return (%y, %m, %r)");
+  decomposed(training, 0);
+}
+
 TEST(DecomposeGroupNormTest, WhatStaysWithATen) {
   // no weight (affine=False): the scale is per group, and would need broadcasting to channels
   decomposed(
