@@ -125,6 +125,13 @@ class Canonicalizer {
       const bool copies = copy && std::get_if<bool>(copy) && std::get<bool>(*copy);
       if (!copies && in.dtype == out.dtype && in.strides == out.strides) {
         forward(node, node.input(0));
+      } else if (op == "aten::contiguous" && in.strides != out.strides) {
+        // One that copies (a permuted or channels-last input) is a clone into that layout,
+        // which the fusers take.
+        ir::AttrList attrs;
+        if (const Attr* format = node.find_attr("memory_format"))
+          attrs.push_back({"memory_format", *format});
+        replace(node, "aten::clone", node.inputs(), std::move(attrs));
       }
     }
   }

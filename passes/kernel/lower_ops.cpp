@@ -110,6 +110,9 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       {"aten::ge.Tensor", [](Lowering& l) { return l.compare(Op::Ge); }},
       {"aten::ge.Scalar", [](Lowering& l) { return l.compare(Op::Ge); }},
       {"aten::_to_copy", [](Lowering& l) { return l.convert(); }},
+      // A copy into the layout the output's type has (canonicalize drops the ones that keep
+      // their input's): written by the kernel's store, the value passes through.
+      {"aten::clone", [](Lowering& l) { return l.convert(); }},
       {"aten::to.dtype", [](Lowering& l) { return l.convert(); }},
       {"aten::type_as", [](Lowering& l) { return l.convert(); }},
       {"aten::sum", [](Lowering& l) { return l.reduce(ReduceKind::Sum); }},

@@ -296,6 +296,21 @@ TEST(LowerGroupTest, CastToHalfInsideAGroupRoundsToHalf) {
   EXPECT_EQ(out[0][0], 1.0f);
 }
 
+TEST(LowerGroupTest, ACloneIntoAnotherLayoutIsItsStore) {
+  // exp(x) then a channels-last copy: the value passes through, the store has the copy's
+  // strides (the size-1 batch dim strides 0).
+  Kernel k = lower(
+      "graph(%x : f32[1,2,2,3]):\n"
+      "  %e : f32[1,2,2,3] = aten::exp(%x)\n"
+      "  %c : f32[1,2,2,3]{12,1,6,2} = aten::clone(%e) {memory_format=2}\n"
+      "  return (%c)\n");
+  EXPECT_TRUE(matches_checks(print_kernel(k), R"(
+    CHECK: load b0[0, 6, 3, 1] : f32
+    CHECK: exp
+    CHECK: store b1[0, 1, 6, 2]
+  )"));
+}
+
 // ---- Comparisons and type promotion ------------------------------------------------------------
 
 TEST(LowerGroupTest, IntTensorAgainstFloatScalarComparesInFloat) {

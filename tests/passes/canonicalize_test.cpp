@@ -177,6 +177,20 @@ TEST(CanonicalizeTest, CastToTheSameDtypeIsTheInput) {
             "  return (%y)\n");
 }
 
+TEST(CanonicalizeTest, AContiguousThatCopiesIsACloneIntoThatLayout) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,3,4]):\n"
+                      "  %t : f32[2,4,3]{12,1,4} = aten::transpose.int(%x) {dim0=1, dim1=2}\n"
+                      "  %c : f32[2,4,3] = aten::contiguous(%t) {memory_format=0}\n"
+                      "  %y : f32[2,4,3] = aten::exp(%c)\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,3,4]):\n"
+            "  %t : f32[2,4,3]{12,1,4} = aten::transpose.int(%x) {dim0=1, dim1=2}\n"
+            "  %c : f32[2,4,3] = aten::clone(%t) {memory_format=0}\n"
+            "  %y : f32[2,4,3] = aten::exp(%c)\n"
+            "  return (%y)\n");
+}
+
 TEST(CanonicalizeTest, AGraphOutputNeverBecomesAGraphInput) {
   const std::string text =
       "graph(%x : f32[4]):\n"

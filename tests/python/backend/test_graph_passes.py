@@ -230,6 +230,36 @@ def test_a_channels_last_group_norm_keeps_eagers_layout():
             assert got.stride() == expected.stride() == x.stride(), got.stride()
 
 
+class _LayoutCopies(torch.nn.Module):
+    """Copies into another layout: attention's heads made contiguous after a transpose, inside a
+    chain of elementwise ops, and a tensor to and from channels-last."""
+
+    def forward(self, x, image):
+        heads = (x * 2).transpose(1, 2).contiguous() + 1
+        last = image.contiguous(memory_format=torch.channels_last)
+        return heads, x.transpose(1, 2).contiguous(), last, torch.relu(last).contiguous()
+
+
+def test_layout_copies_run_in_kernels():
+    torch.manual_seed(0)
+    model = _LayoutCopies()
+    inputs = (torch.randn(2, 5, 3, 4), torch.randn(2, 6, 4, 5))
+    expected = model(*inputs)
+    for compiled in (torch.compile(model, backend="kiln"),
+                     kiln.compile(torch.jit.trace(model, inputs))):
+        with torch.no_grad():
+            got = compiled(*inputs)
+        for g, e in zip(got, expected):
+            assert_close(g, e)
+            assert g.stride() == e.stride()
+    entries = json.loads(compiled.explain(*inputs))["entries"]
+    copies = [e for e in entries if e["op"] in ("aten::clone", "aten::contiguous")]
+    assert len(copies) == 4 and all(e["where"] == "fused kernel" for e in copies), entries
+    # the first one in a kernel with the add after it (the transpose before it is a view, which
+    # the fusers do not fuse through)
+    assert "(2 ops)" in copies[0]["why"], entries
+
+
 class _WideBlock(torch.nn.Module):
     """A residual block of 64-channel 3x3 convolutions, as winograd_conv takes them."""
 
