@@ -35,6 +35,7 @@
 
 #include "backend/codegen/llvm/compile_kernels.h"
 #include "backend/codegen/llvm/math.h"
+#include "backend/codegen/llvm/schedule.h"
 #include "kiln/error.h"
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/kernel.h"
@@ -266,8 +267,13 @@ inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
       int64_t numel = 1;
       for (int64_t s : c.kernel.sizes)
         numel *= s;
-      EXPECT_EQ(fn.launch.range, c.kernel.reduce_rank ? collapsed.num_rows() : numel)
-          << c.kernel.name;
+      int64_t range = c.kernel.reduce_rank ? collapsed.num_rows() : numel;
+      if (transposes(collapsed)) {  // tiles of rows of the next-to-innermost dim
+        const int rank = collapsed.rank();
+        range = numel / (collapsed.sizes[rank - 1] * collapsed.sizes[rank - 2]) *
+                ((collapsed.sizes[rank - 2] + kTransposeTileRows - 1) / kTransposeTileRows);
+      }
+      EXPECT_EQ(fn.launch.range, range) << c.kernel.name;
       std::vector<Bytes> got = fresh_buffers(c);
       const std::vector<void*> p = pointers(got);
       if (split == Split::Whole) {

@@ -5,6 +5,7 @@
 #include "backend/codegen/llvm/moments.h"
 #include "backend/codegen/llvm/schedule.h"
 #include "backend/codegen/llvm/store_policy.h"
+#include "backend/codegen/llvm/transpose_emitter.h"
 #include "kiln/error.h"
 
 namespace kiln::codegen {
@@ -530,11 +531,13 @@ class KernelEmitter final : public EmitterCore {
 }  // namespace
 
 kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits) {
-  // The emitter reads sizes[0] in three places only: to choose streaming stores and prefetches
-  // (never below kStreamBytes of any buffer), in the across-rows emitter, and as the run of a
-  // one-dim kernel whose only dim is reduced. Everywhere else the outermost index comes from the
-  // launch range.
+  // The emitter reads sizes[0] in four places only: to choose streaming stores and prefetches
+  // (never below kStreamBytes of any buffer), in the across-rows emitter, as the run of a
+  // one-dim kernel whose only dim is reduced, and as the rows of a two-dim transposing kernel.
+  // Everywhere else the outermost index comes from the launch range.
   if (reduces_across_rows(collapsed, std::max(1, vector_bits / 32))) return collapsed;
+  // A two-dim transposing kernel's outermost dim is the one its tiles walk.
+  if (transposes(collapsed) && collapsed.rank() == 2) return collapsed;
   if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return collapsed;
   int64_t numel = 1;
   for (int64_t d : collapsed.sizes)
@@ -550,6 +553,7 @@ llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, 
   if (reduces_across_rows(kernel, std::max(1, vector_bits / 32))) {
     return emit_across_rows_kernel(module, kernel, vector_bits, math);
   }
+  if (transposes(kernel)) return emit_transpose_kernel(module, kernel, vector_bits, math);
   return KernelEmitter(module, kernel, vector_bits, math, stream_bytes, one_pass_moments).emit();
 }
 

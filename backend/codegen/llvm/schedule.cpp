@@ -28,9 +28,33 @@ int64_t element_cost(const Kernel& kernel) {
   return cost;
 }
 
+bool transposes(const Kernel& kernel) {
+  const int rank = kernel.rank();
+  if (kernel.reduce_rank != 0 || rank < 2 || kernel.stores.empty()) return false;
+  const int inner = rank - 1, next = rank - 2;
+  if (kernel.sizes[inner] < kTransposeTileRows || kernel.sizes[next] < kTransposeTileRows)
+    return false;
+  for (const auto& s : kernel.stores)
+    if (s.map.strides[inner] != 1) return false;
+  for (const auto& e : kernel.exprs) {
+    const int64_t along = e.op == Op::Load ? e.map.strides[inner] : 0;
+    if (along != 0 && along != 1 && e.map.strides[next] == 1) return true;
+  }
+  return false;
+}
+
 KernelLaunch choose_launch(const Kernel& kernel) {
   const int64_t grain_elements =
       std::max<int64_t>(1, kParallelGrainElements / element_cost(kernel));
+  if (transposes(kernel)) {
+    const int rank = kernel.rank();
+    int64_t outer = 1;
+    for (int d = 0; d < rank - 2; ++d)
+      outer *= kernel.sizes[d];
+    const int64_t tiles = (kernel.sizes[rank - 2] + kTransposeTileRows - 1) / kTransposeTileRows;
+    const int64_t tile_elements = kTransposeTileRows * kernel.sizes[rank - 1];
+    return {outer * tiles, std::max<int64_t>(1, grain_elements / tile_elements)};
+  }
   if (kernel.reduce_rank == 0) {
     int64_t numel = 1;
     for (int64_t s : kernel.sizes)

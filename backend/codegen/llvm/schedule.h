@@ -35,6 +35,16 @@ int64_t element_cost(const kernel::Kernel& kernel);
 
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
 
+/// Rows (along the next-to-innermost dim) of one piece of a transposing kernel's launch range.
+inline constexpr int64_t kTransposeTileRows = 16;
+
+/// Whether an elementwise kernel transposes (transpose_emitter.h): its stores run along the
+/// innermost dim while a load runs along the next one out and strides along the innermost
+/// (NCHW <-> NHWC conversions, `x.transpose(1, 2).contiguous()` of a [.., S, D] with D strided),
+/// and both dims hold at least a tile. Its launch range is then tiles of kTransposeTileRows
+/// rows of the next-to-innermost dim, each with every element of the innermost dim.
+bool transposes(const kernel::Kernel& collapsed);
+
 /// A reducing kernel is vectorized across its rows rather than along them when
 /// reduces_across_rows(collapsed, vector width) (kernel/access_order.h), as x.sum(0) on a
 /// row-major x, or a batch-1 linear on a transposed weight: each vector holds one element of

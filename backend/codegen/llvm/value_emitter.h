@@ -41,6 +41,9 @@ class ValueEmitter {
   llvm::Value* value(int id, const Position& at);
   void store(int store_index, const Position& at);
   void forget_elements() { element_cache_.clear(); }
+  /// Gives expr `id` this value at the current position until forget_elements() (a load the
+  /// caller has already made, as the transposing emitter does for a tile).
+  void set_element(int id, llvm::Value* value) { element_cache_[id] = value; }
 
   /// A per-row scratch array for an element value that several passes over a row need (a
   /// softmax's exp): the first pass stores it there, the later ones load it instead of computing
