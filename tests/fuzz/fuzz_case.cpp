@@ -390,13 +390,14 @@ bool Generator::propose(Proposal& p) {
     CompareScalar,
     Where,
     Cast,
+    LayoutCopy,
     Reduce,
     Softmax,
     LayerNorm,
     Variance
   };
   const auto kind =
-      static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 9, 6, 4, 3}));
+      static_cast<Kind>(rng_.weighted({18, 10, 14, 10, 6, 4, 4, 4, 6, 6, 4, 9, 6, 4, 3}));
   auto any = [](const Val&) { return true; };
   auto floating = [](const Val& v) { return is_float(v.eager.scalar_type()); };
   auto exact_val = [](const Val& v) { return v.exact; };
@@ -488,6 +489,16 @@ bool Generator::propose(Proposal& p) {
       } else {
         p.attrs = {{"min_val", bound(true)}, {"max_val", bound(false)}};
       }
+      return true;
+    }
+    case LayoutCopy: {
+      // A copy into another layout (a transposing kernel where the operand is permuted), or
+      // into the same one.
+      p.op = "aten::clone";
+      p.args = {a};
+      std::vector<ir::Attr> formats = {ir::Attr(ir::NoneAttr{}), ir::Attr(int64_t{0})};
+      if (tensor(a).dim() == 4) formats.push_back(ir::Attr(int64_t{2}));
+      p.attrs = {{"memory_format", rng_.pick(formats)}};
       return true;
     }
     case Pow: {
