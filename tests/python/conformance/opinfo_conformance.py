@@ -34,6 +34,7 @@ OPINFOS_FOR = {
     "aten::amin": ["amin"],
     "aten::celu": ["nn.functional.celu"],
     "aten::clamp": ["clamp"],
+    "aten::clone": ["clone"],
     "aten::clamp_max": ["clamp_max"],
     "aten::clamp_min": ["clamp_min"],
     "aten::div.Scalar": ["div"],
