@@ -78,9 +78,14 @@ class TransposeEmitter final : public EmitterCore {
     values_->forget_elements();
   }
 
-  /// One row's columns [first, end), element by element (the loads gather).
+  /// One row's columns [first, end) as kernel_emitter.h walks them: vectors (the transposed
+  /// loads gather their lanes), then single elements.
   void elements(const Offsets& row, llvm::Value* first, llvm::Value* end) {
-    loop(first, end, 1, [&](llvm::Value* column) {
+    llvm::Value* next = loop(first, end, width_, [&](llvm::Value* column) {
+      values_->forget_elements();
+      store_all(Position{width_, column, &row});
+    });
+    loop(next, end, 1, [&](llvm::Value* column) {
       values_->forget_elements();
       store_all(Position{1, column, &row});
     });

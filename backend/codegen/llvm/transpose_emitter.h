@@ -8,8 +8,8 @@
 // tiles of kTransposeTileRows rows of j, each with the whole of i: per block of W x W elements
 // (W the vector width), the load reads W vectors along j (whole lines), a register transpose
 // (W log2 W shuffles) turns them into W vectors along i, and the rest of the expression and the
-// stores run at those W positions as in kernel_emitter.h. Partial tiles and the tail of i take
-// the element-by-element path.
+// stores run at those W positions as in kernel_emitter.h. Partial tiles and the tail of i are
+// walked as kernel_emitter.h walks a row (vectors whose transposed loads gather, then elements).
 #pragma once
 
 #include <llvm/IR/Module.h>
