@@ -28,6 +28,19 @@ int64_t element_cost(const Kernel& kernel) {
   return cost;
 }
 
+std::vector<int> transposed_loads(const Kernel& kernel) {
+  std::vector<int> loads;
+  const int rank = kernel.rank();
+  if (kernel.reduce_rank != 0 || rank < 2) return loads;
+  for (size_t e = 0; e < kernel.exprs.size(); ++e) {
+    const kernel::Expr& x = kernel.exprs[e];
+    const int64_t along = x.op == Op::Load ? x.map.strides[rank - 1] : 0;
+    if (along != 0 && along != 1 && x.map.strides[rank - 2] == 1)
+      loads.push_back(static_cast<int>(e));
+  }
+  return loads;
+}
+
 bool transposes(const Kernel& kernel) {
   const int rank = kernel.rank();
   if (kernel.reduce_rank != 0 || rank < 2 || kernel.stores.empty()) return false;
@@ -36,11 +49,7 @@ bool transposes(const Kernel& kernel) {
     return false;
   for (const auto& s : kernel.stores)
     if (s.map.strides[inner] != 1) return false;
-  for (const auto& e : kernel.exprs) {
-    const int64_t along = e.op == Op::Load ? e.map.strides[inner] : 0;
-    if (along != 0 && along != 1 && e.map.strides[next] == 1) return true;
-  }
-  return false;
+  return !transposed_loads(kernel).empty();
 }
 
 KernelLaunch choose_launch(const Kernel& kernel) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "passes/kernel/access_order.h"
 #include "passes/kernel/collapse_dims.h"
@@ -44,6 +45,10 @@ inline constexpr int64_t kTransposeTileRows = 16;
 /// and both dims hold at least a tile. Its launch range is then tiles of kTransposeTileRows
 /// rows of the next-to-innermost dim, each with every element of the innermost dim.
 bool transposes(const kernel::Kernel& collapsed);
+
+/// The loads of an elementwise kernel that run along its next-to-innermost dim (stride 1) and
+/// stride along the innermost: the ones a transposing kernel reads by tiles.
+std::vector<int> transposed_loads(const kernel::Kernel& collapsed);
 
 /// A reducing kernel is vectorized across its rows rather than along them when
 /// reduces_across_rows(collapsed, vector width) (kernel/access_order.h), as x.sum(0) on a

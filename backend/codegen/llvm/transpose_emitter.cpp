@@ -5,8 +5,6 @@
 
 namespace kiln::codegen {
 
-using kernel::Op;
-
 namespace {
 
 class TransposeEmitter final : public EmitterCore {
@@ -18,12 +16,7 @@ class TransposeEmitter final : public EmitterCore {
     const int rank = kernel_.rank();
     inner_ = rank - 1;
     next_ = rank - 2;
-    for (size_t e = 0; e < kernel_.exprs.size(); ++e) {
-      const kernel::Expr& x = kernel_.exprs[e];
-      const int64_t along = x.op == Op::Load ? x.map.strides[inner_] : 0;
-      if (along != 0 && along != 1 && x.map.strides[next_] == 1)
-        transposed_.push_back(static_cast<int>(e));
-    }
+    transposed_ = transposed_loads(kernel_);
     const int64_t rows = kernel_.sizes[next_], columns = kernel_.sizes[inner_];
     const int64_t tiles = (rows + kTransposeTileRows - 1) / kTransposeTileRows;
     // Each piece of the launch range: one tile of rows, under its index over the outer dims.
