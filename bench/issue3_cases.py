@@ -93,9 +93,13 @@ def _with_copy_fractions(cases):
     for name in ("softmax_4096x1024", "layer_norm_4096x1024"):
         if copy and name in by_name:
             # A copy of the same tensor moves the least memory any such kernel can: the bound.
+            # kiln's copy streams its stores (past the caches, as kiln's softmax and layer_norm
+            # do), so it is the faster of the two copies here: the bound is the faster one.
             case = by_name[name]
+            fastest_copy = min(copy["eager_ms"], copy["kiln_ms"])
             case["fraction_of_copy_bandwidth"] = copy["eager_ms"] / case["kiln_ms"]
-            case["best_possible_speedup"] = case["eager_ms"] / copy["eager_ms"]
+            case["time_over_fastest_copy"] = case["kiln_ms"] / fastest_copy
+            case["best_possible_speedup"] = case["eager_ms"] / fastest_copy
     return cases
 
 
@@ -145,10 +149,13 @@ def run_kernel_bench(build, processes):
     for name in ("softmax_4096x1024", "layer_norm_4096x1024"):
         case = by_name.get(name, {})
         if "fraction_of_copy_bandwidth" in case:
+            copy = by_name["copy_4096x1024"]
             print(f"{name} under kiln runs at {case['fraction_of_copy_bandwidth']:.0%} of the bandwidth "
-                  f"of a copy of its input (copy_4096x1024 under eager: "
-                  f"{by_name['copy_4096x1024']['eager_ms']:.3f} ms; eager {name} takes "
-                  f"{case['best_possible_speedup']:.2f}x as long as that copy)")
+                  f"of a copy of its input (copy_4096x1024 under eager: {copy['eager_ms']:.3f} ms, "
+                  f"under kiln: {copy['kiln_ms']:.3f} ms); it takes "
+                  f"{case['time_over_fastest_copy']:.2f}x as long as the faster copy, eager "
+                  f"{case['best_possible_speedup']:.2f}x (the most any kernel of this traffic "
+                  f"could gain here)")
     return cases
 
 

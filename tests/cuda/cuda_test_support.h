@@ -20,7 +20,7 @@ inline const int kArchitectures[] = {80, 90};
 
 /// The toolkit's ptxas, or "" when there is none.
 inline std::string find_ptxas() {
-  for (const std::string dir :
+  for (const std::string& dir :
        {std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : ""),
         std::string("/usr/local/cuda")}) {
     if (dir.empty()) continue;

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "backend/codegen/cuda/cuda_emitter.h"
 #include "cuda/cuda_emulation.h"
 #include "cuda/cuda_test_support.h"
+#include "fuzz/error_bounds.h"
 #include "fuzz/fuzz_case.h"
 #include "passes/pipeline.h"
 
@@ -105,6 +107,25 @@ TEST(Fuzz, SameSeedGivesSameCase) {
     EXPECT_EQ(a.inputs[i].strides(), b.inputs[i].strides());
     EXPECT_TRUE(at::equal(a.inputs[i].nan_to_num(0), b.inputs[i].nan_to_num(0)));
   }
+}
+
+// An infinite layer_norm weight times a normalized value is owed exactly where that value is
+// clearly nonzero; times one that is 0 up to rounding (any row of one element) eager gives the
+// sign of a rounding residue, kiln NaN, and the bound owes neither (seed 7417: eager -inf).
+TEST(Fuzz, InfiniteLayerNormWeightIsOwedOnlyOffZero) {
+  const auto bound = [](const at::Tensor& x, const at::Tensor& w) {
+    const int64_t n = x.size(-1);
+    const ir::AttrList attrs = {
+        {"normalized_shape", std::vector<int64_t>{n}}, {"bias", ir::NoneAttr{}}, {"eps", 1e-5}};
+    const Val in = leaf_val(x), weight = leaf_val(w);
+    const at::Tensor r = at::layer_norm(x, {n}, w);
+    return error_bound("aten::layer_norm", attrs, {&in, &weight}, r, at::kFloat);
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const at::Tensor owed = bound(at::tensor({1.0f, 3.0f}), at::tensor({-inf, inf}));
+  EXPECT_TRUE(at::equal(owed, at::zeros({2}, at::kDouble))) << owed;
+  const at::Tensor not_owed = bound(at::tensor({0.001f}), at::tensor({-inf}));
+  EXPECT_TRUE(at::isinf(not_owed).all().item<bool>()) << not_owed;
 }
 
 TEST(Fuzz, MismatchPrintsReproducer) {

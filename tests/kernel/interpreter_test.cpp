@@ -589,7 +589,10 @@ TEST(ValidateTest, RejectsAReduceOfARowLevelValue) {
   KernelBuilder b(k);
   const int row_value = b.load(0, {1, 0});
   // Built by hand: KernelBuilder::reduce folds such a reduction into arithmetic.
-  Expr reduce{Op::Reduce, DType::Float32, {row_value}};
+  Expr reduce;
+  reduce.op = Op::Reduce;
+  reduce.dtype = DType::Float32;
+  reduce.args = {row_value};
   k.exprs.push_back(reduce);
   b.store(1, {1, 0}, static_cast<int>(k.exprs.size()) - 1);
   EXPECT_EQ(validation_error(k), "kernel k: reduce of a row-level value");

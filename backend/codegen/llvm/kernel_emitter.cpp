@@ -348,9 +348,9 @@ class KernelEmitter final : public EmitterCore {
     struct Accumulator {
       const kernel::Expr* e;
       bool track_nan;
-      std::vector<llvm::AllocaInst*> lanes, nan_lanes;  // kUnroll each
-      llvm::AllocaInst* scalar;
-      llvm::AllocaInst* saw_nan;
+      std::vector<llvm::AllocaInst*> lanes = {}, nan_lanes = {};  // kUnroll each
+      llvm::AllocaInst* scalar = nullptr;
+      llvm::AllocaInst* saw_nan = nullptr;
     };
     llvm::IRBuilder<> entry(entry_, entry_->begin());
     auto slot = [&](llvm::Type* type, llvm::Value* initial) {
