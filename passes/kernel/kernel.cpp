@@ -148,6 +148,9 @@ std::vector<bool> element_levels(const Kernel& kernel) {
 
 bool stores_per_element(const Kernel& kernel, const Store& store) {
   if (kernel.reduce_rank == 0) return true;
+  // A kernel of no elements stores nothing, and its outputs' strides are what ATen gives an
+  // empty tensor (channels-last [64, 0, 128, 1]: {0, 1, 0, 0}), which say nothing of rows.
+  if (std::find(kernel.sizes.begin(), kernel.sizes.end(), 0) != kernel.sizes.end()) return true;
   for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
     if (store.map.strides[d] != 0) return true;
   return false;

@@ -101,7 +101,7 @@ struct Expr {
   DType dtype;
   std::vector<int> args;  // ids of earlier exprs
   double constant = 0;    // Constant (integers up to 2^53 are exact)
-  IndexMap map;           // Load
+  IndexMap map = {};      // Load
   ReduceKind reduce = ReduceKind::Sum;
 };
 
@@ -149,7 +149,8 @@ std::vector<bool> element_levels(const Kernel& kernel);
 /// Whether a store writes each element of its row (its map moves along a reduced dim; in a
 /// kernel without reduced dims, every store) rather than once per row. A row-level value may
 /// be stored either way (per element, each element of the row gets the same value); an
-/// element-level value only per element.
+/// element-level value only per element. Every store of a kernel with no elements counts as
+/// per element (it stores nothing).
 bool stores_per_element(const Kernel& kernel, const Store& store);
 
 /// Checks the structural rules above; throws std::invalid_argument with the reason.

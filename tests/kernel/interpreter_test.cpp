@@ -589,11 +589,7 @@ TEST(ValidateTest, RejectsAReduceOfARowLevelValue) {
   KernelBuilder b(k);
   const int row_value = b.load(0, {1, 0});
   // Built by hand: KernelBuilder::reduce folds such a reduction into arithmetic.
-  Expr reduce;
-  reduce.op = Op::Reduce;
-  reduce.dtype = DType::Float32;
-  reduce.args = {row_value};
-  k.exprs.push_back(reduce);
+  k.exprs.push_back(raw_expr(Op::Reduce, DType::Float32, {row_value}));
   b.store(1, {1, 0}, static_cast<int>(k.exprs.size()) - 1);
   EXPECT_EQ(validation_error(k), "kernel k: reduce of a row-level value");
 }
@@ -628,6 +624,16 @@ TEST(ValidateTest, RejectsAnElementLevelValueStoredPerRow) {
   KernelBuilder b(k);
   b.store(1, {1, 0}, b.load(0, {3, 1}));
   EXPECT_EQ(validation_error(k), "kernel k: an element-level value stored once per row");
+}
+
+TEST(ValidateTest, AcceptsAnyStoreOfAKernelWithoutElements) {
+  // An empty channels-last [64, 0, 128, 1] normalized over its last two dims: ATen's strides
+  // for it are {0, 1, 0, 0}, zero along the reduced dims (fuzz seed 13010 gave it back).
+  Kernel k = make_kernel("k", {64, 0, 128, 1}, 2, {DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  b.store(1, {0, 1, 0, 0}, b.load(0, {0, 128, 1, 1}));
+  EXPECT_EQ(validation_error(k), "<valid>");
+  interpret(k, {nullptr, nullptr});
 }
 
 TEST(ValidateTest, RejectsAComparisonThatIsNotBool) {
