@@ -152,10 +152,14 @@ class ArenaLease {
   at::Tensor arena_;
 };
 
-void run_on_cpu(const KernelStep& step, const std::vector<void*>& pointers) {
+void run_on_cpu(const KernelStep& step, std::vector<void*>& pointers) {
+  // A split reduction's partial results, a few KB: one per piece and reduction.
+  std::vector<int64_t> workspace;
+  if (step.finish) add_workspace(*step.finish, workspace, pointers);
   void* const* buffers = pointers.data();
   run_parallel(step.range, step.grain,
                [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
+  if (step.finish) run_finish(*step.finish, pointers);
 }
 
 // Queued on PyTorch's current stream of the device (c10's device guard interface gives its

@@ -11,6 +11,36 @@ namespace kiln {
 /// per kernel buffer (inputs, then outputs), each already at its tensor's storage offset.
 using KernelFunction = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
+/// The second phase of a CPU kernel split into pieces (passes/kernel/split_reduction.h): the
+/// kernel function writes each piece's partial results into a workspace, after its buffers;
+/// `function` then folds them, on one thread, over the buffers `buffers` names (indices into
+/// the kernel's buffers followed by the workspace parts).
+struct FinishPhase {
+  KernelFunction function = nullptr;
+  std::vector<int> buffers;
+  /// Byte offsets of the workspace parts (one per partial result, 8-byte aligned) and its size.
+  std::vector<int64_t> workspace_offsets;
+  int64_t workspace_bytes = 0;
+};
+
+/// Appends the workspace parts of `finish` to `buffers`, carved from `workspace` (sized here):
+/// what the kernel function of a split kernel takes after its own buffers.
+inline void add_workspace(const FinishPhase& finish, std::vector<int64_t>& workspace,
+                          std::vector<void*>& buffers) {
+  workspace.assign((finish.workspace_bytes + 7) / 8, 0);
+  for (int64_t offset : finish.workspace_offsets)
+    buffers.push_back(reinterpret_cast<char*>(workspace.data()) + offset);
+}
+
+/// Runs `finish` once the kernel function has covered its range; `buffers` as add_workspace
+/// left them.
+inline void run_finish(const FinishPhase& finish, const std::vector<void*>& buffers) {
+  std::vector<void*> own;
+  for (int b : finish.buffers)
+    own.push_back(buffers[b]);
+  finish.function(own.data(), 0, 1);
+}
+
 /// A generated kernel that runs on a GPU: queued on a stream, never waited for.
 class DeviceKernel {
  public:

@@ -75,6 +75,8 @@ struct KernelStep {
   KernelFunction function = nullptr;
   int64_t range = 0;  // the launch range, split across threads in pieces of at least `grain`
   int64_t grain = 1;
+  /// Set for a reduction split into pieces: run after `function` has covered `range`.
+  std::optional<FinishPhase> finish;
   /// Set for a GPU kernel (then `function` is null): launched on the current stream.
   std::shared_ptr<const DeviceKernel> device_kernel;
   std::vector<int> inputs;

@@ -152,7 +152,12 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBindi
     throw Error(ErrorKind::Internal, "a fused node without a compiled kernel");
   }
   const KernelBinding& kernel = kernels[*index];
-  KernelStep step{"kernel " + std::to_string(*index), kernel.function, kernel.range, kernel.grain};
+  KernelStep step;
+  step.name = "kernel " + std::to_string(*index);
+  step.function = kernel.function;
+  step.range = kernel.range;
+  step.grain = kernel.grain;
+  step.finish = kernel.finish;
   step.device_kernel = kernel.device_kernel;
   auto offset = [&](const ir::Value* v) {
     return memory.is_planned(v) ? *memory.offsets[v->id()] : -1;

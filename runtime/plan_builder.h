@@ -22,6 +22,7 @@ struct KernelBinding {
   int64_t range = 0;
   int64_t grain = 1;
   std::shared_ptr<const DeviceKernel> device_kernel;
+  std::optional<FinishPhase> finish;
 };
 
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`. `device` holds the arena.

@@ -69,7 +69,7 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
     options.dump_prefix = dump_prefix;
     auto compiled = codegen::cuda::compile_cuda_kernels(kernels, options);
     for (auto& k : compiled.kernels)
-      bindings.push_back({nullptr, 0, 1, std::move(k)});
+      bindings.emplace_back().device_kernel = std::move(k);
     compiled_region.codegen_seconds = compiled.compile_seconds;
     return bindings;
   }
@@ -78,10 +78,16 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
   options.dump_prefix = dump_prefix;
   options.reuse_kernels = !environment().disabled.contains("kernel_cache");
   options.one_pass_moments = !environment().disabled.contains("one_pass_moments");
+  options.split_reductions = !environment().disabled.contains("split_reductions");
   options.compile_threads = at::get_num_threads();
   codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
-  for (const auto& k : compiled.kernels)
-    bindings.push_back({k.function, k.launch.range, k.launch.grain, nullptr});
+  for (const auto& k : compiled.kernels) {
+    KernelBinding& binding = bindings.emplace_back();
+    binding.function = k.function;
+    binding.range = k.launch.range;
+    binding.grain = k.launch.grain;
+    binding.finish = k.finish;
+  }
   code = compiled.code;
   compiled_region.codegen_seconds = compiled.compile_seconds;
   compiled_region.reused_kernels = compiled.reused;

@@ -268,6 +268,7 @@ inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
       for (int64_t s : c.kernel.sizes)
         numel *= s;
       int64_t range = c.kernel.reduce_rank ? collapsed.num_rows() : numel;
+      if (const auto split = split_reduction(collapsed)) range = split->pieces;
       if (transposes(collapsed)) {  // tiles of rows of the next-to-innermost dim
         const int rank = collapsed.rank();
         range = numel / (collapsed.sizes[rank - 1] * collapsed.sizes[rank - 2]) *
@@ -276,13 +277,8 @@ inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
       EXPECT_EQ(fn.launch.range, range) << c.kernel.name;
       std::vector<Bytes> got = fresh_buffers(c);
       const std::vector<void*> p = pointers(got);
-      if (split == Split::Whole) {
-        fn.function(p.data(), 0, fn.launch.range);
-      } else {
-        const std::vector<int64_t> at = cuts(fn.launch.range);
-        for (size_t k = 0; k + 1 < at.size(); ++k)
-          fn.function(p.data(), at[k], at[k + 1]);
-      }
+      run_compiled_kernel(fn, p,
+                          split == Split::Whole ? std::vector<int64_t>{} : cuts(fn.launch.range));
       expect_same_outputs(c, want[i], got, split == Split::Whole ? "whole range" : "in pieces",
                           bits);
     }

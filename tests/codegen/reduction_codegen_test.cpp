@@ -188,6 +188,61 @@ TEST(KernelCodegenTest, MaxAndMinReductionsPropagateNaN) {
   check(cases);
 }
 
+// ---- Full reductions, split into pieces (kernel/split_reduction.h)
+// -------------------------------
+
+/// [n] reduced whole: b1 = kind(b0).
+Kernel full_reduce_kernel(ReduceKind kind, DType t, int64_t n) {
+  Kernel k =
+      make_kernel(std::string("full_") + kernel::reduce_kind_name(kind) + "_" + ir::dtype_name(t),
+                  {n}, 1, {t}, {t});
+  KernelBuilder b(k);
+  b.store(1, {0}, b.reduce(kind, b.load(0, {1})));
+  return k;
+}
+
+TEST(KernelCodegenTest, FullReductionsSplitIntoPieces) {
+  // 3 * 65536 elements: pieces of at least the grain (32768), so 6 of them; run whole and with
+  // the pieces cut unevenly between calls, as threads would take them.
+  const int64_t n = 3 * 65536;
+  std::vector<Case> cases;
+  for (ReduceKind kind : kKinds) {
+    cases.push_back(
+        make_case(full_reduce_kernel(kind, F32, n), {uniform(-1, 1)}, sum_tolerance(kind, n, 1)));
+    ToleranceFor inner = sum_tolerance(kind, n, 1);
+    cases.push_back(
+        make_case(full_reduce_kernel(kind, BF16, n), {uniform(-1, 1)}, [inner](int bits) {
+          Tolerance tol = inner(bits);
+          tol.ulp = 1;  // rounded once to bfloat16
+          return tol;
+        }));
+  }
+  cases.push_back(
+      make_case(full_reduce_kernel(ReduceKind::Sum, DType::Int64, n), {ints(-1000, 1000)}));
+  for (ReduceKind kind : {ReduceKind::Max, ReduceKind::Min}) {
+    Case c = make_case(full_reduce_kernel(kind, F32, n), {uniform(-1, 1)});
+    c.kernel.name += "_nan";
+    put(F32, &c.inputs[0][(n - 40000) * 4], kNaN);  // in the last piece but one
+    cases.push_back(c);
+  }
+  {
+    // y = x * s stored per element beside sum(y) + 1 and max(y): the partial kernel stores y.
+    Kernel k = make_kernel("full_siblings", {n}, 1, {F32, F32}, {F32, F32, F32});
+    KernelBuilder b(k);
+    const int y = b.binary(Op::Mul, b.load(0, {1}), b.load(1, {0}), F32);
+    b.store(2, {1}, y);
+    b.store(3, {0}, b.binary(Op::Add, b.reduce(ReduceKind::Sum, y), b.constant(1, F32), F32));
+    b.store(4, {0}, b.reduce(ReduceKind::Max, y));
+    cases.push_back(make_case(k, {uniform(-1, 1), uniform(0.5, 2)}, [n](int bits) {
+      return Tolerance{0, kU32, sum_error(bits, n, 2.0 * n)};
+    }));
+  }
+  for (const Case& c : cases)
+    EXPECT_EQ(split_reduction(collapse_dims(c.kernel)).value().pieces, 6) << c.kernel.name;
+  check(cases);
+  check(cases, Split::Pieces);
+}
+
 // ---- Kernels built from exprs: softmax and layer norm -----------------------------------------
 
 /// out = exp(x - max(x)) / sum(exp(x - max(x))) over rows of n. Every step is relative: exp's

@@ -52,3 +52,34 @@ def test_disable_one_pass_moments(kiln_cli, build_dir, tmp_path):
     two_pass, two_pass_code = run(tmp_path / "two", KILN_DISABLE="one_pass_moments")
     assert one_pass_code and two_pass_code != one_pass_code
     assert one_pass["max_abs_diff"] < 1e-4 and two_pass["max_abs_diff"] < 1e-4
+
+
+def test_full_reductions_split_across_threads(kiln_cli, tmp_path):
+    """A full reduction of 4M elements runs in pieces the threads share, then a finish kernel
+    (kiln_kernel_0_finish in the assembly); KILN_DISABLE=split_reductions walks it on one thread.
+    Both match the reference (the CLI's max_abs_diff) to rounding: the result is ~3.5e6, whose
+    float32 ulp is 0.25, and each side sums 4M terms in its own order."""
+    import torch
+
+    class ExpSum(torch.nn.Module):
+        def forward(self, x):
+            return (x.exp() * 0.5).sum()
+
+    model = tmp_path / "exp_sum.pt"
+    torch.jit.script(ExpSum()).save(str(model))
+
+    def run(dump_dir, **env):
+        dump_dir.mkdir()
+        result = subprocess.run(
+            [kiln_cli, "run", str(model), "--input", "4194304", "--iters", "2"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "KILN_DUMP_DIR": str(dump_dir), **env})
+        assert result.returncode == 0, result.stderr
+        assembly = "".join(p.read_text() for p in sorted(dump_dir.glob("*.s")))
+        return json.loads(result.stdout.splitlines()[-1]), assembly
+
+    split, split_code = run(tmp_path / "split")
+    whole, whole_code = run(tmp_path / "whole", KILN_DISABLE="split_reductions")
+    assert "kiln_kernel_0_finish:" in split_code
+    assert "_finish:" not in whole_code
+    assert split["max_abs_diff"] < 4 and whole["max_abs_diff"] < 4

@@ -11,6 +11,7 @@
 #include "backend/codegen/llvm/kernel_emitter.h"
 #include "backend/codegen/llvm/store_policy.h"
 #include "passes/kernel/printer.h"
+#include "passes/kernel/split_reduction.h"
 #include "runtime/jit/orc_jit.h"
 
 namespace kiln::codegen {
@@ -20,11 +21,29 @@ std::string symbol_name(size_t i) {
   return "kiln_kernel_" + std::to_string(i);
 }
 
+std::string finish_symbol_name(size_t i) {
+  return symbol_name(i) + "_finish";
+}
+
 struct BuiltModule {
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> module;
   std::vector<KernelLaunch> launches;
+  /// Per kernel: its finish phase (function not yet looked up) when it was split.
+  std::vector<std::optional<FinishPhase>> finishes;
 };
+
+/// The finish phase of `split`, but its function: where the partials go in the workspace.
+FinishPhase finish_phase(const kernel::SplitReduction& split, size_t num_buffers) {
+  FinishPhase finish;
+  finish.buffers = split.finish_buffers;
+  for (size_t b = num_buffers; b < split.partial.buffers.size(); ++b) {
+    finish.workspace_offsets.push_back(finish.workspace_bytes);
+    const int64_t bytes = split.pieces * ir::dtype_size(split.partial.buffers[b].dtype);
+    finish.workspace_bytes += (bytes + 7) / 8 * 8;
+  }
+  return finish;
+}
 
 /// `collapsed`: kernels collapse_dims made.
 BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOptions& options) {
@@ -33,11 +52,27 @@ BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOpt
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
+  auto emit = [&](const kernel::Kernel& k) {
+    emit_kernel(*built.module, k, variant.vector_bits, math, variant.stream_bytes,
+                variant.one_pass_moments);
+  };
   for (size_t i = 0; i < collapsed.size(); ++i) {
     collapsed[i].name = symbol_name(i);
-    built.launches.push_back(choose_launch(collapsed[i]));
-    emit_kernel(*built.module, collapsed[i], variant.vector_bits, math, variant.stream_bytes,
-                variant.one_pass_moments);
+    std::optional<kernel::SplitReduction> split;
+    if (variant.split_reductions) split = split_reduction(collapsed[i]);
+    if (!split) {
+      built.launches.push_back(choose_launch(collapsed[i]));
+      built.finishes.emplace_back();
+      emit(collapsed[i]);
+      continue;
+    }
+    kernel::Kernel partial = collapse_dims(split->partial), finish = split->finish;
+    partial.name = symbol_name(i);
+    finish.name = finish_symbol_name(i);
+    built.launches.push_back(choose_launch(partial));
+    built.finishes.push_back(finish_phase(*split, collapsed[i].buffers.size()));
+    emit(partial);
+    emit(finish);
   }
   return built;
 }
@@ -57,7 +92,7 @@ CodeVariant code_variant(const CodegenOptions& options) {
           options.avx512_math && has_feature(features, "+avx512f") &&
               has_feature(features, "+avx512vl"),
           options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes(),
-          options.one_pass_moments};
+          options.one_pass_moments, options.split_reductions};
 }
 
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
@@ -87,7 +122,9 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     kernel::Kernel key = code_key(flat[d], variant.vector_bits);
     if (options.reuse_kernels && options.dump_prefix.empty()) {
       if (std::optional<CachedKernel> hit = cache.find(key, variant)) {
-        by_distinct[d] = {hit->kernel.function, choose_launch(flat[d])};
+        by_distinct[d] = hit->kernel;
+        // A split kernel is a full reduction, whose code key keeps every size.
+        if (!hit->kernel.finish) by_distinct[d].launch = choose_launch(flat[d]);
         hold(hit->code);
         continue;
       }
@@ -102,20 +139,25 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
       compile_groups(fresh, options.dump_prefix.empty() ? options.compile_threads : 1);
   std::vector<std::shared_ptr<jit::JitModule>> codes(groups.size());
   std::vector<std::vector<KernelLaunch>> launches(groups.size());
+  std::vector<std::vector<std::optional<FinishPhase>>> finishes(groups.size());
   run_concurrently(groups.size(), [&](size_t g) {
     std::vector<kernel::Kernel> members;
     for (size_t f : groups[g])
       members.push_back(fresh[f]);
     BuiltModule built = build_module(std::move(members), options);
     launches[g] = std::move(built.launches);
+    finishes[g] = std::move(built.finishes);
     codes[g] = jit::OrcJit::instance().add(std::move(built.module), std::move(built.context),
                                            options.dump_prefix);
   });
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].size(); ++i) {
       const size_t f = groups[g][i];
-      const CompiledKernel kernel{
-          reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i))), launches[g][i]};
+      CompiledKernel kernel{reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i))),
+                            launches[g][i], finishes[g][i]};
+      if (kernel.finish)
+        kernel.finish->function =
+            reinterpret_cast<KernelFunction>(codes[g]->lookup(finish_symbol_name(i)));
       by_distinct[fresh_at[f]] = kernel;
       cache.add(fresh_keys[f], variant, codes[g], kernel);
     }

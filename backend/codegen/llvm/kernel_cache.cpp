@@ -12,10 +12,24 @@ std::string key(const kernel::Kernel& kernel, const CodeVariant& variant) {
   unnamed.name.clear();
   return kernel::print_kernel(unnamed) + "|" + std::to_string(variant.vector_bits) +
          (variant.avx512_math ? "|avx512|" : "|generic|") + std::to_string(variant.stream_bytes) +
-         (variant.one_pass_moments ? "" : "|two-pass");
+         (variant.one_pass_moments ? "" : "|two-pass") +
+         (variant.split_reductions ? "" : "|whole-reductions");
 }
 
 }  // namespace
+
+void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffers,
+                         const std::vector<int64_t>& cuts) {
+  std::vector<int64_t> workspace;
+  if (kernel.finish) add_workspace(*kernel.finish, workspace, buffers);
+  if (cuts.empty()) {
+    kernel.function(buffers.data(), 0, kernel.launch.range);
+  } else {
+    for (size_t k = 0; k + 1 < cuts.size(); ++k)
+      kernel.function(buffers.data(), cuts[k], cuts[k + 1]);
+  }
+  if (kernel.finish) run_finish(*kernel.finish, buffers);
+}
 
 KernelCache& KernelCache::instance() {
   // Never destroyed: a plan released during process exit may still reach it.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/codegen/llvm/schedule.h"
 #include "passes/kernel/kernel.h"
@@ -23,7 +24,15 @@ namespace kiln::codegen {
 struct CompiledKernel {
   KernelFunction function = nullptr;
   KernelLaunch launch;
+  /// Set for a full reduction split into pieces (split_reduction.h): `function` over
+  /// `launch.range` writes the partials, then this folds them (run_compiled_kernel).
+  std::optional<FinishPhase> finish;
 };
+
+/// Runs `kernel` over its whole launch range in the pieces `cuts` gives ([0, range) when empty),
+/// then its finish phase if it has one: how the executor runs it, without threads (tests).
+void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffers,
+                         const std::vector<int64_t>& cuts = {});
 
 /// What a kernel's machine code depends on besides the kernel itself.
 struct CodeVariant {
@@ -31,6 +40,7 @@ struct CodeVariant {
   bool avx512_math = false;
   int64_t stream_bytes = 0;      // store_policy.h
   bool one_pass_moments = true;  // moments.h
+  bool split_reductions = true;  // split_reduction.h
   bool operator==(const CodeVariant&) const = default;
 };
 

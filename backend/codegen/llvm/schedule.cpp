@@ -74,6 +74,12 @@ KernelLaunch choose_launch(const Kernel& kernel) {
   return {kernel.num_rows(), std::max<int64_t>(1, grain_elements / row)};
 }
 
+std::optional<kernel::SplitReduction> split_reduction(const Kernel& collapsed) {
+  const int64_t grain_elements =
+      std::max<int64_t>(1, kParallelGrainElements / element_cost(collapsed));
+  return kernel::split_full_reduction(collapsed, grain_elements, kMaxReductionPieces);
+}
+
 bool has_feature(const std::string& features, const std::string& feature) {
   return ("," + features + ",").find("," + feature + ",") != std::string::npos;
 }

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "passes/kernel/access_order.h"
 #include "passes/kernel/collapse_dims.h"
 #include "passes/kernel/kernel.h"
+#include "passes/kernel/split_reduction.h"
 
 namespace kiln::codegen {
 
@@ -35,6 +37,12 @@ inline constexpr int64_t kTranscendentalCost = 8;
 int64_t element_cost(const kernel::Kernel& kernel);
 
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
+
+/// A full reduction (one row) runs on one thread unless it is split into pieces
+/// (kernel/split_reduction.h): each of at least the grain's work (kParallelGrainElements /
+/// element_cost), at most this many, so that up to that many threads share it.
+inline constexpr int64_t kMaxReductionPieces = 256;
+std::optional<kernel::SplitReduction> split_reduction(const kernel::Kernel& collapsed);
 
 /// Rows (along the next-to-innermost dim) of one piece of a transposing kernel's launch range.
 inline constexpr int64_t kTransposeTileRows = 16;

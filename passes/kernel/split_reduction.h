@@ -1,0 +1,44 @@
+// Splitting a full reduction (a kernel with one row: x.sum(), ((a - b) ** 2).mean()) into
+// pieces that threads can share. A code generator runs such a kernel's one row on one thread;
+// split, the `partial` kernel reduces each piece of the row to one partial result per reduction
+// (its pieces are its rows, so they spread across threads), and the `finish` kernel folds the
+// partials and computes what follows the reductions.
+//
+//   kernel k [16777216] reduce 1          partial [256, 65536] reduce 1: piece p's sum -> w0[p]
+//     %0 = load b0 [1]              ->    finish  [256] reduce 1:  sum of w0 -> b1
+//     %1 = reduce.sum %0
+//     store b1 [0] = %1
+//
+// The pieces split the outermost reduced dim evenly (their count divides it), so every piece has
+// the same elements and a mean of the pieces' means is the mean. Sums and means of float16 and
+// bfloat16 are carried in float32 partials and rounded once, as the whole row would be.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::kernel {
+
+struct SplitReduction {
+  int64_t pieces = 0;
+  /// The kernel's buffers, then one output per partial: pieces values each.
+  Kernel partial;
+  /// The kernel's inputs, then the partials (as inputs), then the kernel's outputs.
+  Kernel finish;
+  /// For each of finish's buffers, its index among partial's.
+  std::vector<int> finish_buffers;
+};
+
+/// `collapsed` split into pieces of at least `min_piece_elements` elements each, at most
+/// `max_pieces` of them; nullopt when it is not a full reduction (it has rows), when one reduction
+/// reads another's result (a variance: the mean comes first) or an element store does (x -
+/// x.mean()), when an output is written in place of an input, or when no piece count of at least 2
+/// divides its outermost dim within those limits.
+std::optional<SplitReduction> split_full_reduction(const Kernel& collapsed,
+                                                   int64_t min_piece_elements, int64_t max_pieces);
+
+}  // namespace kiln::kernel

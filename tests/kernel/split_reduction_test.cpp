@@ -1,0 +1,186 @@
+// split_full_reduction: the partial and finish kernels, run by the interpreter, compute what the
+// whole kernel does; and the kernels it must leave whole.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "passes/kernel/interpreter.h"
+#include "passes/kernel/kernel.h"
+#include "passes/kernel/split_reduction.h"
+#include "tests/support/kernel_maker.h"
+
+namespace kiln::kernel {
+namespace {
+
+using testing::make_kernel;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// Runs `split` as a runtime would: partial over the kernel's buffers and a workspace of
+/// partials, then finish over the buffers finish_buffers names.
+void run_split(const SplitReduction& split, const std::vector<void*>& buffers) {
+  std::vector<std::vector<uint8_t>> workspace;
+  std::vector<void*> all = buffers;
+  for (size_t b = buffers.size(); b < split.partial.buffers.size(); ++b) {
+    workspace.emplace_back(split.pieces * ir::dtype_size(split.partial.buffers[b].dtype), 0xAB);
+    all.push_back(workspace.back().data());
+  }
+  interpret(split.partial, all);
+  std::vector<void*> finish;
+  for (int b : split.finish_buffers)
+    finish.push_back(all[b]);
+  interpret(split.finish, finish);
+}
+
+/// x[i] = (i * 7) % 13 - 6: small integers, so float sums are exact in any order.
+std::vector<float> ramp(int64_t n) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>((i * 7) % 13 - 6);
+  return x;
+}
+
+TEST(SplitReductionTest, SumOfAProductIsSummedByPieces) {
+  Kernel k = make_kernel("k", {1024}, 1, {DType::Float32, DType::Float32}, {DType::Float32});
+  KernelBuilder b(k);
+  const int product = b.binary(Op::Mul, b.load(0, {1}), b.load(1, {1}), DType::Float32);
+  b.store(2, {0}, b.reduce(ReduceKind::Sum, product));
+  const auto split = split_full_reduction(k, /*min_piece_elements=*/100, /*max_pieces=*/64);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->pieces, 8);  // the largest divisor of 1024 with pieces of >= 100 elements
+  EXPECT_EQ(split->partial.sizes, (std::vector<int64_t>{8, 128}));
+  EXPECT_EQ(split->finish.sizes, (std::vector<int64_t>{8}));
+  EXPECT_EQ(split->finish_buffers, (std::vector<int>{0, 1, 3, 2}));
+  std::vector<float> x = ramp(1024), y = ramp(1024), want(1), got(1);
+  std::reverse(y.begin(), y.end());
+  interpret(k, {x.data(), y.data(), want.data()});
+  run_split(*split, {x.data(), y.data(), got.data()});
+  EXPECT_EQ(got, want);
+}
+
+TEST(SplitReductionTest, SiblingsWithAnElementStoreAndARowEpilogue) {
+  // y = 2x per element; sum, mean, max, min of y; sum * scale + 1 after them (scale a
+  // row-level load, as a 0-dim input is).
+  const DType f = DType::Float32;
+  Kernel k = make_kernel("k", {600}, 1, {f, f}, {f, f, f, f, f});
+  KernelBuilder b(k);
+  const int y = b.binary(Op::Mul, b.load(0, {1}), b.constant(2, f), f);
+  b.store(2, {1}, y);
+  const int sum = b.reduce(ReduceKind::Sum, y);
+  b.store(3, {0},
+          b.binary(Op::Add, b.binary(Op::Mul, sum, b.load(1, {0}), f), b.constant(1, f), f));
+  b.store(4, {0}, b.reduce(ReduceKind::Mean, y));
+  b.store(5, {0}, b.reduce(ReduceKind::Max, y));
+  b.store(6, {0}, b.reduce(ReduceKind::Min, y));
+  const auto split = split_full_reduction(k, 100, 64);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->pieces, 6);
+  for (bool with_nan : {false, true}) {
+    std::vector<float> x = ramp(600), scale = {0.5f};
+    if (with_nan) x[417] = kNaN;
+    std::vector<std::vector<float>> want = {std::vector<float>(600), {0}, {0}, {0}, {0}};
+    std::vector<std::vector<float>> got = want;
+    auto pointers = [&](std::vector<std::vector<float>>& out) {
+      std::vector<void*> p = {x.data(), scale.data()};
+      for (auto& o : out)
+        p.push_back(o.data());
+      return p;
+    };
+    interpret(k, pointers(want));
+    run_split(*split, pointers(got));
+    for (size_t o = 0; o < want.size(); ++o) {
+      for (size_t i = 0; i < want[o].size(); ++i) {
+        if (std::isnan(want[o][i])) {
+          EXPECT_TRUE(std::isnan(got[o][i])) << "output " << o << " element " << i;
+        } else {
+          EXPECT_EQ(got[o][i], want[o][i]) << "output " << o << " element " << i;
+        }
+      }
+    }
+    EXPECT_EQ(std::isnan(got[3][0]), with_nan);  // the max saw the NaN in its piece
+  }
+}
+
+TEST(SplitReductionTest, HalfSumsAreCarriedInFloat32) {
+  Kernel k = make_kernel("k", {3000}, 1, {DType::Float16}, {DType::Float16});
+  KernelBuilder b(k);
+  b.store(1, {0}, b.reduce(ReduceKind::Sum, b.load(0, {1})));
+  const auto split = split_full_reduction(k, 512, 64);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->pieces, 5);
+  EXPECT_EQ(split->partial.buffers.back().dtype, DType::Float32);
+  EXPECT_EQ(split->finish.exprs.back().op, Op::Cast);      // rounded to float16 once, at the end
+  std::vector<uint16_t> x(3000, 0x3C01), want(1), got(1);  // 1 + 2^-10
+  interpret(k, {x.data(), want.data()});
+  run_split(*split, {x.data(), got.data()});
+  EXPECT_EQ(got, want);
+}
+
+TEST(SplitReductionTest, APieceCountDividesTheOutermostReducedDim) {
+  // A strided [6, 100] reduced over both dims (not collapsible): pieces split the 6.
+  Kernel k = make_kernel("k", {6, 100}, 2, {DType::Int64}, {DType::Int64});
+  KernelBuilder b(k);
+  b.store(1, {0, 0}, b.reduce(ReduceKind::Sum, b.load(0, {200, 1})));
+  const auto split = split_full_reduction(k, 100, 64);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->pieces, 6);
+  EXPECT_EQ(split->partial.exprs[0].map.strides, (std::vector<int64_t>{200, 200, 1}));
+  std::vector<int64_t> x(1200), want(1), got(1);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<int64_t>(i * i);
+  interpret(k, {x.data(), want.data()});
+  run_split(*split, {x.data(), got.data()});
+  EXPECT_EQ(got, want);
+}
+
+TEST(SplitReductionTest, LeavesWholeWhatItCannotSplit) {
+  const DType f = DType::Float32;
+  auto sum_kernel = [&](std::vector<int64_t> sizes, int reduce_rank) {
+    Kernel k = make_kernel("k", sizes, reduce_rank, {f}, {f});
+    KernelBuilder b(k);
+    std::vector<int64_t> in(sizes.size(), 0), out(sizes.size(), 0);
+    in.back() = 1;
+    if (sizes.size() == 2) in[0] = sizes[1], out[0] = 1;
+    b.store(1, out, b.reduce(ReduceKind::Sum, b.load(0, in)));
+    return k;
+  };
+  EXPECT_TRUE(split_full_reduction(sum_kernel({4096}, 1), 512, 64).has_value());
+  EXPECT_FALSE(split_full_reduction(sum_kernel({4, 4096}, 1), 512, 64).has_value());  // rows
+  EXPECT_FALSE(split_full_reduction(sum_kernel({4093}, 1), 512, 64).has_value());     // prime
+  EXPECT_FALSE(split_full_reduction(sum_kernel({1000}, 1), 512, 64).has_value());     // small
+
+  // A variance: its second reduction reads the first's result.
+  Kernel var = make_kernel("var", {4096}, 1, {f}, {f});
+  {
+    KernelBuilder b(var);
+    const int x = b.load(0, {1});
+    const int d = b.binary(Op::Sub, x, b.reduce(ReduceKind::Mean, x), f);
+    b.store(1, {0}, b.reduce(ReduceKind::Mean, b.binary(Op::Mul, d, d, f)));
+  }
+  EXPECT_FALSE(split_full_reduction(var, 512, 64).has_value());
+
+  // x - x.mean() stored per element reads the reduction.
+  Kernel centred = make_kernel("centred", {4096}, 1, {f}, {f});
+  {
+    KernelBuilder b(centred);
+    const int x = b.load(0, {1});
+    b.store(1, {1}, b.binary(Op::Sub, x, b.reduce(ReduceKind::Mean, x), f));
+  }
+  EXPECT_FALSE(split_full_reduction(centred, 512, 64).has_value());
+
+  // An integer mean truncates.
+  Kernel int_mean = make_kernel("int_mean", {4096}, 1, {DType::Int64}, {DType::Int64});
+  {
+    KernelBuilder b(int_mean);
+    b.store(1, {0}, b.reduce(ReduceKind::Mean, b.load(0, {1})));
+  }
+  EXPECT_FALSE(split_full_reduction(int_mean, 512, 64).has_value());
+}
+
+}  // namespace
+}  // namespace kiln::kernel
