@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -136,6 +137,72 @@ TEST(SplitReductionTest, APieceCountDividesTheOutermostReducedDim) {
   interpret(k, {x.data(), want.data()});
   run_split(*split, {x.data(), got.data()});
   EXPECT_EQ(got, want);
+}
+
+TEST(SplitReductionTest, RandomFullReductionsMatchTheWholeKernel) {
+  // Random [d0, d1] kernels reduced whole: inputs read contiguous, transposed or broadcast,
+  // a scalar input, element values of a few ops, 1-3 sibling reductions of any kind, a scalar
+  // epilogue after one, and sometimes an element store beside them. Values are small integers,
+  // so sums are exact in any order; means differ by the rounding of the pieces' means.
+  const DType f = DType::Float32;
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  int splits = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t d0 = std::vector<int64_t>{6, 8, 12, 30}[pick(4)];
+    const int64_t d1 = std::vector<int64_t>{1, 5, 16}[pick(3)];
+    const int64_t n = d0 * d1;
+    const int reductions = 1 + pick(3);
+    const bool element_store = pick(2) == 0;
+    std::vector<DType> outputs(reductions, f);
+    if (element_store) outputs.push_back(f);
+    Kernel k = make_kernel("random", {d0, d1}, 2, {f, f, f}, outputs);
+    KernelBuilder b(k);
+    const std::vector<std::vector<int64_t>> maps = {{d1, 1}, {1, d0}, {0, 1}, {d1, 0}};
+    std::vector<int> values = {b.load(0, maps[pick(4)]), b.load(1, maps[pick(4)])};
+    const int scalar = b.load(2, {0, 0});
+    for (int op = pick(4); op > 0; --op) {
+      const Op o = std::vector<Op>{Op::Add, Op::Sub, Op::Mul, Op::Max}[pick(4)];
+      values.push_back(b.binary(o, values[pick(values.size())], values[pick(values.size())], f));
+    }
+    for (int r = 0; r < reductions; ++r) {
+      const auto kind = static_cast<ReduceKind>(pick(4));
+      int out = b.reduce(kind, values[pick(values.size())]);
+      if (r == 0 && pick(2))
+        out = b.binary(Op::Add, b.binary(Op::Mul, out, scalar, f), b.constant(1, f), f);
+      b.store(3 + r, {0, 0}, out);
+    }
+    if (element_store) b.store(3 + reductions, {d1, 1}, values.back());
+    const auto split = split_full_reduction(k, 1 + pick(8), 2 + pick(16));
+    if (!split) continue;
+    ++splits;
+    std::vector<std::vector<float>> in(3, std::vector<float>(n));
+    for (auto& buffer : in)
+      for (float& v : buffer)
+        v = static_cast<float>(pick(17) - 8);
+    auto run = [&](bool pieces) {
+      std::vector<std::vector<float>> out;
+      for (int r = 0; r < reductions; ++r)
+        out.emplace_back(1, -1.0f);
+      if (element_store) out.emplace_back(n, -1.0f);
+      std::vector<void*> p = {in[0].data(), in[1].data(), in[2].data()};
+      for (auto& o : out)
+        p.push_back(o.data());
+      if (pieces) {
+        run_split(*split, p);
+      } else {
+        interpret(k, p);
+      }
+      return out;
+    };
+    const auto want = run(false), got = run(true);
+    for (size_t o = 0; o < want.size(); ++o)
+      for (size_t i = 0; i < want[o].size(); ++i)
+        EXPECT_NEAR(got[o][i], want[o][i], 1e-5 * std::max(1.0f, std::abs(want[o][i])))
+            << "trial " << trial << " output " << o << " element " << i << " pieces "
+            << split->pieces;
+  }
+  EXPECT_GT(splits, 250);  // most piece limits admit a divisor of d0
 }
 
 TEST(SplitReductionTest, LeavesWholeWhatItCannotSplit) {
