@@ -148,9 +148,11 @@ std::vector<bool> element_levels(const Kernel& kernel) {
 
 bool stores_per_element(const Kernel& kernel, const Store& store) {
   if (kernel.reduce_rank == 0) return true;
-  // A kernel of no elements stores nothing, and its outputs' strides are what ATen gives an
-  // empty tensor (channels-last [64, 0, 128, 1]: {0, 1, 0, 0}), which say nothing of rows.
-  if (std::find(kernel.sizes.begin(), kernel.sizes.end(), 0) != kernel.sizes.end()) return true;
+  // A kernel without rows stores nothing, and its outputs' strides are what ATen gives an empty
+  // tensor (channels-last [64, 0, 128, 1]: {0, 1, 0, 0}), which say nothing of rows. (Empty
+  // rows are another matter: each still stores its reductions' identities, a sum's 0.)
+  const auto row_dims_end = kernel.sizes.begin() + kernel.row_rank();
+  if (std::find(kernel.sizes.begin(), row_dims_end, 0) != row_dims_end) return true;
   for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
     if (store.map.strides[d] != 0) return true;
   return false;

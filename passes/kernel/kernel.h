@@ -149,8 +149,8 @@ std::vector<bool> element_levels(const Kernel& kernel);
 /// Whether a store writes each element of its row (its map moves along a reduced dim; in a
 /// kernel without reduced dims, every store) rather than once per row. A row-level value may
 /// be stored either way (per element, each element of the row gets the same value); an
-/// element-level value only per element. Every store of a kernel with no elements counts as
-/// per element (it stores nothing).
+/// element-level value only per element. Every store of a kernel without rows (a row dim of
+/// size 0) counts as per element: it stores nothing.
 bool stores_per_element(const Kernel& kernel, const Store& store);
 
 /// Checks the structural rules above; throws std::invalid_argument with the reason.

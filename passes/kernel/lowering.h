@@ -48,7 +48,17 @@ struct Lowering {
   const std::vector<int>& args;
   DType out;  // the compute dtype of the node's output
 
-  int arg(size_t i) { return b.cast(args.at(i), out); }
+  /// Operand i in the compute dtype. An integer or bool operand of an op whose result is
+  /// float16 or bfloat16 goes through that type first, as ATen converts every operand to the
+  /// result type (-639 is -640 in bfloat16); float operands keep their digits (fused ops are not
+  /// rounded between them).
+  int arg(size_t i) {
+    const DType result = node.output()->type().dtype;
+    const bool half = result == DType::Float16 || result == DType::BFloat16;
+    if (half && !ir::is_floating(b.dtype(args.at(i))))
+      return b.cast(b.cast(args.at(i), result), out);
+    return b.cast(args.at(i), out);
+  }
   int scalar(const char* name, double fallback = 0) {
     return b.constant(scalar_or(node, name, fallback), out);
   }

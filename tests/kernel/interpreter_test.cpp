@@ -626,7 +626,7 @@ TEST(ValidateTest, RejectsAnElementLevelValueStoredPerRow) {
   EXPECT_EQ(validation_error(k), "kernel k: an element-level value stored once per row");
 }
 
-TEST(ValidateTest, AcceptsAnyStoreOfAKernelWithoutElements) {
+TEST(ValidateTest, AcceptsAnyStoreOfAKernelWithoutRows) {
   // An empty channels-last [64, 0, 128, 1] normalized over its last two dims: ATen's strides
   // for it are {0, 1, 0, 0}, zero along the reduced dims (fuzz seed 13010 gave it back).
   Kernel k = make_kernel("k", {64, 0, 128, 1}, 2, {DType::Float32}, {DType::Float32});
@@ -634,6 +634,18 @@ TEST(ValidateTest, AcceptsAnyStoreOfAKernelWithoutElements) {
   b.store(1, {0, 1, 0, 0}, b.load(0, {0, 128, 1, 1}));
   EXPECT_EQ(validation_error(k), "<valid>");
   interpret(k, {nullptr, nullptr});
+}
+
+TEST(InterpreterTest, EmptyRowsStillStoreTheirReductions) {
+  // x.sum() of a [0, 4]: one row of no elements, whose sum 0 is stored (fuzz seed 16689 saw an
+  // unwritten output when every store of a kernel with a size-0 dim counted as per element).
+  Kernel k = make_kernel("k", {0, 4}, 2, {DType::Int64}, {DType::Int64});
+  KernelBuilder b(k);
+  b.store(1, {0, 0}, b.reduce(ReduceKind::Sum, b.load(0, {4, 1})));
+  EXPECT_FALSE(stores_per_element(k, k.stores[0]));
+  std::vector<int64_t> out = {77};
+  interpret(k, {nullptr, out.data()});
+  EXPECT_EQ(out[0], 0);
 }
 
 TEST(ValidateTest, RejectsAComparisonThatIsNotBool) {

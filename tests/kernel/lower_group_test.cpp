@@ -245,6 +245,24 @@ TEST(LowerGroupTest, CastToHalfInsideAGroupRoundsToHalf) {
   EXPECT_EQ(out[0][0], 1.0f);
 }
 
+TEST(LowerGroupTest, AnIntegerOperandOfAHalfOpIsRoundedToThatType) {
+  // maximum(bfloat16, int64) is a bfloat16 op: ATen converts -639 to bfloat16 (-640, its
+  // neighbours being 4 apart) before comparing; read on in float32, kiln's max must be -640
+  // too (fuzz seed 15821 saw -639).
+  Kernel k = lower(
+      "graph(%x : bf16[2], %y : i64[2]):\n"
+      "  %m : bf16[2] = aten::maximum(%x, %y)\n"
+      "  %f : f32[2] = aten::_to_copy(%m) {dtype=6, layout=None, device=None, "
+      "pin_memory=None, non_blocking=false, memory_format=None}\n"
+      "  return (%f)\n");
+  std::vector<uint16_t> x = {bfloat16_from_float(-1000.0f), bfloat16_from_float(0.5f)};
+  std::vector<int64_t> y = {-639, -639};
+  std::vector<float> out(2, 0);
+  interpret(k, {x.data(), y.data(), out.data()});
+  EXPECT_EQ(out[0], -640.0f);
+  EXPECT_EQ(out[1], 0.5f);
+}
+
 TEST(LowerGroupTest, ACloneIntoAnotherLayoutIsItsStore) {
   // exp(x) then a channels-last copy: the value passes through, the store has the copy's
   // strides (the size-1 batch dim strides 0).

@@ -100,8 +100,14 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   const auto start = std::chrono::steady_clock::now();
   if (!options.dump_prefix.empty()) {
     std::ofstream out(options.dump_prefix + ".kernel");
-    for (const auto& k : kernels)
+    for (const auto& k : kernels) {
       out << kernel::print_kernel(k) << "\n";
+      if (!options.split_reductions) continue;
+      // What the code runs instead: the partial kernel over the pieces, then the finish.
+      if (const auto split = split_reduction(collapse_dims(k)))
+        out << kernel::print_kernel(split->partial) << "\n"
+            << kernel::print_kernel(split->finish) << "\n";
+    }
   }
   // A plan's repeated layers lower to the same kernels: each is compiled once, and not at all
   // if an earlier plan whose code is still loaded has it.
