@@ -61,6 +61,20 @@ TEST(Fuzz, FixedSeedsMatchEager) {
   EXPECT_GE(checked, 10 * unchecked);
 }
 
+// Seeds past the fixed range that once failed, each for a reason the fixed seeds did not reach:
+// 7417 (an infinite layer_norm weight times a normalized 0), 13010 (an empty channels-last layer
+// norm given back to ATen), 14287-17407 but 15821 (sums of empty rows left unwritten, a
+// regression of 2026-12-02 that a campaign caught), 15821 (an int64 operand of a bfloat16
+// maximum).
+TEST(Fuzz, SeedsThatOnceFailedMatchEager) {
+  for (uint64_t seed :
+       {7417, 13010, 14287, 14357, 15044, 15113, 15211, 15821, 16689, 16893, 17407}) {
+    CaseResult r = run_seed(seed);
+    EXPECT_TRUE(r.passed) << r.report;
+    EXPECT_EQ(r.unlowered_ops, 0) << "seed " << seed;
+  }
+}
+
 // The kernels of the same seeds, rendered to CUDA C: NVRTC compiles them for sm_80 and sm_90
 // and ptxas accepts them (no GPU needed; running them is scripts/gpu-check's job).
 TEST(Fuzz, KernelsCompileForCuda) {
