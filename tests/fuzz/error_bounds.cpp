@@ -176,8 +176,10 @@ at::Tensor reduction_bound(const std::string& op, const ir::AttrList& attrs, con
   auto e = sum_bound + 4 * acc * static_cast<double>(n) * sum_abs;
   if (op.starts_with("aten::mean")) e = e / static_cast<double>(std::max<int64_t>(n, 1));
   e = e + 4 * u * r.abs() + 4 * min_normal(out);
-  // Partial sums may overflow in one order and not in another.
-  const auto overflow = sum_abs > max_finite(compute_type(out));
+  // Partial sums may overflow in one order and not in another; eager's threads keep theirs in
+  // the output's type (a float16 sum accumulates in float32, but two threads' partials of
+  // 4e7 and -inf meet as float16: inf - inf, NaN; large fuzz seed 853).
+  const auto overflow = sum_abs > max_finite(out);
   e = at::where(overflow, kInf, e);
   const auto nonfinite_in = at::sum((~finite).to(at::kLong), dims, keepdim) > 0;
   // A non-finite input decides a non-finite sum when the other elements are bounded.

@@ -89,8 +89,10 @@ bool broadcastable(at::IntArrayRef a, at::IntArrayRef b) {
 
 class Generator {
  public:
-  Generator(uint64_t seed, bool all_outputs) : rng_(seed), all_outputs_(all_outputs) {
+  Generator(uint64_t seed, bool all_outputs, bool large)
+      : rng_(seed), all_outputs_(all_outputs), large_(large) {
     case_.seed = seed;
+    case_.large = large;
     case_.graph = std::make_unique<ir::Graph>();
   }
 
@@ -137,6 +139,7 @@ class Generator {
   at::ScalarType dtype_ = at::kFloat;
   bool zero_sizes_ = false;
   bool all_outputs_ = false;
+  bool large_ = false;
 };
 
 std::vector<int64_t> Generator::random_shape(int rank) {
@@ -730,6 +733,17 @@ bool Generator::apply(Proposal& p) {
 FuzzCase Generator::run() {
   zero_sizes_ = rng_.chance(0.06);
   shape_ = random_shape(static_cast<int>(rng_.weighted({7, 18, 35, 25, 15})));
+  if (large_ && !shape_.empty()) {
+    // Doubling the largest dim draws nothing from rng_: the ops are the small case's.
+    auto numel = [&] {
+      int64_t n = 1;
+      for (int64_t s : shape_)
+        n *= s;
+      return n;
+    };
+    while (numel() > 0 && numel() < (int64_t{1} << 16))
+      *std::max_element(shape_.begin(), shape_.end()) *= 2;
+  }
   dtype_ = std::vector<at::ScalarType>{at::kFloat,    at::kDouble, at::kHalf,
                                        at::kBFloat16, at::kInt,    at::kLong}[rng_.weighted(
       {60, 10, 10, 10, 5, 5})];
@@ -757,8 +771,8 @@ FuzzCase Generator::run() {
 
 }  // namespace
 
-FuzzCase make_case(uint64_t seed, bool all_outputs) {
-  return Generator(seed, all_outputs).run();
+FuzzCase make_case(uint64_t seed, bool all_outputs, bool large) {
+  return Generator(seed, all_outputs, large).run();
 }
 
 }  // namespace kiln::fuzz

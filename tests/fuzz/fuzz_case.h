@@ -51,26 +51,30 @@ struct FuzzCase {
   std::vector<at::Tensor> expected;      // the eager result of each graph output
   std::vector<at::Tensor> bounds;        // per graph output: float64 error bound per element
   int num_ops = 0;                       // ops in the graph (constants not counted)
+  bool large = false;                    // made by make_case(seed, ..., /*large=*/true)
 };
 
 /// The case of a seed; the same seed always gives the same graph and inputs. With
 /// `all_outputs`, every op's result is also a graph output (the same graph and inputs otherwise):
-/// to see which op differs first.
-FuzzCase make_case(uint64_t seed, bool all_outputs = false);
+/// to see which op differs first. A `large` case has the same ops, but a main shape of 64K-128K
+/// elements (scaled up from the one it would have had): its full reductions are large enough to
+/// be split across threads (kernel/split_reduction.h), which small cases never are.
+FuzzCase make_case(uint64_t seed, bool all_outputs = false, bool large = false);
 
 struct CaseResult {
   uint64_t seed = 0;
   bool passed = false;
   int ops = 0;
-  int kernels = 0;         // kiln::fused kernels generated
-  int in_place = 0;        // kernel outputs written over a dying input
-  int fused_ops = 0;       // graph ops that run inside them
-  int unlowered_ops = 0;   // lowerable ops that still ran through ATen (a group kiln gave up on)
-  int layout_differs = 0;  // outputs whose strides differ from eager's (not a failure)
-  int64_t checked = 0;     // output elements compared
-  int64_t unchecked = 0;   // float output elements whose bound is inf
-  double seconds = 0;      // compile and run
-  std::string report;      // on failure: what differs, and the reproducer
+  int kernels = 0;           // kiln::fused kernels generated
+  int in_place = 0;          // kernel outputs written over a dying input
+  int fused_ops = 0;         // graph ops that run inside them
+  int unlowered_ops = 0;     // lowerable ops that still ran through ATen (a group kiln gave up on)
+  int layout_differs = 0;    // outputs whose strides differ from eager's (not a failure)
+  int64_t checked = 0;       // output elements compared
+  int64_t unchecked = 0;     // float output elements whose bound is inf
+  int split_reductions = 0;  // kernels split into pieces and a finish (split_reduction.h)
+  double seconds = 0;        // compile and run
+  std::string report;        // on failure: what differs, and the reproducer
 };
 
 /// Compiles the case (fusion on, strict, memory planned) for `device`, runs the plan on the
@@ -81,7 +85,7 @@ CaseResult run_case(FuzzCase& fuzz_case, c10::Device device = c10::Device(c10::k
 
 /// make_case + run_case.
 CaseResult run_seed(uint64_t seed, bool all_outputs = false,
-                    c10::Device device = c10::Device(c10::kCPU));
+                    c10::Device device = c10::Device(c10::kCPU), bool large = false);
 
 /// The reproducer of a case: seed, graph IR, inputs and constants, followed by `what`.
 std::string reproducer(const FuzzCase& fuzz_case, const std::string& what);

@@ -1,12 +1,13 @@
 // kiln_fuzz: runs the differential fuzzer on a range of seeds and prints a summary (cases, fused
 // kernels, failures with their reproducers). Exit code 1 when a case fails.
 //
-//   kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] [--all-outputs]
+//   kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] [--all-outputs] [--large]
 //     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
 //     --device D    where kiln compiles and runs the cases (cuda: CUDA kernels, against eager
 //                   CUDA: the graph op by op through ATen's CUDA kernels)
 //     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
 //     --show        print each case's graph and inputs before running it
+//     --large       cases of 64K-128K elements (full reductions split across threads)
 //     --all-outputs every op's result is also a graph output: shows which op differs first
 #include <chrono>
 #include <cstdio>
@@ -25,7 +26,7 @@ int usage(const char* why) {
   std::fprintf(
       stderr,
       "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] "
-      "[--all-outputs]\n",
+      "[--all-outputs] [--large]\n",
       why);
   return 2;
 }
@@ -34,7 +35,7 @@ int usage(const char* why) {
 
 int main(int argc, char** argv) {
   uint64_t first = 0, last = 100;
-  bool verbose = false, show = false, all_outputs = false;
+  bool verbose = false, show = false, all_outputs = false, large = false;
   c10::Device device(c10::kCPU);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
       show = true;
     } else if (arg == "--all-outputs") {
       all_outputs = true;
+    } else if (arg == "--large") {
+      large = true;
     } else if (arg == "--device" && i + 1 < argc) {
       const std::string name = argv[++i];
       if (name != "cpu" && name != "cuda") return usage(("unknown device '" + name + "'").c_str());
@@ -84,17 +87,17 @@ int main(int argc, char** argv) {
 
   const auto start = std::chrono::steady_clock::now();
   int cases = 0, cases_with_kernels = 0, kernels = 0, ops = 0, fused_ops = 0, unlowered = 0;
-  int layout_differs = 0;
+  int layout_differs = 0, split_reductions = 0;
   int64_t checked = 0, unchecked = 0;
   std::vector<uint64_t> failed;
   for (uint64_t seed = first; seed < last; ++seed) {
     kiln::fuzz::CaseResult r;
     if (show) {
-      kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed, all_outputs);
+      kiln::fuzz::FuzzCase c = kiln::fuzz::make_case(seed, all_outputs, large);
       std::printf("%s", kiln::fuzz::reproducer(c, "case").c_str());
       r = kiln::fuzz::run_case(c, device);
     } else {
-      r = kiln::fuzz::run_seed(seed, all_outputs, device);
+      r = kiln::fuzz::run_seed(seed, all_outputs, device, large);
     }
     ++cases;
     cases_with_kernels += r.kernels > 0;
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
     ops += r.ops;
     fused_ops += r.fused_ops;
     unlowered += r.unlowered_ops;
+    split_reductions += r.split_reductions;
     layout_differs += r.layout_differs;
     checked += r.checked;
     unchecked += r.unchecked;
@@ -126,6 +130,7 @@ int main(int argc, char** argv) {
               seconds, failed.size());
   std::printf("  %d fused kernels; %d of %d ops ran in them; %d cases with kernels\n", kernels,
               fused_ops, ops, cases_with_kernels);
+  std::printf("  %d full reductions split across threads\n", split_reductions);
   std::printf(
       "  %d lowerable ops ran through ATen (groups kiln gave up on: KILN_LOG=warn says why)\n",
       unlowered);

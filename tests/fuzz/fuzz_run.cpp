@@ -106,7 +106,8 @@ std::string reproducer(const FuzzCase& c, const std::string& what) {
   s << "inputs:\n";
   for (const auto& note : c.input_notes)
     s << "  " << note << "\n";
-  s << "rerun: kiln_fuzz --seeds " << c.seed << ":" << c.seed + 1 << " --verbose\n";
+  s << "rerun: kiln_fuzz --seeds " << c.seed << ":" << c.seed + 1 << (c.large ? " --large" : "")
+    << " --verbose\n";
   return s.str();
 }
 
@@ -162,6 +163,9 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
     return fail(std::string("compile_graph threw: ") + e.what());
   }
   result.kernels = region->kernels;
+  for (const Step& step : region->plan.steps)
+    if (const auto* kernel = std::get_if<KernelStep>(&step))
+      result.split_reductions += kernel->finish.has_value();
   result.in_place = region->plan.in_place_writes;
   for (const auto& e : region->entries) {
     result.fused_ops += e.where == "fused kernel";
@@ -219,10 +223,10 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
   return result;
 }
 
-CaseResult run_seed(uint64_t seed, bool all_outputs, c10::Device device) {
+CaseResult run_seed(uint64_t seed, bool all_outputs, c10::Device device, bool large) {
   FuzzCase c;
   try {
-    c = make_case(seed, all_outputs);
+    c = make_case(seed, all_outputs, large);
   } catch (const std::exception& e) {
     CaseResult result;
     result.seed = seed;

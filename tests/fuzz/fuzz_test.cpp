@@ -73,6 +73,34 @@ TEST(Fuzz, SeedsThatOnceFailedMatchEager) {
     EXPECT_TRUE(r.passed) << r.report;
     EXPECT_EQ(r.unlowered_ops, 0) << "seed " << seed;
   }
+  // Large (see LargeCasesMatchEager): 853, a float16 sum past 65504 with an inf in it, which
+  // eager's threads add as float16 (inf - inf).
+  for (uint64_t seed : {853}) {
+    CaseResult r = run_seed(seed, false, c10::Device(c10::kCPU), /*large=*/true);
+    EXPECT_TRUE(r.passed) << r.report;
+  }
+}
+
+// Large cases (64K-128K elements): their full reductions are split across threads
+// (kernel/split_reduction.h), which no small case's are.
+TEST(Fuzz, LargeCasesMatchEager) {
+  constexpr uint64_t kLargeSeeds = 60;
+  std::string reports;
+  int failed = 0, splits = 0, unlowered = 0;
+  for (uint64_t seed = 0; seed < kLargeSeeds; ++seed) {
+    CaseResult r = run_seed(seed, /*all_outputs=*/false, c10::Device(c10::kCPU), /*large=*/true);
+    if (!r.passed) {
+      ++failed;
+      reports += r.report;
+    }
+    splits += r.split_reductions;
+    unlowered += r.unlowered_ops;
+  }
+  std::printf("fuzz: large seeds 0:%llu: %d failed, %d full reductions split\n",
+              static_cast<unsigned long long>(kLargeSeeds), failed, splits);
+  EXPECT_EQ(failed, 0) << reports;
+  EXPECT_EQ(unlowered, 0);
+  EXPECT_GE(splits, 20);  // 35 when written: the split must stay exercised
 }
 
 // The kernels of the same seeds, rendered to CUDA C: NVRTC compiles them for sm_80 and sm_90
