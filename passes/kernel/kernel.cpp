@@ -158,6 +158,27 @@ bool stores_per_element(const Kernel& kernel, const Store& store) {
   return false;
 }
 
+std::optional<int> variance_of(const Kernel& kernel, int mean) {
+  const auto& exprs = kernel.exprs;
+  const Expr& m = exprs.at(mean);
+  if (m.op != Op::Reduce || m.reduce != ReduceKind::Mean) return std::nullopt;
+  if (m.dtype != DType::Float32 && m.dtype != DType::Float64) return std::nullopt;
+  const int x = m.args[0];
+  if (exprs[x].dtype != m.dtype) return std::nullopt;
+  for (size_t v = mean + 1; v < exprs.size(); ++v) {
+    const Expr& var = exprs[v];
+    if (var.op != Op::Reduce || var.reduce != ReduceKind::Mean || var.dtype != m.dtype) continue;
+    const Expr& square = exprs[var.args[0]];
+    if (square.op != Op::Mul || square.args[0] != square.args[1]) continue;
+    const Expr& deviation = exprs[square.args[0]];
+    if (deviation.op == Op::Sub && deviation.args[0] == x && deviation.args[1] == mean &&
+        deviation.dtype == m.dtype && square.dtype == m.dtype) {
+      return static_cast<int>(v);
+    }
+  }
+  return std::nullopt;
+}
+
 void validate(const Kernel& kernel) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("kernel " + kernel.name + ": " + why);

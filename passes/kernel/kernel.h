@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -152,6 +153,12 @@ std::vector<bool> element_levels(const Kernel& kernel);
 /// element-level value only per element. Every store of a kernel without rows (a row dim of
 /// size 0) counts as per element: it stores nothing.
 bool stores_per_element(const Kernel& kernel, const Store& store);
+
+/// For a float32 or float64 Mean reduction `mean` of x, the id of a later Mean reduction of
+/// (x - mean) * (x - mean): its variance, as a layer norm or x.var() lowers to; nullopt if the
+/// kernel has none. A code generator may compute the two together (one pass over a row), and a
+/// full reduction split into pieces merges the pieces' means and variances.
+std::optional<int> variance_of(const Kernel& kernel, int mean);
 
 /// Checks the structural rules above; throws std::invalid_argument with the reason.
 void validate(const Kernel& kernel);

@@ -32,11 +32,23 @@ std::vector<bool> reachable(const Kernel& k, const std::vector<int>& roots, bool
   return seen;
 }
 
-/// Whether the full reduction `k` can be split: its reductions read no reduction's result, no
-/// element store does, and its means are of floats (an integer mean truncates, so a mean of
-/// truncated means would not be one).
+/// For each reduction that is the variance of a mean (variance_of), that mean's id; else -1.
+std::vector<int> means_of_variances(const Kernel& k) {
+  std::vector<int> mean_of(k.exprs.size(), -1);
+  for (size_t i = 0; i < k.exprs.size(); ++i)
+    if (const std::optional<int> var = variance_of(k, static_cast<int>(i))) {
+      if (mean_of[*var] < 0) mean_of[*var] = static_cast<int>(i);
+    }
+  return mean_of;
+}
+
+/// Whether the full reduction `k` can be split: its reductions read no reduction's result
+/// (a variance reads its mean's, and the pieces' means and variances merge exactly), no element
+/// store does, and its means are of floats (an integer mean truncates, so a mean of truncated
+/// means would not be one).
 bool splittable(const Kernel& k) {
   if (k.reduce_rank == 0 || k.row_rank() != 0 || !k.in_place.empty()) return false;
+  const std::vector<int> mean_of = means_of_variances(k);
   std::vector<bool> after_reduce(k.exprs.size(), false);
   bool any = false;
   for (size_t i = 0; i < k.exprs.size(); ++i) {
@@ -44,7 +56,8 @@ bool splittable(const Kernel& k) {
     for (int a : e.args)
       after_reduce[i] = after_reduce[i] || after_reduce[a];
     if (e.op != Op::Reduce) continue;
-    if (after_reduce[i]) return false;  // reads another reduction's result
+    // A variance's operand reads its mean and what the mean reads, which reads no reduction.
+    if (after_reduce[i] && mean_of[i] < 0) return false;
     if (e.reduce == ReduceKind::Mean && !ir::is_floating(e.dtype)) return false;
     after_reduce[i] = any = true;
   }
@@ -154,7 +167,15 @@ std::optional<SplitReduction> split_full_reduction(const Kernel& k, int64_t min_
     return map;
   };
   std::vector<bool> in_finish = reachable(k, row_roots, true);
+  const std::vector<int> mean_of = means_of_variances(k);
+  for (size_t i = 0; i < k.exprs.size(); ++i)
+    if (in_finish[i] && mean_of[i] >= 0) in_finish[mean_of[i]] = true;  // merging needs it
   std::vector<int> finish_id(k.exprs.size(), -1);
+  std::vector<int> partial_load(k.exprs.size(), -1);  // per reduction: its partials, loaded
+  auto add = [&](Expr e) {
+    finish.exprs.push_back(std::move(e));
+    return static_cast<int>(finish.exprs.size()) - 1;
+  };
   for (size_t i = 0; i < k.exprs.size(); ++i) {
     if (!in_finish[i]) continue;
     const Expr& old = k.exprs[i];
@@ -164,10 +185,20 @@ std::optional<SplitReduction> split_full_reduction(const Kernel& k, int64_t min_
       const DType carried = partial_dtype(old);
       Expr load{Op::Load, carried, {}};
       load.map = {num_inputs + r, {1}, 0};
-      finish.exprs.push_back(load);
-      Expr fold{Op::Reduce, carried, {static_cast<int>(finish.exprs.size()) - 1}};
+      partial_load[i] = add(load);
+      Expr fold{Op::Reduce, carried, {partial_load[i]}};
       fold.reduce = old.reduce;
-      finish.exprs.push_back(fold);
+      const int folded = add(fold);
+      if (const int mean = mean_of[i]; mean >= 0) {
+        // Pieces of n elements each with means m_p and variances v_p: the whole's variance is
+        // mean(v_p) + mean((m_p - M)^2), M the mean of the m_p (Chan et al.'s merge, exact for
+        // equal counts).
+        const int deviation = add(Expr{Op::Sub, carried, {partial_load[mean], finish_id[mean]}});
+        Expr between{Op::Reduce, carried, {add(Expr{Op::Mul, carried, {deviation, deviation}})}};
+        between.reduce = ReduceKind::Mean;
+        const int spread = add(between);
+        add(Expr{Op::Add, carried, {folded, spread}});
+      }
       if (carried != old.dtype)
         finish.exprs.push_back(
             Expr{Op::Cast, old.dtype, {static_cast<int>(finish.exprs.size()) - 1}});

@@ -10,8 +10,11 @@
 //     store b1 [0] = %1
 //
 // The pieces split the outermost reduced dim evenly (their count divides it), so every piece has
-// the same elements and a mean of the pieces' means is the mean. Sums and means of float16 and
-// bfloat16 are carried in float32 partials and rounded once, as the whole row would be.
+// the same elements and a mean of the pieces' means is the mean. A variance (the mean of squared
+// deviations from a mean, variance_of) is the one reduction that may read another's result: each
+// piece computes its own mean and variance, and finish merges them (the mean of the variances
+// plus the mean of the squared deviations of the means from their mean). Sums and means of
+// float16 and bfloat16 are carried in float32 partials and rounded once, as the whole row would be.
 // Torch-free.
 #pragma once
 
@@ -35,7 +38,7 @@ struct SplitReduction {
 
 /// `collapsed` split into pieces of at least `min_piece_elements` elements each, at most
 /// `max_pieces` of them; nullopt when it is not a full reduction (it has rows), when one reduction
-/// reads another's result (a variance: the mean comes first) or an element store does (x -
+/// reads another's result other than a variance its mean's, or an element store does (x -
 /// x.mean()), when an output is written in place of an input, or when no piece count of at least 2
 /// divides its outermost dim within those limits.
 std::optional<SplitReduction> split_full_reduction(const Kernel& collapsed,

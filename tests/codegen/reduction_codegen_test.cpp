@@ -237,6 +237,29 @@ TEST(KernelCodegenTest, FullReductionsSplitIntoPieces) {
       return Tolerance{0, kU32, sum_error(bits, n, 2.0 * n)};
     }));
   }
+  {
+    // The mean and the variance (a layer norm's statistics, over everything): each piece's
+    // variance merges with the spread of the pieces' means. x rises across the row, so that
+    // spread is most of the variance (~1.42 of it); the tolerance is twice the bound of a sum
+    // of values up to 5 (the squared deviations are below 4).
+    Kernel k = make_kernel("full_variance", {n}, 1, {F32}, {F32, F32});
+    KernelBuilder b(k);
+    const int x = b.load(0, {1});
+    const int mean = b.reduce(ReduceKind::Mean, x);
+    const int d = b.binary(Op::Sub, x, mean, F32);
+    b.store(1, {0}, mean);
+    b.store(2, {0}, b.reduce(ReduceKind::Mean, b.binary(Op::Mul, d, d, F32)));
+    const Fill rising = [](DType t, int64_t count, std::mt19937_64& rng) {
+      Bytes bytes(count * ir::dtype_size(t));
+      std::uniform_real_distribution<double> jitter(-0.5, 0.5);
+      for (int64_t i = 0; i < count; ++i)
+        put(t, &bytes[i * ir::dtype_size(t)], 1 + 4.0 * i / count + jitter(rng));
+      return bytes;
+    };
+    cases.push_back(make_case(k, {rising}, [n](int bits) {
+      return Tolerance{0, 0, 2 * sum_error(bits, n, 5.0 * n) / n};
+    }));
+  }
   for (const Case& c : cases)
     EXPECT_EQ(split_reduction(collapse_dims(c.kernel)).value().pieces, 6) << c.kernel.name;
   check(cases);

@@ -205,6 +205,64 @@ TEST(SplitReductionTest, RandomFullReductionsMatchTheWholeKernel) {
   EXPECT_GT(splits, 250);  // most piece limits admit a divisor of d0
 }
 
+/// x.std(correction=1) as the lowering writes it, and the mean beside it: mean m, the mean of
+/// (x - m)^2, times n / (n - 1), its square root.
+Kernel std_kernel(DType t, int64_t n) {
+  Kernel k = make_kernel("std", {n}, 1, {t}, {t, t});
+  KernelBuilder b(k);
+  const int x = b.load(0, {1});
+  const int mean = b.reduce(ReduceKind::Mean, x);
+  const int d = b.binary(Op::Sub, x, mean, t);
+  const int var = b.reduce(ReduceKind::Mean, b.binary(Op::Mul, d, d, t));
+  const double scale = static_cast<double>(n) / static_cast<double>(n - 1);
+  b.store(1, {0}, b.unary(Op::Sqrt, b.binary(Op::Mul, var, b.constant(scale, t), t), t));
+  b.store(2, {0}, mean);
+  return k;
+}
+
+template <typename T>
+void expect_std_split_matches(DType t, double tolerance) {
+  const int64_t n = 6000;
+  const Kernel k = std_kernel(t, n);
+  const auto split = split_full_reduction(k, 500, 64);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->pieces, 12);
+  // The pieces differ in mean (a slope) around a large offset, so the merge's between-piece
+  // term carries most of the variance; the exact answer comes from the same values in double.
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0, 1);
+  std::vector<T> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<T>(1000 + 0.01 * static_cast<double>(i) + noise(rng));
+  double mean = 0, m2 = 0;
+  for (T v : x)
+    mean += static_cast<double>(v);
+  mean /= n;
+  for (T v : x)
+    m2 += (static_cast<double>(v) - mean) * (static_cast<double>(v) - mean);
+  const double want_std = std::sqrt(m2 / static_cast<double>(n - 1));
+  std::vector<T> whole(2), got(2);
+  interpret(k, {x.data(), &whole[0], &whole[1]});
+  run_split(*split, {x.data(), &got[0], &got[1]});
+  EXPECT_NEAR(got[0], want_std, tolerance * want_std);
+  EXPECT_NEAR(got[1], mean, tolerance * mean);
+  EXPECT_NEAR(got[0], whole[0], tolerance * want_std);  // the whole kernel, two passes
+}
+
+TEST(SplitReductionTest, PiecesMergeTheirMeansAndVariances) {
+  expect_std_split_matches<float>(DType::Float32, 1e-5);
+  expect_std_split_matches<double>(DType::Float64, 1e-12);
+  // The finish kernel merges: a mean of the pieces' means and, for the variance, a mean of
+  // their variances plus a mean of the squared deviations of their means.
+  const auto split = split_full_reduction(std_kernel(DType::Float32, 6000), 500, 64);
+  ASSERT_TRUE(split.has_value());
+  int reductions = 0;
+  for (const Expr& e : split->finish.exprs)
+    reductions += e.op == Op::Reduce;
+  EXPECT_EQ(reductions, 3);
+  EXPECT_EQ(split->partial.buffers.size(), 5u);  // x, std, mean, and the two partials
+}
+
 TEST(SplitReductionTest, LeavesWholeWhatItCannotSplit) {
   const DType f = DType::Float32;
   auto sum_kernel = [&](std::vector<int64_t> sizes, int reduce_rank) {
@@ -221,15 +279,15 @@ TEST(SplitReductionTest, LeavesWholeWhatItCannotSplit) {
   EXPECT_FALSE(split_full_reduction(sum_kernel({4093}, 1), 512, 64).has_value());     // prime
   EXPECT_FALSE(split_full_reduction(sum_kernel({1000}, 1), 512, 64).has_value());     // small
 
-  // A variance: its second reduction reads the first's result.
-  Kernel var = make_kernel("var", {4096}, 1, {f}, {f});
+  // A sum of squared deviations (not a mean of them) is no variance that pieces merge.
+  Kernel spread = make_kernel("spread", {4096}, 1, {f}, {f});
   {
-    KernelBuilder b(var);
+    KernelBuilder b(spread);
     const int x = b.load(0, {1});
     const int d = b.binary(Op::Sub, x, b.reduce(ReduceKind::Mean, x), f);
-    b.store(1, {0}, b.reduce(ReduceKind::Mean, b.binary(Op::Mul, d, d, f)));
+    b.store(1, {0}, b.reduce(ReduceKind::Sum, b.binary(Op::Mul, d, d, f)));
   }
-  EXPECT_FALSE(split_full_reduction(var, 512, 64).has_value());
+  EXPECT_FALSE(split_full_reduction(spread, 512, 64).has_value());
 
   // x - x.mean() stored per element reads the reduction.
   Kernel centred = make_kernel("centred", {4096}, 1, {f}, {f});

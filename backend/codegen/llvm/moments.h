@@ -15,9 +15,7 @@
 
 namespace kiln::codegen {
 
-/// For a float32 or float64 Mean reduction `mean` of x, the id of a later Mean reduction of
-/// (x - mean) * (x - mean), its variance; nullopt if the kernel has none.
-std::optional<int> variance_of(const kernel::Kernel& kernel, int mean);
+using kernel::variance_of;  // the pattern a moments pass computes (passes/kernel/kernel.h)
 
 /// One walk over each row: the reductions it computes together. Either a mean and its variance
 /// (`moments`: the one-pass statistics above), or reductions none of which reads another's
