@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace kiln {
 /// An operator called through ATen's dispatcher (boxed), with its constant arguments already in
 /// place. Code generation adds kernel steps beside these.
 struct ExternStep {
+  // OperatorHandle has no default constructor, so a step starts from its op and name.
+  ExternStep(c10::OperatorHandle op, std::string name) : op(std::move(op)), name(std::move(name)) {}
+
   c10::OperatorHandle op;
   std::string name;                         // for errors and explain
   std::vector<c10::IValue> stack_template;  // constants filled, tensor positions empty
