@@ -99,6 +99,24 @@ TEST(KernelCodegenTest, SiblingReductionsInOnePass) {
   check(cases);
 }
 
+TEST(KernelCodegenTest, LongRowFloatSumsAccumulateInChunks) {
+  // Two rows of 2^21 copies of 1 + 2^-13. In chunks of 16384 elements (kernel_emitter.cpp:
+  // kSumChunk) an accumulator adds at most 1024 terms (4 lanes, unrolled 4 times) before it is
+  // folded into the row's, which adds one chunk's sum (2^10 + 2^-3 at most) per chunk: every
+  // partial sum is exact, and so is the row's, 2^21 + 2^8 (the interpreter sums in double).
+  // Unchunked, an accumulator adds 2^21 / (lanes * 4) terms, and each term past 2^11 loses its
+  // 2^-13: the sum would be short by ~2^9 at 16 lanes.
+  const int64_t n = int64_t{1} << 21;
+  const Fill ones = [](DType t, int64_t count, std::mt19937_64&) {
+    Bytes bytes(count * ir::dtype_size(t));
+    for (int64_t i = 0; i < count; ++i)
+      put(t, &bytes[i * ir::dtype_size(t)], 1 + std::ldexp(1.0, -13));
+    return bytes;
+  };
+  check({make_case(reduce_kernel(ReduceKind::Sum, F32, 2, n), {ones}),
+         make_case(reduce_kernel(ReduceKind::Mean, F32, 2, n), {ones})});
+}
+
 TEST(KernelCodegenTest, SixteenBitFloatReductions) {
   std::vector<Case> cases;
   for (DType t : {F16, BF16})

@@ -1,5 +1,8 @@
 #include "backend/codegen/llvm/kernel_emitter.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "backend/codegen/llvm/across_rows_emitter.h"
 #include "backend/codegen/llvm/emitter_core.h"
 #include "backend/codegen/llvm/moments.h"
@@ -66,11 +69,36 @@ class KernelEmitter final : public EmitterCore {
     values_->forget_elements();
   }
 
+  /// Float sums along an innermost dim longer than this walk it in chunks of this many elements
+  /// (a multiple of every vector width times the unroll): each chunk's accumulators start from
+  /// the identity and are added into the row's when it ends. An accumulator then adds at most
+  /// kSumChunk / (width * unroll) values (256 at 16 float lanes) before it is folded in, and the
+  /// row's at most one per chunk, so a float sum's error grows with those counts rather than with
+  /// n / (width * unroll): ~65K terms per accumulator over a row of 4M floats unchunked.
+  static constexpr int64_t kSumChunk = 16384;
+
   /// Walks every element of a row: nested loops over the reduced dims, the last one vectorized.
-  void row_loops(const std::vector<llvm::Value*>& offsets, int dim, const Body& body, int unroll) {
+  /// With `end_chunk`, an innermost dim longer than kSumChunk is walked in chunks of it, and
+  /// `end_chunk` emitted after each.
+  void row_loops(const std::vector<llvm::Value*>& offsets, int dim, const Body& body, int unroll,
+                 const std::function<void()>& end_chunk = {}) {
     const int last = kernel_.rank() - 1;
     if (dim == last) {
-      inner_loop(i64(0), i64(kernel_.sizes[last]), offsets, body, unroll);
+      const int64_t size = kernel_.sizes[last];
+      if (!end_chunk || size <= kSumChunk) {
+        inner_loop(i64(0), i64(size), offsets, body, unroll);
+        return;
+      }
+      const int64_t whole_chunks = size / kSumChunk;
+      loop(i64(0), i64(whole_chunks), 1, [&](llvm::Value* chunk) {
+        llvm::Value* begin = b_.CreateMul(chunk, i64(kSumChunk));
+        inner_loop(begin, b_.CreateAdd(begin, i64(kSumChunk)), offsets, body, unroll);
+        end_chunk();
+      });
+      if (size % kSumChunk != 0) {
+        inner_loop(i64(whole_chunks * kSumChunk), i64(size), offsets, body, unroll);
+        end_chunk();
+      }
       return;
     }
     loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
@@ -80,7 +108,7 @@ class KernelEmitter final : public EmitterCore {
         const int64_t stride = values_->map(static_cast<int>(m)).strides[dim];
         if (stride != 0) moved[m] = b_.CreateAdd(moved[m], b_.CreateMul(i, i64(stride)));
       }
-      row_loops(moved, dim + 1, body, unroll);
+      row_loops(moved, dim + 1, body, unroll, end_chunk);
     });
   }
 
@@ -349,6 +377,7 @@ class KernelEmitter final : public EmitterCore {
       const kernel::Expr* e;
       bool track_nan;
       std::vector<llvm::AllocaInst*> lanes = {}, nan_lanes = {};  // kUnroll each
+      std::vector<llvm::AllocaInst*> row_lanes = {};  // a chunked float sum's: the chunks so far
       llvm::AllocaInst* scalar = nullptr;
       llvm::AllocaInst* saw_nan = nullptr;
     };
@@ -366,6 +395,11 @@ class KernelEmitter final : public EmitterCore {
           &e, ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min)};
       for (int k = 0; k < kUnroll; ++k)
         a.lanes.push_back(slot(values_->register_type(t, width_), identity(e.reduce, t, width_)));
+      const bool chunked =
+          ir::is_floating(t) && (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean);
+      for (int k = 0; chunked && k < kUnroll; ++k)
+        a.row_lanes.push_back(
+            slot(values_->register_type(t, width_), identity(e.reduce, t, width_)));
       a.scalar = slot(values_->register_type(t, 1), identity(e.reduce, t, 1));
       a.saw_nan = slot(b_.getInt1Ty(), b_.getFalse());
       if (a.track_nan) {
@@ -376,6 +410,20 @@ class KernelEmitter final : public EmitterCore {
       accs.push_back(std::move(a));
     }
     auto get = [&](llvm::AllocaInst* a) { return b_.CreateLoad(a->getAllocatedType(), a); };
+    std::function<void()> end_chunk;
+    if (std::any_of(accs.begin(), accs.end(),
+                    [](const Accumulator& a) { return !a.row_lanes.empty(); })) {
+      end_chunk = [&] {
+        for (const Accumulator& a : accs) {
+          for (size_t k = 0; k < a.row_lanes.size(); ++k) {
+            const DType t = a.e->dtype;
+            b_.CreateStore(combine(a.e->reduce, t, get(a.row_lanes[k]), get(a.lanes[k])),
+                           a.row_lanes[k]);
+            b_.CreateStore(identity(a.e->reduce, t, width_), a.lanes[k]);
+          }
+        }
+      };
+    }
     row_loops(
         offsets, kernel_.row_rank(),
         [&](const Position& at, int k) {
@@ -390,13 +438,17 @@ class KernelEmitter final : public EmitterCore {
             b_.CreateStore(b_.CreateOr(get(flag), b_.CreateFCmpUNO(v, v)), flag);
           }
         },
-        kUnroll);
+        kUnroll, end_chunk);
     std::vector<llvm::Value*> results;
     for (const Accumulator& a : accs) {
       const DType t = a.e->dtype;
-      llvm::Value* vec = get(a.lanes[0]);
+      auto lane = [&](int k) {
+        llvm::Value* v = get(a.lanes[k]);
+        return a.row_lanes.empty() ? v : combine(a.e->reduce, t, get(a.row_lanes[k]), v);
+      };
+      llvm::Value* vec = lane(0);
       for (int k = 1; k < kUnroll; ++k)
-        vec = combine(a.e->reduce, t, vec, get(a.lanes[k]));
+        vec = combine(a.e->reduce, t, vec, lane(k));
       llvm::Value* result = combine(a.e->reduce, t, get(a.scalar), horizontal(a.e->reduce, t, vec));
       if (a.track_nan) {
         llvm::Value* any = get(a.saw_nan);
@@ -431,11 +483,22 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* shift = values_->value(x, Position{width_, i64(0), &offsets});
     values_->forget_elements();
     llvm::Value* shift0 = b_.CreateExtractElement(shift, uint64_t{0});
-    std::vector<llvm::AllocaInst*> sums, squares;
+    std::vector<llvm::AllocaInst*> sums, squares, row_sums, row_squares;  // row_: past chunks
     for (int k = 0; k < kUnroll; ++k) {
       sums.push_back(zeroed(width_));
       squares.push_back(zeroed(width_));
+      row_sums.push_back(zeroed(width_));
+      row_squares.push_back(zeroed(width_));
     }
+    // The shift is the same for the whole row, so S1 and S2 are plain sums: chunked as reduce()'s.
+    auto end_chunk = [&] {
+      for (int k = 0; k < kUnroll; ++k) {
+        for (auto [chunk, row] : {std::pair{sums[k], row_sums[k]}, {squares[k], row_squares[k]}}) {
+          b_.CreateStore(b_.CreateFAdd(get(row), get(chunk)), row);
+          b_.CreateStore(llvm::Constant::getNullValue(chunk->getAllocatedType()), chunk);
+        }
+      }
+    };
     llvm::AllocaInst* tail_sum = zeroed(1);
     llvm::AllocaInst* tail_squares = zeroed(1);
     row_loops(
@@ -448,12 +511,14 @@ class KernelEmitter final : public EmitterCore {
           b_.CreateStore(b_.CreateFAdd(get(sum), d), sum);
           b_.CreateStore(b_.CreateFAdd(get(square), b_.CreateFMul(d, d)), square);
         },
-        kUnroll);
-    llvm::Value* s1 = get(sums[0]);
-    llvm::Value* s2 = get(squares[0]);
-    for (int k = 1; k < kUnroll; ++k) {
-      s1 = b_.CreateFAdd(s1, get(sums[k]));
-      s2 = b_.CreateFAdd(s2, get(squares[k]));
+        kUnroll, end_chunk);
+    llvm::Value* s1 = nullptr;
+    llvm::Value* s2 = nullptr;
+    for (int k = 0; k < kUnroll; ++k) {
+      llvm::Value* lane_sum = b_.CreateFAdd(get(row_sums[k]), get(sums[k]));
+      llvm::Value* lane_squares = b_.CreateFAdd(get(row_squares[k]), get(squares[k]));
+      s1 = s1 ? b_.CreateFAdd(s1, lane_sum) : lane_sum;
+      s2 = s2 ? b_.CreateFAdd(s2, lane_squares) : lane_squares;
     }
     llvm::Type* scalar = values_->register_type(t, 1);
     auto constant = [&](double v, int width) {
