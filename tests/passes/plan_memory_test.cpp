@@ -98,8 +98,11 @@ graph(%x : f32[3]):
   return (%d)
 )IR");
   MemoryPlan plan = plan_memory(*graph, kAnyNode);
-  for (const auto& offset : plan.offsets)
-    if (offset) EXPECT_EQ(*offset % kPlanAlignment, 0);
+  for (const auto& offset : plan.offsets) {
+    if (offset) {
+      EXPECT_EQ(*offset % kPlanAlignment, 0);
+    }
+  }
   EXPECT_EQ(plan.arena_bytes, 3 * kPlanAlignment);  // a, b and c are all alive at c's node
 }
 
