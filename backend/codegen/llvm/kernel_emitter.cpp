@@ -77,6 +77,9 @@ class KernelEmitter final : public EmitterCore {
   /// n / (width * unroll): ~65K terms per accumulator over a row of 4M floats unchunked.
   static constexpr int64_t kSumChunk = 16384;
 
+  /// Whether row_loops walks this kernel's innermost dim in chunks (when given an end_chunk).
+  bool chunks_rows() const { return kernel_.sizes.back() > kSumChunk; }
+
   /// Walks every element of a row: nested loops over the reduced dims, the last one vectorized.
   /// With `end_chunk`, an innermost dim longer than kSumChunk is walked in chunks of it, and
   /// `end_chunk` emitted after each.
@@ -85,7 +88,7 @@ class KernelEmitter final : public EmitterCore {
     const int last = kernel_.rank() - 1;
     if (dim == last) {
       const int64_t size = kernel_.sizes[last];
-      if (!end_chunk || size <= kSumChunk) {
+      if (!end_chunk || !chunks_rows()) {
         inner_loop(i64(0), i64(size), offsets, body, unroll);
         return;
       }
@@ -395,8 +398,8 @@ class KernelEmitter final : public EmitterCore {
           &e, ir::is_floating(t) && (e.reduce == ReduceKind::Max || e.reduce == ReduceKind::Min)};
       for (int k = 0; k < kUnroll; ++k)
         a.lanes.push_back(slot(values_->register_type(t, width_), identity(e.reduce, t, width_)));
-      const bool chunked =
-          ir::is_floating(t) && (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean);
+      const bool chunked = chunks_rows() && ir::is_floating(t) &&
+                           (e.reduce == ReduceKind::Sum || e.reduce == ReduceKind::Mean);
       for (int k = 0; chunked && k < kUnroll; ++k)
         a.row_lanes.push_back(
             slot(values_->register_type(t, width_), identity(e.reduce, t, width_)));
@@ -487,18 +490,23 @@ class KernelEmitter final : public EmitterCore {
     for (int k = 0; k < kUnroll; ++k) {
       sums.push_back(zeroed(width_));
       squares.push_back(zeroed(width_));
+      if (!chunks_rows()) continue;
       row_sums.push_back(zeroed(width_));
       row_squares.push_back(zeroed(width_));
     }
     // The shift is the same for the whole row, so S1 and S2 are plain sums: chunked as reduce()'s.
-    auto end_chunk = [&] {
-      for (int k = 0; k < kUnroll; ++k) {
-        for (auto [chunk, row] : {std::pair{sums[k], row_sums[k]}, {squares[k], row_squares[k]}}) {
-          b_.CreateStore(b_.CreateFAdd(get(row), get(chunk)), row);
-          b_.CreateStore(llvm::Constant::getNullValue(chunk->getAllocatedType()), chunk);
+    std::function<void()> end_chunk;
+    if (chunks_rows()) {
+      end_chunk = [&] {
+        for (int k = 0; k < kUnroll; ++k) {
+          for (auto [chunk, row] :
+               {std::pair{sums[k], row_sums[k]}, {squares[k], row_squares[k]}}) {
+            b_.CreateStore(b_.CreateFAdd(get(row), get(chunk)), row);
+            b_.CreateStore(llvm::Constant::getNullValue(chunk->getAllocatedType()), chunk);
+          }
         }
-      }
-    };
+      };
+    }
     llvm::AllocaInst* tail_sum = zeroed(1);
     llvm::AllocaInst* tail_squares = zeroed(1);
     row_loops(
@@ -515,8 +523,12 @@ class KernelEmitter final : public EmitterCore {
     llvm::Value* s1 = nullptr;
     llvm::Value* s2 = nullptr;
     for (int k = 0; k < kUnroll; ++k) {
-      llvm::Value* lane_sum = b_.CreateFAdd(get(row_sums[k]), get(sums[k]));
-      llvm::Value* lane_squares = b_.CreateFAdd(get(row_squares[k]), get(squares[k]));
+      llvm::Value* lane_sum = get(sums[k]);
+      llvm::Value* lane_squares = get(squares[k]);
+      if (chunks_rows()) {
+        lane_sum = b_.CreateFAdd(get(row_sums[k]), lane_sum);
+        lane_squares = b_.CreateFAdd(get(row_squares[k]), lane_squares);
+      }
       s1 = s1 ? b_.CreateFAdd(s1, lane_sum) : lane_sum;
       s2 = s2 ? b_.CreateFAdd(s2, lane_squares) : lane_squares;
     }
