@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build python test bench bench-full bench-kernels models format format-check clean
+.PHONY: all setup build python test bench bench-full bench-kernels bench-report models format format-check clean
 
 all: build
 
@@ -36,7 +36,8 @@ test: build python models
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # glibc hands freed blocks over 32 MB back to the OS, so each large output would cost page faults
-# on every call; with these every backend in the bench process reuses its memory (README, Bench).
+# on every call; with these every backend in the bench process reuses its memory
+# (docs/benchmarking.md).
 # Inductor's on-disk caches are off, so its compile time is a cold one, as kiln's is.
 BENCH_ENV = KILN_LOG=error MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 \
             TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
@@ -48,9 +49,16 @@ bench: build python
 bench-full: build python
 	@$(BENCH_ENV) $(VENV_PY) bench/run.py --suite full
 
-# Issue #3's figures: the test models through `kiln run`, and the codegen kernel cases.
+# The test models through `kiln run` against LibTorch, and the code generator's kernel cases
+# (bench/kernel_cases.py, docs/benchmarking.md).
 bench-kernels: build python models
-	@$(VENV_PY) bench/issue3_cases.py --build $(BUILD)
+	@$(VENV_PY) bench/kernel_cases.py --build $(BUILD)
+
+# docs/benchmarks.md, docs/benchmarks.png and README.md's table, from bench/results/latest.json
+# (written by `make bench`); RESULT=path names another result file.
+RESULT ?= bench/results/latest.json
+bench-report:
+	@$(VENV_PY) bench/report.py $(RESULT)
 
 format:
 	@clang-format -i $(FORMAT_FILES)

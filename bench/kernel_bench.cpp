@@ -1,6 +1,7 @@
 // The codegen benchmarks: kiln against eager LibTorch (the TorchScript interpreter running the
-// same module op by op) on the shapes the codegen issue names, interleaved in one process so
-// machine noise hits both alike. Prints one JSON object per case; bench/run.py tabulates them.
+// same module op by op) on memory- and overhead-bound kernel shapes (an elementwise chain against
+// a plain copy, softmax, layer_norm, an MLP), interleaved in one process so machine noise hits
+// both alike. Prints one JSON object per case; bench/kernel_cases.py tabulates them.
 //
 //   kiln_kernel_bench MODELS_DIR [--rounds N]
 #include <algorithm>

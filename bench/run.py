@@ -1,10 +1,11 @@
 """`make bench`: the model zoo (bench/suite/zoo.py) under eager, kiln (torch.compile and the C++
 TorchScript path), Inductor, TorchScript and OpenVINO, in one process with a fixed thread count,
 interleaved rounds, and ratios from the same run. Prints the table; writes
-bench/results/latest.json, a timestamped copy and latest.png.
+bench/results/latest.json, a timestamped copy and latest.png; with --report also regenerates
+docs/benchmarks.md, docs/benchmarks.png and README.md's table from them (bench/report.py).
 
     python bench/run.py [--suite quick|full] [--threads N] [--budget S] [--cases a,b] [--backends a,b]
-                        [--device cpu|cuda] [--name latest]
+                        [--device cpu|cuda] [--name latest] [--report]
 
 With --device cuda (scripts/gpu-check) the cases run on the GPU, every timed call ends with a
 synchronize, and the report adds the bandwidth of the fused elementwise chain next to a
@@ -14,6 +15,7 @@ device-to-device copy of the same size, measured in the same run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import pathlib
 import sys
@@ -87,6 +89,8 @@ def main(argv=None) -> int:
     parser.add_argument("--debug", action="store_true", help="print backend tracebacks")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--name", default="latest", help="stem of the result files")
+    parser.add_argument("--report", action="store_true",
+                        help="regenerate docs/benchmarks.md, its chart and README.md's table")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -113,7 +117,8 @@ def main(argv=None) -> int:
         progress("done")
     sys.stderr.write("\n")
 
-    data = {"suite": args.suite, "machine": report.machine(args.threads),
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    data = {"suite": args.suite, "date": date, "machine": report.machine(args.threads),
             "versions": backends.versions(), "threads": args.threads,
             "seconds": round(time.time() - started, 1), "results": results,
             "geomean": report.geomeans(results), "device": args.device}
@@ -132,6 +137,10 @@ def main(argv=None) -> int:
           f"({data['seconds']:.0f} s)")
     path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")
+    if args.report:
+        from bench.report import publish
+        for written in publish(path):
+            print(f"wrote {written}")
     return 0
 
 

@@ -36,7 +36,7 @@ struct PipelineOptions {
   bool prepack_onednn = false;
   /// The plan runs on the CPU. decompose_group_norm runs only there: on CUDA kiln's reduction
   /// kernels walk a row once per reduction, and whether the decomposed norm beats ATen's there
-  /// has not been measured (no GPU yet).
+  /// has not been measured on a GPU.
   bool target_is_cpu = true;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;

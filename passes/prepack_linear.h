@@ -1,7 +1,7 @@
 // Weight prepacking for linear layers (CPU, float32): a linear whose weight is frozen and whose
 // product is large runs on oneDNN's matmul, its weight reordered once, at compile time, into the
 // blocked layout oneDNN's kernel reads. ATen's linear calls BLAS on the dense weight, which on
-// BERT's layers is 1.4x-1.8x slower here (bench: issue #6's figures in the README).
+// BERT-base's layers was measured 1.4x-1.8x slower (docs/passes.md).
 //
 //   %w : f32[3072,768] = prim::Constant() {index=0}
 //   %y : f32[128,3072] = aten::linear(%x, %w, %b)

@@ -93,7 +93,7 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
       log(LogLevel::Warn,
           "more than max_specializations=" + std::to_string(options.max_specializations) +
               " input signatures (this one: " + describe_inputs(inputs) +
-              "); running the original module for new ones");
+              "); new ones run the frozen module in the TorchScript interpreter");
     }
     return nullptr;
   }
@@ -147,7 +147,7 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   auto spec = impl_->specialization_for(inputs);
   if (!spec) {
     explanation.entries.push_back({"forward", "TorchScript interpreter",
-                                   "past max_specializations: the original module runs"});
+                                   "past max_specializations: the frozen module runs uncompiled"});
   } else {
     spec->explain_into(explanation);
   }

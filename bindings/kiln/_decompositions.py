@@ -48,9 +48,9 @@ KEPT_WHOLE = frozenset({
 # Training-mode batch norm is a core ATen op, kept whole by core_aten_decompositions(); torch's
 # own decomposition of it (var_mean, then x * rstd + shift, and the running statistics) gives
 # kiln reductions and elementwise ops it fuses: the statistics and the normalization, with the
-# relu after it, become one kernel (sibling reductions, README "CPU code generation"). Measured
-# 2026-12-02, training forward of BatchNorm2d(64) + ReLU on [8, 64, 56, 56], three processes
-# each: 0.63-0.73 ms decomposed, 2.44-2.85 ms kept whole (eager 1.68-2.60 ms). Group norm the
+# relu after it, become one kernel (sibling reductions, docs/codegen-cpu.md). Measured on the
+# 2-core development machine, training forward of BatchNorm2d(64) + ReLU on [8, 64, 56, 56],
+# three processes each: 0.63-0.73 ms decomposed, 2.44-2.85 ms kept whole (eager 1.68-2.60 ms). Group norm the
 # same way: its statistics one kernel, the normalization, affine and activation after it
 # another (GroupNorm(32, 256) + SiLU on [2, 256, 64, 64], inference: 0.42-0.44 ms decomposed,
 # 0.64-0.79 ms kept whole, eager 0.59-0.75 ms). In inference graphs group norm is kept whole
@@ -59,7 +59,7 @@ KEPT_WHOLE = frozenset({
 # which after a channels-last convolution is a walk in 4-float runs (GroupNorm(32, 128) + SiLU
 # on a channels-last [2, 128, 64, 64]: 0.27-0.28 ms with kiln's, 1.45-2.09 ms with torch's,
 # eager 0.37-0.44 ms). CPU graphs only: on CUDA, where kiln's reduction kernels walk a row once
-# per reduction, cuDNN's one kernel per norm is kept (not measured: no GPU yet).
+# per reduction, cuDNN's one kernel per norm is kept (not measured on a GPU).
 DECOMPOSED_TOO = (_aten._native_batch_norm_legit_functional.default,
                   _aten._native_batch_norm_legit.no_stats,
                   _aten.native_group_norm.default)

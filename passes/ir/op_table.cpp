@@ -108,7 +108,8 @@ constexpr OpInfo kOps[] = {
     {"aten::_log_softmax", K::Normalization, 1, 1, 1, kPlanned},
     {"aten::layer_norm", K::Normalization, 1, 3, 1, kOwn},
     {"aten::batch_norm", K::Normalization, 1, 5, 1, kOwn},
-    // Matrix products and convolutions (run through ATen until codegen takes their epilogues).
+    // Matrix products and convolutions: run through ATen (or oneDNN after prepacking); their
+    // elementwise consumers fuse into an epilogue kernel (fuse_epilogue).
     {"aten::linear", K::Gemm, 2, 3, 1, kPlanned},
     {"aten::matmul", K::Gemm, 2, 2, 1, kPlanned},
     {"aten::mm", K::Gemm, 2, 2, 1, kPlanned},

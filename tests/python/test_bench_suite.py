@@ -18,7 +18,7 @@ def test_bench_writes_the_documented_json(tmp_path):
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads((tmp_path / "latest.json").read_text())
-    assert {"machine", "versions", "threads", "results", "geomean"} <= set(data)
+    assert {"date", "machine", "versions", "threads", "results", "geomean"} <= set(data)
     assert set(data["geomean"]) == {"kiln_vs_eager", "kiln_vs_inductor"}
     assert data["versions"]["torch"].startswith("2.11")
     rows = {(r["model"], r["backend"]): r for r in data["results"]}
@@ -50,3 +50,50 @@ def test_a_failing_backend_gets_a_row_that_says_why(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def _report(rows):
+    return {"suite": "quick", "date": "DATE-STAMP", "seconds": 12.0, "threads": 2,
+            "device": "cpu", "versions": {"torch": "2.11.0", "openvino": None},
+            "machine": {"cpu": "Some CPU", "isa": ["avx2"], "cores": 2, "threads": 2,
+                        "os": "Linux", "python": "3.11"},
+            "results": rows, "geomean": {"kiln_vs_eager": 1.5, "kiln_vs_inductor": None}}
+
+
+def _row(model, backend, median, ok=True, error=None):
+    return {"model": model, "backend": backend, "median_ms": median, "min_ms": median,
+            "max_ms": median, "speedup_vs_eager": (2.0 / median) if ok else None,
+            "compile_s": 0.1, "max_abs_diff": 0.0, "ok": ok, "error": error}
+
+
+def test_bench_report_regenerates_the_page_and_the_readme_table(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from bench.report import publish
+    from bench.suite import page
+    source = tmp_path / "latest.json"
+    source.write_text(json.dumps(_report([
+        _row("resnet", "eager", 2.0), _row("resnet", "kiln", 1.0),
+        _row("resnet", "openvino", None, ok=False, error="IndexError: boom")])))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{page.README_BEGIN}\nstale table\n{page.README_END}\nafter\n")
+    publish(source, root=tmp_path)
+    text = readme.read_text()
+    assert "stale table" not in text and text.startswith("before\n") and text.endswith("after\n")
+    assert "| resnet | 2.00 ms | 1.00 ms (2.00x) | fails |" in text
+    markdown = (tmp_path / "docs" / "benchmarks.md").read_text()
+    assert "DATE-STAMP" in markdown and "Some CPU" in markdown and "torch 2.11.0" in markdown
+    assert "`IndexError: boom`" in markdown and "**1.50x** eager" in markdown
+    publish(source, root=tmp_path)  # overwrites: the same inputs give the same files
+    assert readme.read_text() == text
+    assert (tmp_path / "docs" / "benchmarks.md").read_text() == markdown
+
+
+def test_bench_report_refuses_a_readme_without_markers(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from bench.suite import page
+    try:
+        page.replace_readme_block("no markers here", "block")
+    except ValueError as error:
+        assert "markers" in str(error)
+    else:
+        raise AssertionError("a README without markers was accepted")

@@ -23,3 +23,4 @@ def test_example_app_builds_against_installed_kiln_and_runs(build_dir, tmp_path)
     run("cmake", "--build", str(app_build))
     result = run(str(app_build / "hello"), str(build_dir / "models" / "mlp.pt"), "8x64")
     assert "kiln vs LibTorch max abs diff" in result.stdout
+    assert "recompiled vs first compile max abs diff" in result.stdout

@@ -1,5 +1,6 @@
-// The LLVM code generator's front door: all kernels of one plan become one LLVM module, compiled
-// once by the ORC JIT for the CPU kiln runs on. Torch-free.
+// The LLVM code generator's front door: the kernels of one plan become LLVM modules (one per
+// compile thread, compile_groups.h; one when the plan is dumped), compiled by the ORC JIT for
+// the CPU kiln runs on. Kernels an earlier plan compiled are taken from its code. Torch-free.
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,7 @@ namespace kiln {
 /// Where one operation runs, as `explain` reports it.
 struct ExplainEntry {
   std::string op;     // "aten::linear", "prim::If", ...
-  std::string where;  // "fused kernel", "native kernel", "extern ATen", "TorchScript interpreter"
+  std::string where;  // "fused kernel", "extern ATen", "TorchScript interpreter"
   std::string why;
 };
 

@@ -1,9 +1,10 @@
 // kiln: a compiler backend for PyTorch. The C++ entry point.
 //
+// clang-format off
 //   torch::jit::Module module = torch::jit::load("model.pt");
-//   kiln::CompiledModule compiled = kiln::compile(module,
-//   kiln::CompileOptions::parse("strict=true")); at::Tensor y = compiled.forward({torch::randn({8,
-//   64})}).toTensor();
+//   kiln::CompiledModule compiled = kiln::compile(module, kiln::CompileOptions::parse("strict=true"));
+//   at::Tensor y = compiled.forward({torch::randn({8, 64})}).toTensor();
+// clang-format on
 #pragma once
 
 #include <torch/script.h>
@@ -22,7 +23,8 @@ namespace kiln {
 class CompiledModule {
  public:
   /// Runs the module on these inputs (the arguments of forward, without self). Compiles a new
-  /// specialization for a new input signature; past max_specializations, runs the original.
+  /// specialization for a new input signature; past max_specializations, runs the frozen
+  /// (eval-mode) copy of the module in the TorchScript interpreter.
   c10::IValue forward(std::vector<c10::IValue> inputs) const;
   c10::IValue operator()(std::vector<c10::IValue> inputs) const {
     return forward(std::move(inputs));

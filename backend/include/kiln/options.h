@@ -20,9 +20,10 @@ struct CompileOptions {
   Target target = Target::Auto;
   /// Raise instead of falling back to eager when a region fails to compile.
   bool strict = false;
-  /// Fuse ops into kernels (the fuser arrives with CPU code generation).
+  /// Fuse ops into generated kernels; false runs every op through ATen.
   bool fusion = true;
-  /// Specializations (input signatures) compiled per module; past it the original module runs.
+  /// Specializations (input signatures) compiled per module; past it the frozen (eval-mode) copy
+  /// of the module runs in the TorchScript interpreter, uncompiled.
   int max_specializations = 8;
   /// Write graph IR after each pass and the captured TorchScript graph here ("" = off).
   std::string dump_dir;

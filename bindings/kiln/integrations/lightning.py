@@ -3,8 +3,8 @@
 Lightning's DDPStrategy wraps a compiled LightningModule as DDP(module with compiled step
 methods): DDP's pre- and post-forward (buffer broadcast, gradient-bucket setup) run outside the
 compiled region, and dynamo cannot split graphs at DDP's buckets. KilnDDPStrategy compiles the
-DDP module itself instead, with the arguments the user compiled with (what Lightning PR #20269
-asked for)::
+DDP module itself instead, with the arguments the user compiled with (what the upstream pull
+request https://github.com/Lightning-AI/pytorch-lightning/pull/20269 asked for)::
 
     import kiln
     import lightning as L

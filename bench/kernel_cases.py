@@ -1,10 +1,11 @@
 """`make bench-kernels`: kiln against eager LibTorch (the TorchScript interpreter running the
-same module op by op) on the test models, via `kiln run`, and on the codegen issue's kernel cases (elementwise
-chain against a plain copy, softmax, layer_norm, MLP) via `kiln_kernel_bench`. Every number is a
-median of interleaved runs in one process.
+same module op by op) on the test models, via `kiln run`, and on the code generator's kernel
+cases (elementwise chain against a plain copy, softmax, layer_norm, MLP) via `kiln_kernel_bench`.
+Every number is a median of interleaved runs in one process; the kernel cases run in several
+processes and report the median over them (docs/benchmarking.md says why).
 
-Prints two tables and writes bench/results/kernels-latest.json: the figures of issue #3 (the
-README's "CPU code generation" tables). The model zoo against the peers is `make bench`.
+Prints two tables and writes bench/results/kernels-latest.json. The model zoo against the peers
+is `make bench`.
 """
 import argparse
 import datetime
@@ -21,7 +22,7 @@ TOLERANCE = 1e-4
 
 # glibc returns every freed block above 32 MB to the OS, so a 64 MB output costs ~16K page faults
 # on each call, and which side pays them depends on who allocates first; with these both sides
-# reuse their memory and the timings measure the computation. (Stated in the README.)
+# reuse their memory and the timings measure the computation (docs/benchmarking.md).
 BENCH_ENV = {"KILN_LOG": "error", "MALLOC_MMAP_THRESHOLD_": "1000000000",
              "MALLOC_TRIM_THRESHOLD_": "1000000000"}
 
