@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   int rounds = 15;
   if (argc >= 4 && std::string(argv[2]) == "--rounds") rounds = std::stoi(argv[3]);
   // index.txt: one "name shape" line per case (bench/make_kernel_models.py writes index.json;
-  // bench/run.py turns it into this to keep JSON parsing out of C++).
+  // bench/kernel_cases.py turns it into this to keep JSON parsing out of C++).
   std::ifstream index(dir + "/index.txt");
   std::string name, shape_text;
   torch::NoGradGuard no_grad;

@@ -1,7 +1,7 @@
-"""TorchScript models for the kernel benchmarks (bench/kernel_bench.cpp): an elementwise chain and
-a copy of the same size, softmax, layer_norm and an MLP at batch 1 and 64; and for the Google Benchmark microbenches (bench/micro, make
-bench-micro), which also use a row sum, a column sum and a one-add graph. Written by code with random weights;
-nothing is downloaded."""
+"""TorchScript models for the kernel benchmarks (bench/kernel_bench.cpp): an elementwise chain
+and a copy of the same size, softmax, layer_norm and an MLP at batch 1 and 64; and for the Google
+Benchmark microbenches (bench/micro, make bench-micro), which also use a row sum, a column sum
+and a one-add graph. Written by code with random weights; nothing is downloaded."""
 import json
 import os
 import sys

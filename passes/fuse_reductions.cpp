@@ -13,8 +13,7 @@ namespace {
 bool is_fusible_reduction(const ir::Node& node) {
   if (node.op() == kFusedOp || !kernel::can_lower(node) || !kernel::reduced_dims(node))
     return false;
-  auto on_cpu = [](const ir::Value* v) { return v->type().device.kind == ir::DeviceKind::CPU; };
-  return std::all_of(node.inputs().begin(), node.inputs().end(), on_cpu);
+  return runs_on_one_device(node);
 }
 
 class ReductionGroup {

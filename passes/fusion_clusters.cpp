@@ -8,10 +8,16 @@
 
 namespace kiln {
 
+bool runs_on_one_device(const ir::Node& node) {
+  const ir::Device device = node.output()->type().device;
+  if (device.kind != ir::DeviceKind::CPU && device.kind != ir::DeviceKind::CUDA) return false;
+  return std::all_of(node.inputs().begin(), node.inputs().end(),
+                     [&](const ir::Value* v) { return v->type().device == device; });
+}
+
 bool is_fusible_elementwise(const ir::Node& node) {
   if (node.op() == kFusedOp || !kernel::can_lower(node) || kernel::reduced_dims(node)) return false;
-  auto on_cpu = [](const ir::Value* v) { return v->type().device.kind == ir::DeviceKind::CPU; };
-  return std::all_of(node.inputs().begin(), node.inputs().end(), on_cpu) && on_cpu(node.output());
+  return runs_on_one_device(node);
 }
 
 bool broadcasts_to(const std::vector<int64_t>& shape, const std::vector<int64_t>& target) {

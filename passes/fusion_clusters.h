@@ -62,7 +62,13 @@ void inline_fused_node(ir::Graph& graph, ir::Node* fused, const std::string& rea
 /// The attribute that says why a node left its fusion group.
 inline constexpr const char* kUnfusedAttr = "kiln_unfused";
 
-/// True for a node the elementwise fusers may take: a lowerable elementwise op on the CPU.
+/// True when every tensor the node reads and writes is on one CPU or CUDA device: a kernel runs
+/// on one device, so an op that mixes devices (a CPU scalar tensor beside CUDA tensors) or
+/// runs on meta tensors stays with ATen. Whether the device has a code generator is the
+/// pipeline's call (PipelineOptions::fusion), not the fusers'.
+bool runs_on_one_device(const ir::Node& node);
+
+/// True for a node the elementwise fusers may take: a lowerable elementwise op on one device.
 bool is_fusible_elementwise(const ir::Node& node);
 
 /// True when `shape` broadcasts to `target` (right-aligned; sizes equal or 1).

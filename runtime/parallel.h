@@ -2,9 +2,9 @@
 //
 // at::parallel_for is a header template: with ATen's OpenMP backend its `#pragma omp parallel`
 // is compiled into the caller, and in a file built without -fopenmp the pragma is ignored and the
-// whole range runs on the calling thread, silently. run_parallel is compiled once, with OpenMP and torch's own libgomp
-// (runtime/CMakeLists.txt), and every parallel loop in kiln goes through it; a test fails on a
-// call to at::parallel_for anywhere else.
+// whole range runs on the calling thread, silently. run_parallel is compiled once, with OpenMP
+// and torch's own libgomp (runtime/CMakeLists.txt), and every parallel loop in kiln goes through
+// it; a test fails on a call to at::parallel_for anywhere else.
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 //
 // DIR: the models bench/make_kernel_models.py writes; default $KILN_BENCH_MODELS, else
 // <build dir>/bench_models. Run with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised
-// (see the README's Bench section) or the 64 MB cases measure page faults.
+// (docs/benchmarking.md) or the 64 MB cases measure page faults.
 #include <ATen/Parallel.h>
 
 #include <cstdlib>

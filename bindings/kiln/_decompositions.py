@@ -5,8 +5,8 @@ reductions it fuses, less the ops below. Each has one ATen kernel, and its decom
 table is either index arithmetic around `aten.index` gathers or `index_put`s (the pads,
 `im2col`, `roll`, `index_add`, `index_fill`), which kiln cannot fuse and would run op by op
 through ATen, or, for the CPU's fused attention, two `bmm`s around a masked softmax. Kept
-whole they run as one extern step: ATen's kernel, as in eager. Measured on the 2-core AVX-512 machine of the README, torch.compile(backend="kiln"),
-decomposed against kept (eager in brackets), one process:
+whole they run as one extern step: ATen's kernel, as in eager. Measured on a 2-core AVX-512
+machine, torch.compile(backend="kiln"), decomposed against kept (eager in brackets), one process:
 
 - `F.pad(x, 3, mode="reflect")`, [1, 64, 56, 56]: 471 us against ATen's kernel (51 us);
   `mode="replicate"` 738 us (63 us);

@@ -260,6 +260,52 @@ TEST(FuseElementwiseTest, UnsupportedAttributeKeepsANodeOut) {
   EXPECT_TRUE(well_formed(*g));
 }
 
+// ---- Devices: a kernel runs on one CPU or CUDA device ------------------------------------------
+
+TEST(FuseElementwiseTest, ChainOnACudaDeviceBecomesOneFusedNode) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,8]@cuda, %y : f32[4,8]@cuda, %b : f32[8]@cuda):\n"
+      "  %t : f32[4,8]@cuda = aten::mul.Tensor(%x, %y)\n"
+      "  %u : f32[4,8]@cuda = aten::add.Tensor(%t, %b) {alpha=1}\n"
+      "  %r : f32[4,8]@cuda = aten::relu(%u)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_elementwise(*g), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->op(), kFusedOp);
+}
+
+TEST(FuseElementwiseTest, AnOpMixingDevicesStaysWithATen) {
+  // ATen lets a CPU 0-dim tensor be an operand of a CUDA op; a CUDA kernel cannot read it.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,8]@cuda, %s : f32[]):\n"
+      "  %t : f32[4,8]@cuda = aten::mul.Tensor(%x, %s)\n"
+      "  %r : f32[4,8]@cuda = aten::relu(%t)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_elementwise(*g), 1);
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{"aten::mul.Tensor", kFusedOp}));
+  EXPECT_EQ(body_ops(*g->nodes()[1]), (std::vector<std::string>{"aten::relu"}));
+}
+
+TEST(FuseElementwiseTest, MetaTensorsAreNotFused) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,8]@meta):\n"
+      "  %r : f32[4,8]@meta = aten::relu(%x)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_elementwise(*g), 0);
+}
+
+TEST(FuseReductionsTest, SoftmaxOnACudaDeviceTakesItsProducerAndConsumer) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,16]@cuda:1):\n"
+      "  %s : f32[4,16]@cuda:1 = aten::mul.Scalar(%x) {other=2.0}\n"
+      "  %p : f32[4,16]@cuda:1 = aten::softmax.int(%s) {dim=-1, dtype=None}\n"
+      "  return (%p)\n");
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(body_ops(*g->nodes()[0]),
+            (std::vector<std::string>{"aten::mul.Scalar", "aten::softmax.int"}));
+}
+
 // ---- Reduction fusion --------------------------------------------------------------------------
 
 constexpr const char* kScaledSoftmaxGelu =

@@ -103,7 +103,7 @@ OPINFOS_FOR = {
     "aten::where.self": ["where"],
 }
 
-# The dtypes kiln claims (README, "CPU code generation").
+# The dtypes kiln claims (docs/codegen-cpu.md, "dtypes").
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
           torch.bool]
 
