@@ -63,10 +63,25 @@ class PassRunner {
 
 // Lowers each fusion group to a kernel; a group the lowering rejects goes back to single ops
 // (a fuser bug must cost speed, never correctness).
+/// Devices match where their kinds do and, when both name one, their indices (-1 is the current
+/// device of that kind).
+bool same_device(const ir::Device& a, const ir::Device& b) {
+  return a.kind == b.kind && (a.index < 0 || b.index < 0 || a.index == b.index);
+}
+
 void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result) {
   std::vector<std::pair<ir::Node*, std::string>> failed;
   for (ir::Node* node : graph.nodes()) {
     if (node->op() != kFusedOp) continue;
+    // The fusers keep a group on one device (runs_on_one_device); the plan's kernels run on its.
+    const ir::Device group_device = node->output()->type().device;
+    if (!same_device(group_device, options.device)) {
+      failed.emplace_back(node, "its tensors are on " + ir::device_name(group_device) +
+                                    ", and this plan's kernels run on " +
+                                    ir::device_name(options.device));
+      result.unfused.push_back(failed.back().second);
+      continue;
+    }
     const std::string name = options.dump_name + "_k" + std::to_string(result.kernels.size());
     try {
       result.kernels.push_back(kernel::lower_group(*node->subgraph(), name));
@@ -139,7 +154,7 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   }
   // Its statistics become sibling reductions and its normalization elementwise ops: worth it
   // only where they fuse.
-  if (options.fusion && options.target_is_cpu) {
+  if (options.fusion && options.device.kind == ir::DeviceKind::CPU) {
     passes.run("decompose_group_norm", "fusion", [&] { decompose_group_norm(graph); });
   }
   if (options.infer_types) {

@@ -34,10 +34,12 @@ struct PipelineOptions {
   TypeInferrer infer_types;
   /// prepack_linear and prepack_conv run: the runtime has oneDNN's ops and no autograd is needed.
   bool prepack_onednn = false;
-  /// The plan runs on the CPU. decompose_group_norm runs only there: on CUDA kiln's reduction
-  /// kernels walk a row once per reduction, and whether the decomposed norm beats ATen's there
-  /// has not been measured on a GPU.
-  bool target_is_cpu = true;
+  /// Where the plan runs, and so its generated kernels: a fusion group whose tensors are on
+  /// another device (a region that moves values with `.to()`) runs op by op through ATen.
+  /// decompose_group_norm runs only on the CPU: on CUDA kiln's reduction kernels walk a row once
+  /// per reduction, and whether the decomposed norm beats ATen's there has not been measured on a
+  /// GPU.
+  ir::Device device;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };

@@ -225,7 +225,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   // oneDNN's linear records no autograd history either.
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
   pipeline.fusion = options.fusion && generates_code_for(device, env);
-  pipeline.target_is_cpu = device.is_cpu();
+  if (auto ir_device = to_ir_device(device)) pipeline.device = *ir_device;
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;
   pipeline.evaluate_constant = [&](const ir::Node& node,

@@ -571,6 +571,31 @@ TEST(PipelineTest, FusesByDefault) {
   EXPECT_NE(std::find(run.begin(), run.end(), "fuse_epilogue"), run.end());
 }
 
+constexpr const char* kCudaChain =
+    "graph(%x : f32[4,8]@cuda:0, %y : f32[4,8]@cuda:0):\n"
+    "  %t : f32[4,8]@cuda:0 = aten::mul.Tensor(%x, %y)\n"
+    "  %r : f32[4,8]@cuda:0 = aten::relu(%t)\n"
+    "  return (%r)\n";
+
+TEST(PipelineTest, GroupsOnThePlansDeviceBecomeKernels) {
+  auto g = ir::parse_graph(kCudaChain);
+  PipelineOptions options;
+  options.device = {ir::DeviceKind::CUDA, -1};  // the current CUDA device matches cuda:0
+  const PipelineResult result = run_pipeline(*g, options);
+  EXPECT_EQ(result.kernels.size(), 1u);
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{kFusedOp}));
+}
+
+TEST(PipelineTest, GroupsOnAnotherDeviceRunOpByOp) {
+  // A CPU plan whose region moved values to a GPU: its LLVM kernels cannot read them.
+  auto g = ir::parse_graph(kCudaChain);
+  const PipelineResult result = run_pipeline(*g, PipelineOptions{});
+  EXPECT_TRUE(result.kernels.empty());
+  EXPECT_EQ(graph_ops(*g), (std::vector<std::string>{"aten::mul.Tensor", "aten::relu"}));
+  ASSERT_EQ(result.unfused.size(), 1u);
+  EXPECT_EQ(result.unfused[0], "its tensors are on cuda:0, and this plan's kernels run on cpu");
+}
+
 TEST(PipelineTest, DisablingFusionLeavesTheGraphUnfused) {
   auto g = ir::parse_graph(kScaledSoftmaxGelu);
   PipelineOptions options;
