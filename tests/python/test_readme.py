@@ -64,3 +64,16 @@ def test_each_tagged_block_is_an_excerpt_of_an_example_the_tests_run():
         assert source.exists(), f"README quotes {path}, which does not exist"
         assert _is_excerpt(block, source.read_text()), (
             f"the README block tagged {path} is no longer an excerpt of it:\n{block}")
+
+
+def test_relative_links_in_readme_and_docs_resolve():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+://", path):
+                continue
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
