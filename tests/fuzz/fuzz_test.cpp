@@ -52,8 +52,9 @@ TEST(Fuzz, FixedSeedsMatchEager) {
   // Guards on the fuzzer itself: most cases fuse, and most elements are compared.
   EXPECT_GE(cases_with_kernels, static_cast<int>(kSeeds * 8 / 10));
   // The lowering gives no group back on these seeds (a value the same for a whole row stored per
-  // element is one such pattern the kernel IR must express). A group given back runs correctly through ATen, so only this count shows a lowering that
-  // refuses a pattern the fusers form; KILN_LOG=warn on kiln_fuzz says which.
+  // element is one such pattern the kernel IR must express). A group given back runs correctly
+  // through ATen, so only this count shows a lowering that refuses a pattern the fusers form;
+  // KILN_LOG=warn on kiln_fuzz says which.
   EXPECT_EQ(unlowered, 0) << unlowered << " ops of groups given back";
   // One case can leave tens of thousands unchecked (seed 278: the pow(-2) of integer zeros feeds
   // three layer norms, 48000 of its 51000 elements), so the guard allows a tenth.
@@ -62,8 +63,8 @@ TEST(Fuzz, FixedSeedsMatchEager) {
 
 // Seeds past the fixed range that once failed, each for a reason the fixed seeds did not reach:
 // 7417 (an infinite layer_norm weight times a normalized 0), 13010 (an empty channels-last layer
-// norm given back to ATen), 14287-17407 but 15821 (sums of empty rows left unwritten), 15821 (an int64 operand of a bfloat16
-// maximum).
+// norm given back to ATen), 14287-17407 but 15821 (sums of empty rows left unwritten), 15821 (an
+// int64 operand of a bfloat16 maximum).
 TEST(Fuzz, SeedsThatOnceFailedMatchEager) {
   for (uint64_t seed :
        {7417, 13010, 14287, 14357, 15044, 15113, 15211, 15821, 16689, 16893, 17407}) {
