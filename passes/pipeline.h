@@ -22,7 +22,7 @@ struct PipelineOptions {
   /// Run the verifier after every pass (KILN_VERIFY).
   bool verify = false;
   /// Names of passes to skip (KILN_DISABLE), e.g. "eliminate_dead_code", "plan_memory"; "fusion"
-  /// skips all three fusers.
+  /// skips the three fusers, the two norm decompositions and lower_kernels.
   std::set<std::string> disabled;
   /// The `fusion` compile option: false skips the fusers.
   bool fusion = true;

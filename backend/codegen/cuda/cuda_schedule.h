@@ -48,8 +48,8 @@ struct CudaSchedule {
   /// registers, so the row is read from memory once. 0: not cached.
   int cached = 0;
   bool index32 = true;  // every index and offset fits in 32 bits
-  /// Split reductions: slices per row, and the workspace the runtime provides (zeroed once:
-  /// the kernel leaves it zeroed again).
+  /// Split reductions: slices per row, and the workspace the runtime provides (zeroed for each
+  /// call, from the caching allocator: executor.cpp).
   int64_t slices = 1;
   int64_t workspace_bytes = 0;
   /// Launches per call, one per walk of a split row (its Reduces, then the element stores);
