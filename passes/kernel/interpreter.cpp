@@ -57,7 +57,7 @@ Scalar make(double f, DType t) {
   } else if (t == DType::Bool) {
     s.i = f != 0 || std::isnan(f);
   } else {
-    s.i = std::isfinite(f) ? wrap(static_cast<int64_t>(f), t) : 0;
+    s.i = integer_from_float(f, DType::Float64, t);  // an integer constant: exact in range
   }
   return s;
 }
@@ -419,6 +419,11 @@ class RowEvaluator {
         if (!is_float(arg_type(0)) && !is_float(e.dtype)) {
           Scalar s;
           s.i = wrap(arg(0).i, e.dtype);
+          return s;
+        }
+        if (is_float(arg_type(0)) && e.dtype != DType::Bool && !is_float(e.dtype)) {
+          Scalar s;
+          s.i = integer_from_float(arg(0).f, arg_type(0), e.dtype);
           return s;
         }
         return make(as_double(arg(0), arg_type(0)), e.dtype);

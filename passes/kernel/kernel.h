@@ -37,7 +37,8 @@ using ir::DType;
 enum class Op : uint8_t {
   Load,      // load: reads its buffer through its index map
   Constant,  // value (in `constant`, converted to the dtype)
-  Cast,      // 1 arg, converted to the expr's dtype (float -> int truncates; -> bool is != 0)
+  Cast,      // 1 arg, converted to the expr's dtype (float -> int truncates, NaN, inf and out of
+             // range as eager on x86: scalar_convert.h; -> bool is != 0)
   // Unary, on the expr's dtype.
   Neg,
   Abs,

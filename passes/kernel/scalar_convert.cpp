@@ -5,6 +5,33 @@
 
 namespace kiln::kernel {
 
+bool converts_through_int64(ir::DType from, ir::DType to) {
+  return to == ir::DType::Int64 || (to == ir::DType::UInt8 && from == ir::DType::Float64);
+}
+
+int64_t integer_from_float(double value, ir::DType from, ir::DType to) {
+  int64_t wide;
+  if (converts_through_int64(from, to)) {
+    const bool in_range = value >= -0x1p63 && value < 0x1p63;  // false for NaN
+    wide = in_range ? static_cast<int64_t>(value) : INT64_MIN;
+  } else {
+    const bool in_range = value >= -0x1p31 && value < 0x1p31;
+    wide = in_range ? static_cast<int32_t>(value) : INT32_MIN;
+  }
+  switch (to) {
+    case ir::DType::UInt8:
+      return static_cast<uint8_t>(wide);
+    case ir::DType::Int8:
+      return static_cast<int8_t>(wide);
+    case ir::DType::Int16:
+      return static_cast<int16_t>(wide);
+    case ir::DType::Int32:
+      return static_cast<int32_t>(wide);
+    default:
+      return wide;
+  }
+}
+
 float float_from_half(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
   const int exponent = (bits >> 10) & 0x1f;

@@ -263,6 +263,18 @@ TEST(KernelCodegenTest, FloatToIntCastTruncatesTowardZero) {
   check({c});
 }
 
+TEST(KernelCodegenTest, FloatToIntegerOfNaNInfAndOutOfRangeMatchesTheInterpreter) {
+  // fptosi is poison there; kiln defines these as eager's x86 results (scalar_convert.h).
+  const std::vector<double> specials = {
+      kNaN, kInf,  -kInf,        3e9,          -3e9,          1e20,         300.7,         -300.7,
+      -1.5, 70000, 4294967596.0, 2147483948.0, -2147483948.0, 2147483520.0, -2147483648.0, 9.3e18};
+  std::vector<Case> cases;
+  for (DType from : {F32, F64, F16, BF16})
+    for (DType to : {I64, I32, I8, U8})
+      cases.push_back(make_case(cast_kernel(from, to), {uniform(-3e9, 3e9, specials)}));
+  check(cases);
+}
+
 TEST(KernelCodegenTest, NegativeFloatToUInt8WrapsLikeTorch) {
   // c10's float -> uint8 conversion goes through int64, so -3.7 becomes 253, as the interpreter
   // says.

@@ -69,6 +69,36 @@ TEST(CudaEmulation, SplitRowsWalkedSeveralTimesMatchTheInterpreter) {
   }
 }
 
+TEST(CudaEmulation, FloatToIntegerOfNaNInfAndOutOfRangeMatchesTheInterpreter) {
+  if (const std::string why = emulation_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  // A C cast is undefined there (and a GPU's cvt saturates): the prelude gives eager's results.
+  const std::vector<double> x = {NAN,          INFINITY,      -INFINITY,    3e9,   -3e9,
+                                 1e20,         300.7,         -300.7,       -1.5,  70000,
+                                 4294967596.0, -2147483948.0, 2147483520.0, 9.3e18};
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<Kernel> casts;
+  for (DType from : {DType::Float32, DType::Float64})
+    for (DType to : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8}) {
+      Kernel k = make_kernel("cast", {n}, 0, {from}, {to});
+      KernelBuilder b(k);
+      b.store(1, {1}, b.cast(b.load(0, {1}), to));
+      casts.push_back(std::move(k));
+    }
+  EmulatedModule emulated(codegen::cuda::emit_cuda_module(casts));
+  for (size_t index = 0; index < casts.size(); ++index) {
+    const Kernel& k = casts[index];
+    Bytes in(n * ir::dtype_size(k.buffers[0].dtype));
+    for (int64_t i = 0; i < n; ++i)
+      testing::put_element(k.buffers[0].dtype, in.data() + i * ir::dtype_size(k.buffers[0].dtype),
+                           x[i]);
+    Bytes want(n * ir::dtype_size(k.buffers[1].dtype)), got(want.size(), 0xAB);
+    kernel::interpret(k, {in.data(), want.data()});
+    emulated.launch(static_cast<int>(index), {in.data(), got.data()}, 1);
+    EXPECT_EQ(got, want) << ir::dtype_name(k.buffers[0].dtype) << " to "
+                         << ir::dtype_name(k.buffers[1].dtype);
+  }
+}
+
 TEST(CudaEmulation, InPlaceKernelReadsBeforeItWrites) {
   if (const std::string why = emulation_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   // out = x * y + x over [64, 256]: exact arithmetic, so the bytes must match.

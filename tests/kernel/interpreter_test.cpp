@@ -50,6 +50,39 @@ Kernel convert_kernel(int64_t n, DType in, DType out) {
 
 // ---- Elementwise -------------------------------------------------------------------------------
 
+// Float -> integer as eager's CPU kernels give it on x86 (the values below are eager's, torch
+// 2.11): out of range, NaN and infinities give the intermediate integer's most negative value.
+TEST(InterpreterTest, FloatToIntegerIsEagersConversion) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> x = {nan,         inf,         -inf,         3e9,         -3e9,
+                           1e20,        300.7,       -300.7,       -1.5,        70000,
+                           4294967596., 2147483948., -2147483948., 2147483520., -2147483648.};
+  constexpr int64_t m64 = INT64_MIN, m32 = INT32_MIN;
+  const std::vector<std::pair<DType, std::vector<int64_t>>> from_float64 = {
+      {DType::Int64,
+       {m64, m64, m64, 3000000000, -3000000000, m64, 300, -300, -1, 70000, 4294967596, 2147483948,
+        -2147483948, 2147483520, -2147483648}},
+      {DType::Int32,
+       {m32, m32, m32, m32, m32, m32, 300, -300, -1, 70000, m32, m32, m32, 2147483520, m32}},
+      {DType::Int8, {0, 0, 0, 0, 0, 0, 44, -44, -1, 112, 0, 0, 0, -128, 0}},
+      {DType::UInt8, {0, 0, 0, 0, 0, 0, 44, 212, 255, 112, 44, 44, 212, 128, 0}},
+  };
+  for (const auto& [to, want] : from_float64) {
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(integer_from_float(x[i], DType::Float64, to), want[i])
+          << x[i] << " to " << ir::dtype_name(to);
+  }
+  // From float32, uint8 goes through int32 (4294967596 is 4294967808 as a float32).
+  EXPECT_EQ(integer_from_float(4294967808., DType::Float32, DType::UInt8), 0);
+  EXPECT_EQ(integer_from_float(-300.7, DType::Float32, DType::UInt8), 212);
+  // The interpreter's casts follow the same rule.
+  Kernel k = convert_kernel(static_cast<int64_t>(x.size()), DType::Float64, DType::Int32);
+  std::vector<int32_t> out(x.size());
+  interpret(k, {x.data(), out.data()});
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(out[i], from_float64[1].second[i]) << x[i];
+}
+
 TEST(InterpreterTest, AddBroadcastsARowThroughStrideZero) {
   // out[i][j] = a[i][j] + row[j] over [2,3].
   Kernel k = make_kernel("k", {2, 3}, 0, {DType::Float32, DType::Float32}, {DType::Float32});

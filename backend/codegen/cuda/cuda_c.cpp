@@ -90,9 +90,9 @@ std::string convert(const std::string& x, DType from, DType to) {
     if (is_float(from)) return rounded("static_cast<" + t + ">(" + x + ")", to);
     return rounded("static_cast<" + t + ">(static_cast<double>(" + x + "))", to);
   }
-  if (is_float(from)) {  // float -> integer: truncate; inf and NaN give 0
-    return "(isfinite(" + x + ") ? static_cast<" + t + ">(static_cast<long long>(" + x +
-           ")) : static_cast<" + t + ">(0))";
+  if (is_float(from)) {  // float -> integer: defined for NaN, inf and out of range (prelude)
+    const char* via = kernel::converts_through_int64(from, to) ? "kiln_to_int64" : "kiln_to_int32";
+    return "static_cast<" + t + ">(" + via + "(" + x + "))";
   }
   return "static_cast<" + t + ">(" + x + ")";
 }
@@ -119,8 +119,11 @@ std::string constant(double value, DType t) {
     return text;
   }
   if (t == DType::Bool) return value != 0 || std::isnan(value) ? "true" : "false";
-  const long long i = std::isfinite(value) ? static_cast<long long>(value) : 0;
-  return "static_cast<" + value_type(t) + ">(" + std::to_string(i) + "LL)";
+  const long long i = kernel::integer_from_float(value, DType::Float64, t);
+  // 9223372036854775808LL is no literal: the most negative value is written as a difference.
+  const std::string literal =
+      i == INT64_MIN ? "(-9223372036854775807LL - 1)" : std::to_string(i) + "LL";
+  return "static_cast<" + value_type(t) + ">(" + literal + ")";
 }
 
 std::string float_op(const Expr& e, const std::string& x, const std::string& y) {

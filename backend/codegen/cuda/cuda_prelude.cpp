@@ -32,6 +32,15 @@ __device__ __forceinline__ unsigned short kiln_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
   return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+// Float -> integer as eager converts on x86 (kernel::integer_from_float): NaN, infinities and
+// values out of range give the most negative value; a float argument widens to double exactly.
+__device__ __forceinline__ int kiln_to_int32(double x) {
+  return x >= -2147483648.0 && x < 2147483648.0 ? static_cast<int>(x) : (-2147483647 - 1);
+}
+__device__ __forceinline__ long long kiln_to_int64(double x) {
+  return x >= -9223372036854775808.0 && x < 9223372036854775808.0 ? static_cast<long long>(x)
+                                                                   : (-9223372036854775807LL - 1);
+}
 __device__ __forceinline__ float kiln_round_half(float x) { return kiln_from_half(kiln_to_half(x)); }
 __device__ __forceinline__ float kiln_round_bf16(float x) { return kiln_from_bf16(kiln_to_bf16(x)); }
 

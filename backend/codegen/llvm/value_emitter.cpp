@@ -8,6 +8,7 @@
 
 #include "backend/codegen/llvm/math.h"
 #include "kiln/error.h"
+#include "passes/kernel/scalar_convert.h"
 
 namespace kiln::codegen {
 
@@ -119,7 +120,8 @@ llvm::Value* ValueEmitter::constant(double value, DType dtype, int width) {
   } else if (dtype == DType::Bool) {
     c = b_.getInt1(value != 0);
   } else {
-    c = llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(value)), true);
+    c = llvm::ConstantInt::get(
+        t, static_cast<uint64_t>(kernel::integer_from_float(value, DType::Float64, dtype)), true);
   }
   return splat(c, width);
 }
@@ -163,18 +165,31 @@ llvm::Value* ValueEmitter::convert(llvm::Value* v, DType from, DType to) {
     if (to == DType::BFloat16) return round_to_bfloat16(f);
     return f;  // float16/bfloat16 -> float32: already exact
   }
-  if (is_float(from)) {
-    // uint8 wraps like torch's (a negative float is poison for fptoui): through a signed int.
-    if (is_unsigned(to))
-      return b_.CreateTrunc(b_.CreateFPToSI(v, register_type(DType::Int32, width)), target);
-    return b_.CreateFPToSI(v, target);
-  }
+  if (is_float(from)) return float_to_integer(v, from, to, width);
   if (is_float(to)) {
     llvm::Value* f = is_unsigned(from) ? b_.CreateUIToFP(v, target) : b_.CreateSIToFP(v, target);
     if (to == DType::Float16 || to == DType::BFloat16) return convert(f, DType::Float32, to);
     return f;
   }
   return b_.CreateIntCast(v, target, !is_unsigned(from));
+}
+
+llvm::Value* ValueEmitter::float_to_integer(llvm::Value* v, DType from, DType to, int width) {
+  // fptosi is poison for NaN, infinities and values out of range; kiln defines them as eager's
+  // x86 result (kernel::integer_from_float): the intermediate integer's most negative value, then
+  // wrapped to `to` (so a negative float wraps into uint8 as in torch).
+  const bool wide = kernel::converts_through_int64(from, to);
+  llvm::Type* via = register_type(wide ? DType::Int64 : DType::Int32, width);
+  const double limit = wide ? 0x1p63 : 0x1p31;
+  llvm::Value* in_range =
+      b_.CreateAnd(b_.CreateFCmpOGE(v, llvm::ConstantFP::get(v->getType(), -limit)),
+                   b_.CreateFCmpOLT(v, llvm::ConstantFP::get(v->getType(), limit)));
+  llvm::Value* safe = b_.CreateSelect(in_range, v, llvm::ConstantFP::get(v->getType(), 0.0));
+  const uint64_t indefinite = wide ? uint64_t{1} << 63 : uint64_t{1} << 31;
+  llvm::Value* converted = b_.CreateSelect(in_range, b_.CreateFPToSI(safe, via),
+                                           llvm::ConstantInt::get(via, indefinite));
+  llvm::Type* target = register_type(to, width);
+  return via == target ? converted : b_.CreateTrunc(converted, target);
 }
 
 llvm::Value* ValueEmitter::address(int map_id, const Position& at, llvm::Value* lane_index) {

@@ -75,6 +75,8 @@ class ValueEmitter {
   llvm::Value* nan_propagating(llvm::Value* a, llvm::Value* b, bool max);
 
  private:
+  /// A float (held as float or double) to an integer dtype, defined for every input.
+  llvm::Value* float_to_integer(llvm::Value* v, kernel::DType from, kernel::DType to, int width);
   llvm::Value* compute(const kernel::Expr& e, const std::vector<llvm::Value*>& args, int width,
                        const Position& at);
   llvm::Value* load(const kernel::IndexMap& map, int map_id, const Position& at);
