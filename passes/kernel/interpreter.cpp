@@ -248,8 +248,6 @@ Scalar binary(Op op, const Scalar& a, const Scalar& b, DType arg_type, DType t) 
         return make(nan_max(a.f, b.f), t);
       case Op::Min:
         return make(nan_min(a.f, b.f), t);
-      case Op::Pow:
-        return make(std::pow(a.f, b.f), t);
       default:
         break;
     }

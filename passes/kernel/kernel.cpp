@@ -26,12 +26,11 @@ constexpr OpInfo kOps[] = {
     {Op::Add, "add", 2},         {Op::Sub, "sub", 2},
     {Op::Mul, "mul", 2},         {Op::Div, "div", 2},
     {Op::Max, "max", 2},         {Op::Min, "min", 2},
-    {Op::Pow, "pow", 2},         {Op::Eq, "eq", 2},
-    {Op::Ne, "ne", 2},           {Op::Lt, "lt", 2},
-    {Op::Le, "le", 2},           {Op::Gt, "gt", 2},
-    {Op::Ge, "ge", 2},           {Op::And, "and", 2},
-    {Op::Or, "or", 2},           {Op::Where, "where", 3},
-    {Op::Reduce, "reduce", 1},
+    {Op::Eq, "eq", 2},           {Op::Ne, "ne", 2},
+    {Op::Lt, "lt", 2},           {Op::Le, "le", 2},
+    {Op::Gt, "gt", 2},           {Op::Ge, "ge", 2},
+    {Op::And, "and", 2},         {Op::Or, "or", 2},
+    {Op::Where, "where", 3},     {Op::Reduce, "reduce", 1},
 };
 
 const OpInfo& info(Op op) {

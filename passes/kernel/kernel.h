@@ -60,7 +60,6 @@ enum class Op : uint8_t {
   Div,  // floats: IEEE division; integers: truncating
   Max,  // NaN-propagating, like torch.maximum
   Min,
-  Pow,  // floats only
   Eq,
   Ne,
   Lt,

@@ -171,8 +171,8 @@ TEST(KernelCodegenTest, Int32ArithmeticWrapsAround) {
   check({c});
 }
 
-TEST(KernelCodegenTest, PowAndIntegerDivisionAreUnsupported) {
-  for (const Kernel& k : {binary_kernel(Op::Pow, F32, F32), binary_kernel(Op::Div, I32, I32)}) {
+TEST(KernelCodegenTest, IntegerDivisionIsUnsupported) {
+  for (const Kernel& k : {binary_kernel(Op::Div, I32, I32)}) {
     try {
       compile_kernels({k}, {});
       ADD_FAILURE() << k.name << " compiled";

@@ -89,7 +89,6 @@ inline float kiln_float_math(double value) { return static_cast<float>(value); }
 #define sqrtf(x) kiln_float_math(sqrt(static_cast<double>(x)))
 #define erff(x) kiln_float_math(erf(static_cast<double>(x)))
 #define tanhf(x) kiln_float_math(tanh(static_cast<double>(x)))
-#define powf(x, y) kiln_float_math(pow(static_cast<double>(x), static_cast<double>(y)))
 inline float kiln_sigmoid(float x) { return kiln_float_math(1.0 / (1.0 + exp(-static_cast<double>(x)))); }
 inline double kiln_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 inline float kiln_rsqrt(float x) { return kiln_float_math(1.0 / sqrt(static_cast<double>(x))); }

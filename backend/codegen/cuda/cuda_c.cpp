@@ -166,8 +166,6 @@ std::string float_op(const Expr& e, const std::string& x, const std::string& y) 
       return "kiln_fmax(" + x + ", " + y + ")";
     case Op::Min:
       return "kiln_fmin(" + x + ", " + y + ")";
-    case Op::Pow:
-      return float_call("pow", t, x + ", " + y);
     default:
       unsupported(std::string("float op ") + kernel::op_name(e.op));
   }

@@ -17,7 +17,6 @@ int64_t element_cost(const Kernel& kernel) {
       case Op::Tanh:
       case Op::Erf:
       case Op::Sigmoid:
-      case Op::Pow:
         // Row-level ones run once per row: no cost per element.
         if (element[i]) cost += kTranscendentalCost;
         break;
