@@ -8,42 +8,79 @@
 namespace kiln::kernel {
 namespace {
 
-struct OpInfo {
-  Op op;
-  const char* name;
-  int arity;
-};
+using enum Operands;
 
-constexpr OpInfo kOps[] = {
-    {Op::Load, "load", 0},       {Op::Constant, "const", 0},
-    {Op::Cast, "cast", 1},       {Op::Neg, "neg", 1},
-    {Op::Abs, "abs", 1},         {Op::Exp, "exp", 1},
-    {Op::Log, "log", 1},         {Op::Sqrt, "sqrt", 1},
-    {Op::Rsqrt, "rsqrt", 1},     {Op::Reciprocal, "recip", 1},
-    {Op::Erf, "erf", 1},         {Op::Tanh, "tanh", 1},
-    {Op::Sigmoid, "sigmoid", 1}, {Op::Floor, "floor", 1},
-    {Op::Trunc, "trunc", 1},     {Op::Not, "not", 1},
-    {Op::Add, "add", 2},         {Op::Sub, "sub", 2},
-    {Op::Mul, "mul", 2},         {Op::Div, "div", 2},
-    {Op::Max, "max", 2},         {Op::Min, "min", 2},
-    {Op::Eq, "eq", 2},           {Op::Ne, "ne", 2},
-    {Op::Lt, "lt", 2},           {Op::Le, "le", 2},
-    {Op::Gt, "gt", 2},           {Op::Ge, "ge", 2},
-    {Op::And, "and", 2},         {Op::Or, "or", 2},
-    {Op::Where, "where", 3},     {Op::Reduce, "reduce", 1},
+// In the order of Op (op_traits indexes it; a test checks the order).
+constexpr OpTraits kOps[] = {
+    {Op::Load, "load", 0, Any, false},
+    {Op::Constant, "const", 0, Any, false},
+    {Op::Cast, "cast", 1, Any, false},
+    {Op::Neg, "neg", 1, Any, false},
+    {Op::Abs, "abs", 1, Any, false},
+    {Op::Exp, "exp", 1, Float, true},
+    {Op::Log, "log", 1, Float, true},
+    {Op::Sqrt, "sqrt", 1, Float, false},
+    {Op::Rsqrt, "rsqrt", 1, Float, false},
+    {Op::Reciprocal, "recip", 1, Float, false},
+    {Op::Erf, "erf", 1, Float, true},
+    {Op::Tanh, "tanh", 1, Float, true},
+    {Op::Sigmoid, "sigmoid", 1, Float, true},
+    {Op::Floor, "floor", 1, Any, false},
+    {Op::Trunc, "trunc", 1, Any, false},
+    {Op::Not, "not", 1, Bool, false},
+    {Op::Add, "add", 2, Any, false},
+    {Op::Sub, "sub", 2, Any, false},
+    {Op::Mul, "mul", 2, Any, false},
+    {Op::Div, "div", 2, Any, false},
+    {Op::Max, "max", 2, Any, false},
+    {Op::Min, "min", 2, Any, false},
+    {Op::Eq, "eq", 2, Any, false},
+    {Op::Ne, "ne", 2, Any, false},
+    {Op::Lt, "lt", 2, Any, false},
+    {Op::Le, "le", 2, Any, false},
+    {Op::Gt, "gt", 2, Any, false},
+    {Op::Ge, "ge", 2, Any, false},
+    {Op::And, "and", 2, Bool, false},
+    {Op::Or, "or", 2, Bool, false},
+    {Op::Where, "where", 3, Any, false},
+    {Op::Reduce, "reduce", 1, Any, false},
 };
-
-const OpInfo& info(Op op) {
-  return kOps[static_cast<int>(op)];
-}
 
 }  // namespace
 
+std::span<const OpTraits> all_op_traits() {
+  return kOps;
+}
+const OpTraits& op_traits(Op op) {
+  return kOps[static_cast<int>(op)];
+}
 const char* op_name(Op op) {
-  return info(op).name;
+  return op_traits(op).name;
 }
 int op_arity(Op op) {
-  return info(op).arity;
+  return op_traits(op).arity;
+}
+
+bool defined_on(Op op, DType dtype) {
+  switch (op_traits(op).operands) {
+    case Operands::Any:
+      return true;
+    case Operands::Float:
+      return ir::is_floating(dtype);
+    case Operands::Bool:
+      return dtype == DType::Bool;
+  }
+  return false;
+}
+
+std::optional<std::string> first_uncovered_op(const Kernel& kernel, const OpCoverage& covers) {
+  for (const Expr& e : kernel.exprs) {
+    // Where's operands are its branches (args 1 and 2); every other op's is its first argument.
+    const int operand = e.op == Op::Where ? 1 : 0;
+    const DType t = e.args.empty() ? e.dtype : kernel.exprs[e.args[operand]].dtype;
+    if (!covers(e.op, t)) return std::string(op_name(e.op)) + " on " + ir::dtype_name(t);
+  }
+  return std::nullopt;
 }
 bool is_comparison(Op op) {
   return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||

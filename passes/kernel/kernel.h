@@ -23,7 +23,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,13 +77,35 @@ enum class Op : uint8_t {
 
 enum class ReduceKind : uint8_t { Sum, Mean, Max, Min };
 
-/// Sum and mean are exact up to reassociation: a code generator may sum in any order (stated
-/// accuracy for float sums: a relative error of a few ulp times log2(n)); max and min propagate
-/// NaN.
+// Reductions: sum and mean are exact up to reassociation (a code generator may sum in any order;
+// stated accuracy for float sums: a relative error of a few ulp times log2(n)); max and min
+// propagate NaN.
+
+/// The operand dtypes an op is defined on: any (bool counts as the integer 0 or 1), floats only
+/// (the math functions), or bools only (logical not, and, or: on integers they would be bitwise
+/// in one backend and logical in another).
+enum class Operands : uint8_t { Any, Float, Bool };
+
+/// What the kernel IR says about one op, written once (kernel.cpp) and read by validation,
+/// schedules, code generators and tests.
+struct OpTraits {
+  Op op;
+  const char* name;
+  int arity;
+  Operands operands;
+  /// A polynomial of about 20 vector instructions per element on the CPU (schedule.h's cost).
+  bool transcendental;
+};
+
+/// Every op's traits, in the order of Op.
+std::span<const OpTraits> all_op_traits();
+const OpTraits& op_traits(Op op);
 const char* op_name(Op op);
 const char* reduce_kind_name(ReduceKind kind);
 int op_arity(Op op);
 bool is_comparison(Op op);
+/// Whether `op` is defined on operands of `dtype` (its first argument's dtype).
+bool defined_on(Op op, DType dtype);
 
 struct Buffer {
   std::string name;  // b0, b1, ...
@@ -162,6 +186,13 @@ std::optional<int> variance_of(const Kernel& kernel, int mean);
 
 /// Checks the structural rules above; throws std::invalid_argument with the reason.
 void validate(const Kernel& kernel);
+
+/// Which (op, operand dtype) pairs a code generator emits; each generator declares its own.
+using OpCoverage = std::function<bool(Op op, DType operand)>;
+/// The first expr of `kernel` whose op `covers` rejects, described ("div on i32"), or nullopt.
+/// Code generators call it before emitting, so a missing case is a compile-time fallback with a
+/// reason, never a surprise halfway through a kernel.
+std::optional<std::string> first_uncovered_op(const Kernel& kernel, const OpCoverage& covers);
 
 /// Appends exprs and stores to a kernel, keeping them in SSA order.
 class KernelBuilder {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 
 #include <cmath>
 #include <cstdio>
@@ -272,9 +273,11 @@ std::string emulation_unavailable_reason() {
 }
 
 EmulatedModule::EmulatedModule(const codegen::cuda::CudaModuleSource& module) : module_(module) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("kiln_emulation_" + std::to_string(getpid()) + "_" +
-                                                std::to_string(reinterpret_cast<uintptr_t>(this)));
+  // A path of its own for every module: dlopen of a path whose library is still loaded (dlclose
+  // may keep a library with unique symbols) would hand back the earlier module's code.
+  static std::atomic<uint64_t> modules{0};
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kiln_emulation_" + std::to_string(getpid()) + "_" + std::to_string(modules++));
   std::filesystem::create_directories(dir);
   std::string source = std::string(kEmulation) + module.source;
   for (size_t i = 0; i < module.kernels.size(); ++i) {

@@ -134,14 +134,14 @@ inline std::vector<Kernel> test_kernels() {
     }
   }
   for (DType t : types) {
-    const bool is_bool = t == DType::Bool;
     const bool floating = ir::is_floating(t);
-    std::vector<Op> ops = {Op::Max, Op::Min, Op::Eq, Op::Lt, Op::Ge};
-    if (!is_bool) ops.insert(ops.end(), {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Neg, Op::Abs});
-    if (is_bool) ops.insert(ops.end(), {Op::And, Op::Or, Op::Not});
-    if (floating) {
-      ops.insert(ops.end(), {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Erf,
-                             Op::Tanh, Op::Sigmoid, Op::Floor, Op::Trunc});
+    // Every unary and binary op the kernel IR defines on `t` (kernel::op_traits).
+    std::vector<Op> ops;
+    for (const kernel::OpTraits& traits : kernel::all_op_traits()) {
+      const bool elementwise = traits.arity == 1 || traits.arity == 2;
+      if (elementwise && traits.op != Op::Cast && traits.op != Op::Reduce &&
+          kernel::defined_on(traits.op, t))
+        ops.push_back(traits.op);
     }
     for (Op op : ops) {
       Kernel k =

@@ -7,6 +7,7 @@
 
 #include "backend/codegen/cuda/cuda_c.h"
 #include "backend/codegen/cuda/cuda_prelude.h"
+#include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
 
 namespace kiln::codegen::cuda {
@@ -586,7 +587,15 @@ std::string emit_cuda_kernel(const Kernel& kernel, const CudaSchedule& schedule,
   return Emitter(kernel, schedule, entry).emit();
 }
 
+bool cuda_covers(kernel::Op op, kernel::DType operand) {
+  return kernel::defined_on(op, operand);
+}
+
 CudaModuleSource emit_cuda_module(const std::vector<Kernel>& kernels) {
+  for (const Kernel& k : kernels) {
+    if (const auto op = kernel::first_uncovered_op(k, cuda_covers))
+      throw Error(ErrorKind::Unsupported, "CUDA codegen has no " + *op + " (in " + k.name + ")");
+  }
   CudaModuleSource module;
   std::string source = kCudaPrelude;
   for (size_t i = 0; i < kernels.size(); ++i) {

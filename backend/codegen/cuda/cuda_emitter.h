@@ -43,6 +43,10 @@ struct CudaModuleSource {
   std::vector<CudaKernelSource> kernels;
 };
 
+/// The (op, operand dtype) pairs the CUDA printer covers: every pair the kernel IR defines
+/// (kernel::defined_on). emit_cuda_module rejects a kernel with any other op before printing.
+bool cuda_covers(kernel::Op op, kernel::DType operand);
+
 /// One translation unit for all kernels of a plan (each collapsed first). Throws kiln::Error
 /// (Unsupported) for a kernel it cannot express.
 CudaModuleSource emit_cuda_module(const std::vector<kernel::Kernel>& kernels);

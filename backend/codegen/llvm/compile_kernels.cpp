@@ -10,6 +10,7 @@
 #include "backend/codegen/llvm/compile_groups.h"
 #include "backend/codegen/llvm/kernel_emitter.h"
 #include "backend/codegen/llvm/store_policy.h"
+#include "kiln/error.h"
 #include "passes/kernel/printer.h"
 #include "passes/kernel/split_reduction.h"
 #include "runtime/jit/orc_jit.h"
@@ -95,9 +96,18 @@ CodeVariant code_variant(const CodegenOptions& options) {
           options.one_pass_moments, options.split_reductions};
 }
 
+bool llvm_covers(kernel::Op op, kernel::DType operand) {
+  if (op == kernel::Op::Div && !ir::is_floating(operand)) return false;
+  return kernel::defined_on(op, operand);
+}
+
 CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
                                 const CodegenOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  for (const kernel::Kernel& k : kernels) {
+    if (const auto op = kernel::first_uncovered_op(k, llvm_covers))
+      throw Error(ErrorKind::Unsupported, "LLVM codegen has no " + *op + " (in " + k.name + ")");
+  }
   if (!options.dump_prefix.empty()) {
     std::ofstream out(options.dump_prefix + ".kernel");
     for (const auto& k : kernels) {

@@ -52,6 +52,11 @@ struct CodegenOptions {
   bool split_reductions = true;
 };
 
+/// The (op, operand dtype) pairs the LLVM emitter covers: every pair the kernel IR defines
+/// (kernel::defined_on) but integer division, which the lowering never asks for (ATen divides
+/// integers in float). compile_kernels rejects a kernel with any other op before emitting.
+bool llvm_covers(kernel::Op op, kernel::DType operand);
+
 /// Kernels compiled before in this process (KernelCache) are reused, unless the code is dumped
 /// (`dump_prefix`: the dump shows the whole plan) or `reuse_kernels` is false. Throws kiln::Error:
 /// Unsupported for a kernel the generator cannot express, Backend when LLVM fails.

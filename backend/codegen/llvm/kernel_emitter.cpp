@@ -309,9 +309,7 @@ class KernelEmitter final : public EmitterCore {
     }
     std::vector<bool> expensive(n, false);
     for (size_t i = 0; i < n; ++i) {
-      const Op op = kernel_.exprs[i].op;
-      expensive[i] =
-          op == Op::Exp || op == Op::Log || op == Op::Tanh || op == Op::Erf || op == Op::Sigmoid;
+      expensive[i] = kernel::op_traits(kernel_.exprs[i].op).transcendental;
       for (int a : kernel_.exprs[i].args)
         expensive[i] = expensive[i] || (element_[a] && expensive[a]);
     }

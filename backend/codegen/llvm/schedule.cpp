@@ -11,18 +11,9 @@ int64_t element_cost(const Kernel& kernel) {
   const std::vector<bool> element = kernel::element_levels(kernel);
   int64_t cost = 1;
   for (size_t i = 0; i < kernel.exprs.size(); ++i) {
-    switch (kernel.exprs[i].op) {
-      case Op::Exp:
-      case Op::Log:
-      case Op::Tanh:
-      case Op::Erf:
-      case Op::Sigmoid:
-        // Row-level ones run once per row: no cost per element.
-        if (element[i]) cost += kTranscendentalCost;
-        break;
-      default:
-        break;
-    }
+    // Row-level ones run once per row: no cost per element.
+    if (kernel::op_traits(kernel.exprs[i].op).transcendental && element[i])
+      cost += kTranscendentalCost;
   }
   return cost;
 }
