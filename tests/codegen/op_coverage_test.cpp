@@ -62,7 +62,8 @@ TEST(OpCoverage, EveryDefinedOpIsCoveredByEveryBackendOrDeclaredMissing) {
       const std::string what = std::string(traits.name) + " on " + ir::dtype_name(t);
       Case c = make_case(k, {random_bits()});
       std::vector<Bytes> buffers = c.inputs;
-      buffers.emplace_back(buffer_elements(k, k.num_inputs()) * ir::dtype_size(k.buffers.back().dtype));
+      buffers.emplace_back(buffer_elements(k, k.num_inputs()) *
+                           ir::dtype_size(k.buffers.back().dtype));
       std::vector<void*> pointers;
       for (Bytes& b : buffers)
         pointers.push_back(b.data());
