@@ -54,8 +54,9 @@ struct ExternStep {
     int input = -1;             // its slot
   };
   std::optional<InPlace> in_place;
-  /// For an op whose output shapes were found by a sample run (it has no meta kernel): the
-  /// shapes every call must produce; a call that produces others raises Unsupported.
+  /// For an op whose output shapes were found by a sample run (it has no meta kernel; the graph
+  /// IR marks it with ir::kSampledShapeAttr): the shapes every call must produce; a call that
+  /// produces others raises Unsupported.
   std::vector<std::vector<int64_t>> expected_sizes;
   /// For a view op (its output aliases its one tensor input: permute, select, unflatten, ...):
   /// the output as an `as_strided` of the input, found by a meta run when the plan was built.
@@ -69,9 +70,6 @@ struct ExternStep {
   };
   std::optional<View> view;
 };
-
-/// The attribute that marks such an op in the graph IR.
-inline constexpr const char* kSampledShapeAttr = "kiln_sampled_shape";
 
 /// A generated kernel: reads its input slots, writes its output slots.
 struct KernelStep {

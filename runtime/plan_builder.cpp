@@ -137,7 +137,7 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   }
   for (const ir::Value* output : node.outputs())
     step.outputs.push_back(output->id());
-  if (node.find_attr(kSampledShapeAttr)) {
+  if (node.find_attr(ir::kSampledShapeAttr)) {
     for (const ir::Value* output : node.outputs())
       step.expected_sizes.push_back(output->type().sizes);
   }

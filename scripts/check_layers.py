@@ -51,7 +51,6 @@ LAYERS = {
 # builder takes the memory plan's type from a pass; kiln._C reaches past the API.
 KNOWN = {
     ("backend/capture/import_graph.cpp", "runtime/tensor_bridge.h"),
-    ("backend/capture/import_ops.cpp", "runtime/plan.h"),
     ("backend/capture/import_ops.cpp", "runtime/tensor_bridge.h"),
     ("backend/capture/partition.cpp", "runtime/tensor_bridge.h"),
     ("runtime/in_place_extern.h", "passes/plan_memory.h"),

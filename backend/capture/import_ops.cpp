@@ -9,7 +9,6 @@
 #include "backend/capture/expand_transformer_ops.h"
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
-#include "runtime/plan.h"
 #include "runtime/tensor_bridge.h"
 
 namespace kiln {
@@ -225,7 +224,7 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
     }
   }
   // Read by the plan builder: this op's output shapes come from a sample run.
-  if (sampled) attrs.emplace_back(kSampledShapeAttr, true);
+  if (sampled) attrs.emplace_back(ir::kSampledShapeAttr, true);
   ir::Node* node =
       result_.graph->append(op_name, std::move(inputs), std::move(output_types), std::move(attrs));
   std::vector<ir::Value*> outputs;

@@ -25,4 +25,8 @@ std::string attr_string(const Attr& attr);
 /// Attributes in the order of the schema's arguments.
 using AttrList = std::vector<std::pair<std::string, Attr>>;
 
+/// Marks a node whose output shapes the importer found by running the op on sample inputs (it has
+/// no meta kernel): the runtime checks on every call that the op still gives those shapes.
+inline constexpr const char* kSampledShapeAttr = "kiln_sampled_shape";
+
 }  // namespace kiln::ir
