@@ -15,7 +15,7 @@
 namespace kiln {
 
 inline bool is_constant(const ir::Value* v) {
-  return v->producer() && v->producer()->op() == "prim::Constant";
+  return v->producer() && v->producer()->op() == ir::kConstantOp;
 }
 
 /// True when the node's bool attribute `name` is present and false (batch_norm's `training`).

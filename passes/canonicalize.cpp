@@ -220,7 +220,7 @@ class Canonicalizer {
   // prepack_linear can pack it like any other; nullptr when `t` is not a 2-D constant.
   Value* transposed_constant(Node& user, Value* t) {
     const ir::TensorType& type = t->type();
-    if (!produced_by(t, "prim::Constant") || type.rank() != 2) return nullptr;
+    if (!produced_by(t, ir::kConstantOp) || type.rank() != 2) return nullptr;
     ir::TensorType weight = type;
     weight.sizes = {type.sizes[1], type.sizes[0]};
     weight.strides = {type.strides[1], type.strides[0]};

@@ -11,7 +11,7 @@ constexpr int64_t kMinAllowedBytes = 1 << 20;
 
 std::optional<int64_t> constant_index(const ir::Value* v) {
   const ir::Node* p = v->producer();
-  if (!p || p->op() != "prim::Constant") return std::nullopt;
+  if (!p || p->op() != ir::kConstantOp) return std::nullopt;
   const auto* index = std::get_if<int64_t>(p->find_attr("index"));
   return index ? std::optional(*index) : std::nullopt;
 }
@@ -31,7 +31,7 @@ bool grows_by_design(const ir::Node& node) {
 bool from_constants(const ir::Value* value) {
   const ir::Node* p = value->producer();
   if (!p) return false;
-  if (p->op() == "prim::Constant") return true;
+  if (p->op() == ir::kConstantOp) return true;
   if (!ir::find_op(p->op()) || p->inputs().empty()) return false;
   for (const ir::Value* in : p->inputs()) {
     if (!from_constants(in)) return false;
@@ -65,7 +65,7 @@ int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
     if (!index) continue;
     // The constant takes the node's place, so everything after it sees a constant input.
     ir::Node* constant =
-        graph.append("prim::Constant", {}, {node->output()->type()}, {{"index", *index}});
+        graph.append(ir::kConstantOp, {}, {node->output()->type()}, {{"index", *index}});
     constant->output()->set_name(node->output()->name());
     graph.move_before(constant, node);
     graph.replace_all_uses(node->output(), constant->output());

@@ -16,7 +16,7 @@
 
 namespace kiln {
 
-inline constexpr const char* kFusedOp = "kiln::fused";
+using ir::kFusedOp;
 
 class ClusterGrower {
  public:

@@ -198,7 +198,7 @@ void for_each_slot(const Step& step, F visit) {
 }  // namespace
 
 bool can_write_into_buffer(const ir::Node& node) {
-  if (node.op() == "kiln::fused") return true;  // a kernel writes wherever it is told
+  if (node.op() == ir::kFusedOp) return true;  // a kernel writes wherever it is told
   const ir::OpInfo* info = ir::find_op(node.op());
   if (!info || !info->writes_to_planned_buffer || node.outputs().size() != 1) return false;
   return find_out_variant(find_operator(node.op())).has_value();
@@ -217,7 +217,7 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
     plan.outputs.push_back(v->id());
 
   for (const ir::Node* node : graph.nodes()) {
-    if (node->op() == "prim::Constant") {
+    if (node->op() == ir::kConstantOp) {
       const auto* index = std::get_if<int64_t>(node->find_attr("index"));
       if (!index || *index < 0 || *index >= static_cast<int64_t>(constants.size())) {
         throw Error(ErrorKind::Internal, "prim::Constant without a valid index");
@@ -225,7 +225,7 @@ Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants
       plan.constants.emplace_back(node->output()->id(), constants[*index]);
       continue;
     }
-    if (node->op() == "kiln::fused") {
+    if (node->op() == ir::kFusedOp) {
       plan.steps.push_back(build_kernel_step(*node, kernels, memory));
     } else {
       plan.steps.push_back(build_step(*node, memory));

@@ -248,8 +248,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
     };
   }
   // Kept to start over without fusion if code generation fails.
-  std::unique_ptr<ir::Graph> unfused =
-      pipeline.fusion ? ir::parse_graph(ir::print_graph(*graph)) : nullptr;
+  std::unique_ptr<ir::Graph> unfused = pipeline.fusion ? graph->clone() : nullptr;
   PipelineResult result = run_pipeline(*graph, pipeline);
   for (const std::string& why : result.unfused)
     log(LogLevel::Warn, name + ": a fusion group runs op by op: " + why);
@@ -273,10 +272,10 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   compiled->plan = build_plan(*graph, all_constants, result.memory, device, bindings, code);
   compiled->plan.layout_conversions = result.layout_conversions;
   for (const ir::Node* node : graph->nodes()) {
-    if (node->op() == "kiln::fused") {
+    if (node->op() == ir::kFusedOp) {
       explain_fused(*node, compiled->entries);
       ++compiled->kernels;
-    } else if (node->op() != "prim::Constant") {
+    } else if (node->op() != ir::kConstantOp) {
       compiled->entries.push_back(explain_node(*node, result.memory));
     }
   }

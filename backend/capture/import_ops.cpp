@@ -83,7 +83,7 @@ ir::TensorType OpImporter::type_of(const at::Tensor& t, const std::string& what)
 
 ir::Value* OpImporter::add_constant(const at::Tensor& tensor) {
   at::Tensor t = tensor.detach();
-  auto* node = result_.graph->append("prim::Constant", {}, {type_of(t, "a constant")},
+  auto* node = result_.graph->append(ir::kConstantOp, {}, {type_of(t, "a constant")},
                                      {{"index", static_cast<int64_t>(result_.constants.size())}});
   result_.constants.push_back(t);
   meta_[node->output()] = meta_like(t);

@@ -32,6 +32,30 @@ Value* Graph::new_value(TensorType type, Node* producer) {
   return values_.back().get();
 }
 
+std::unique_ptr<Graph> Graph::clone() const {
+  auto copy = std::make_unique<Graph>();
+  std::unordered_map<const Value*, Value*> to_copy;
+  for (const Value* input : inputs_)
+    to_copy[input] = copy->add_input(input->type(), input->name());
+  for (const auto& node : nodes_) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs())
+      inputs.push_back(to_copy.at(input));
+    std::vector<TensorType> types;
+    for (const Value* output : node->outputs())
+      types.push_back(output->type());
+    Node* copied = copy->append(node->op(), std::move(inputs), std::move(types), node->attrs());
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      copied->output(i)->set_name(node->output(i)->name());
+      to_copy[node->output(i)] = copied->output(i);
+    }
+    if (node->subgraph()) copied->set_subgraph(node->subgraph()->clone());
+  }
+  for (const Value* output : outputs_)
+    copy->add_output(to_copy.at(output));
+  return copy;
+}
+
 Value* Graph::add_input(TensorType type, std::string name) {
   Value* value = new_value(std::move(type), nullptr);
   value->name_ = std::move(name);

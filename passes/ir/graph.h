@@ -21,6 +21,11 @@
 
 namespace kiln::ir {
 
+/// The op of a frozen weight (attribute `index`, see above).
+inline constexpr const char* kConstantOp = "prim::Constant";
+/// The op of a fusion group: a node whose subgraph is the group's body (fusion_clusters.h).
+inline constexpr const char* kFusedOp = "kiln::fused";
+
 class Node;
 class Graph;
 
@@ -74,6 +79,10 @@ class Graph {
   Graph() = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
+
+  /// A deep copy: the same inputs, nodes (subgraphs copied too), attributes, types, names and
+  /// outputs, in the same order; value ids are renumbered densely.
+  std::unique_ptr<Graph> clone() const;
 
   Value* add_input(TensorType type, std::string name = {});
   /// Appends a node at the end of the node list, with one new output Value per type.

@@ -151,7 +151,7 @@ class Verifier {
                             std::to_string(info->num_outputs) + ".");
       }
     }
-    if (node->op() == "prim::Constant") {
+    if (node->op() == kConstantOp) {
       const Attr* index = node->find_attr("index");
       if (index == nullptr || !std::holds_alternative<int64_t>(*index)) {
         problems_.push_back(node_ref(n, node) +
