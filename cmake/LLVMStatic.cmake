@@ -6,14 +6,10 @@
 # kiln::llvm carries the link option `--exclude-libs libLLVMCore.a:libLLVMSupport.a:...`, so in
 # the shared library that links it (libkiln.so) every symbol from these archives becomes local:
 # no LLVM symbol is exported, and no other LLVM copy in the process can interpose on ours (or we
-# on it). Not `--exclude-libs,ALL`: that also hides the symbols of kiln's own archives that
-# libkiln.so takes whole (kiln_passes, kiln_runtime, kiln_error), which kiln's tests link against.
-# The option reaches libkiln.so through kiln_jit (a static library) as a link-only requirement;
-# in an executable it changes nothing. --exclude-libs does not cover LLVM's inline functions that
-# kiln's own files instantiate (llvm::Error::~Error, LLJIT::lookup, ...): files that include LLVM
-# headers are compiled with -fvisibility-inlines-hidden, which keeps those local as well. Link
-# kiln::llvm PRIVATE (kiln_jit, the code generator): the option then stays off the files that
-# include torch, and the archives and --exclude-libs still reach libkiln.so (link-only).
+# on it). kiln's own objects are compiled with hidden visibility (CMakeLists.txt), which covers
+# the LLVM inline functions they instantiate (llvm::Error::~Error, LLJIT::lookup, ...); the option
+# covers the archives' own definitions, which were not. It reaches libkiln.so through kiln_jit as
+# a link requirement; in an executable (kiln's C++ tests) it changes nothing.
 #
 # Why llvm-config and not find_package(LLVM CONFIG): Debian's LLVMExports.cmake gives LLVMSupport
 # the interface libraries /usr/lib/x86_64-linux-gnu/libz3.so (23 MB, only for the clang static

@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "kiln/error.h"
+#include "runtime/bridge/tensor_bridge.h"
 #include "runtime/in_place_extern.h"
 #include "runtime/parallel.h"
-#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
+#include "runtime/bridge/tensor_bridge.h"
 #include "runtime/in_place_extern.h"
-#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {

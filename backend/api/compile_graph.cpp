@@ -23,9 +23,9 @@
 #include "passes/ir/printer.h"
 #include "passes/kernel/lower_ops.h"
 #include "passes/pipeline.h"
+#include "runtime/bridge/tensor_bridge.h"
 #include "runtime/executor.h"
 #include "runtime/plan_builder.h"
-#include "runtime/tensor_bridge.h"
 
 namespace kiln {
 namespace {
@@ -44,9 +44,9 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
 }
 
 /// Whether kiln generates kernels for `device` (else every op runs through ATen there).
-bool generates_code_for(c10::Device device, const Environment& env) {
-  if (device.is_cpu()) return KILN_HAVE_LLVM && !env.disabled.contains("llvm");
-  if (!device.is_cuda() || env.disabled.contains("cuda")) return false;
+bool generates_code_for(c10::Device device) {
+  if (device.is_cpu()) return KILN_HAVE_LLVM && !disabled_names().contains("llvm");
+  if (!device.is_cuda() || disabled_names().contains("cuda")) return false;
   static const std::string why_not = codegen::cuda::cuda_codegen_unavailable_reason();
   if (!why_not.empty()) {
     static std::once_flag warned;
@@ -76,9 +76,9 @@ std::vector<KernelBinding> generate_kernels(const std::vector<kernel::Kernel>& k
 #if KILN_HAVE_LLVM
   codegen::CodegenOptions options;
   options.dump_prefix = dump_prefix;
-  options.reuse_kernels = !environment().disabled.contains("kernel_cache");
-  options.one_pass_moments = !environment().disabled.contains("one_pass_moments");
-  options.split_reductions = !environment().disabled.contains("split_reductions");
+  options.reuse_kernels = !disabled_names().contains("kernel_cache");
+  options.one_pass_moments = !disabled_names().contains("one_pass_moments");
+  options.split_reductions = !disabled_names().contains("split_reductions");
   options.compile_threads = at::get_num_threads();
   codegen::CompiledKernels compiled = codegen::compile_kernels(kernels, options);
   for (const auto& k : compiled.kernels) {
@@ -219,12 +219,12 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   pipeline.dump_dir = options.dump_dir.empty() ? env.dump_dir : options.dump_dir;
   pipeline.dump_name = name;
   pipeline.verify = env.verify;
-  pipeline.disabled = env.disabled;
+  pipeline.disabled = disabled_names();
   // out= variants do not record autograd history: plan memory only when none is needed.
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
   // oneDNN's linear records no autograd history either.
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
-  pipeline.fusion = options.fusion && generates_code_for(device, env);
+  pipeline.fusion = options.fusion && generates_code_for(device);
   if (auto ir_device = to_ir_device(device)) pipeline.device = *ir_device;
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kiln/error.h"
+#include "passes/base/strings.h"
 
 namespace kiln {
 namespace {
@@ -11,13 +12,6 @@ namespace {
 const std::vector<std::string> kModes = {"default", "reduce-overhead", "max-autotune",
                                          "max-autotune-no-cudagraphs"};
 const std::vector<std::string> kTargets = {"auto", "cpu", "cuda"};
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items)
-    out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value,
                             const std::string& allowed) {

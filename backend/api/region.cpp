@@ -56,6 +56,27 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
   return source;
 }
 
+RegionSource fx_region(std::shared_ptr<const FxProgram> program,
+                       std::function<Tensors(const Tensors&)> fallback,
+                       std::vector<size_t> weights) {
+  for (size_t i : weights) {
+    if (static_cast<int64_t>(i) >= program->num_inputs()) {
+      throw Error(ErrorKind::InvalidInput, "weight input " + std::to_string(i) +
+                                               " of a region with " +
+                                               std::to_string(program->num_inputs()) + " inputs");
+    }
+  }
+  RegionSource source;
+  source.import = [program](const Tensors& inputs, const std::vector<size_t>& frozen) {
+    return program->import(inputs, frozen);
+  };
+  source.weight_inputs = std::move(weights);
+  source.fallback = std::move(fallback);
+  source.fallback_name = "eager";
+  source.op_names = program->op_names();
+  return source;
+}
+
 RegionRunner::RegionRunner(RegionSource source, CompileOptions options, std::string name)
     : source_(std::move(source)), options_(std::move(options)), name_(std::move(name)) {}
 
@@ -134,7 +155,7 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::remember(
 std::vector<RegionRunner::FrozenWeight> RegionRunner::weights_to_freeze(
     const Tensors& inputs) const {
   std::vector<FrozenWeight> frozen;
-  if (unfrozen_ || needs_autograd(inputs) || environment().disabled.contains("freeze_weights")) {
+  if (unfrozen_ || needs_autograd(inputs) || disabled_names().contains("freeze_weights")) {
     return frozen;
   }
   for (size_t i : source_.weight_inputs) {

@@ -18,7 +18,9 @@
 #include "backend/api/compile_graph.h"
 #include "backend/api/signature.h"
 #include "backend/capture/import_ops.h"
+#include "backend/fx/fx_program.h"
 #include "kiln/kiln.h"
+#include "passes/base/export.h"
 #include "runtime/plan.h"
 
 namespace kiln {
@@ -47,7 +49,13 @@ struct RegionSource {
 /// A TorchScript subgraph of dispatcher ops (see partition.h) as a region source.
 RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region);
 
-class RegionRunner {
+/// An FX program's region; `fallback` runs the FX graph eagerly. The inputs at `weights` are the
+/// module's parameters and buffers (frozen as constants when nothing needs their gradients).
+KILN_INTERNAL RegionSource fx_region(std::shared_ptr<const FxProgram> program,
+                                     std::function<Tensors(const Tensors&)> fallback,
+                                     std::vector<size_t> weights);
+
+class KILN_INTERNAL RegionRunner {
  public:
   RegionRunner(RegionSource source, CompileOptions options, std::string name);
 

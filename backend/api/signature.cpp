@@ -3,7 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln {
 namespace {

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "backend/api/environment.h"
-#include "backend/api/specialize_graph.h"
 #include "backend/capture/partition.h"
+#include "backend/capture/specialize_graph.h"
 
 namespace kiln {
 namespace {

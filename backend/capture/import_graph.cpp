@@ -8,7 +8,7 @@
 
 #include "backend/capture/partition.h"
 #include "kiln/error.h"
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln {
 namespace {

@@ -9,7 +9,7 @@
 #include "backend/capture/expand_transformer_ops.h"
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln {
 namespace {

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "passes/ir/op_table.h"
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln {
 namespace {

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "passes/base/export.h"
+
 namespace kiln {
 
-class SizeExpression {
+class KILN_INTERNAL SizeExpression {
  public:
   enum class Op { kConst, kDim, kAdd, kMul, kFloorDiv, kMod, kMax, kMin };
   struct Token {

@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "passes/base/strings.h"
+
 namespace kiln::cli {
 namespace {
 
 bool all_digits(const std::string& s) {
   return !s.empty() && s.size() <= 12 && std::all_of(s.begin(), s.end(), ::isdigit);
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items)
-    out += (out.empty() ? "" : ", ") + item;
-  return out;
 }
 
 }  // namespace

@@ -6,15 +6,12 @@
 
 #include <map>
 
-#include "backend/codegen/cuda/compile_cuda_kernels.h"
+#include "backend/api/introspection.h"
 #include "bindings/src/fx_program.h"
 #include "bindings/src/script_module.h"
 #include "kiln/error.h"
 #include "kiln/options.h"
 #include "kiln/stats.h"
-#include "passes/kernel/lower_ops.h"
-#include "passes/pipeline.h"
-#include "runtime/cuda/nvrtc.h"
 
 namespace py = pybind11;
 
@@ -71,25 +68,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("op_problem", &operator_problem,
         "Why kiln cannot compile this operator (\"aten::add.Tensor\"), or None.");
 
-  m.def("pass_names", &pipeline_pass_names,
-        "The pass pipeline in order; each name works in KILN_DISABLE.");
+  m.def("pass_names", &pass_names, "The pass pipeline in order; each name works in KILN_DISABLE.");
   m.def(
       "cuda_status",
       [] {
+        const CudaStatus status = cuda_status();
         return std::map<std::string, std::string>{
-            {"nvrtc", cuda::nvrtc_library_path()},
-            {"nvrtc_version", std::to_string(cuda::nvrtc_version())},
-            {"unavailable", codegen::cuda::cuda_codegen_unavailable_reason()}};
+            {"nvrtc", status.nvrtc_library},
+            {"nvrtc_version", std::to_string(status.nvrtc_version)},
+            {"unavailable", status.unavailable_reason}};
       },
       "CUDA code generation here: the NVRTC library in use, its version (major * 1000 + minor * "
       "10), and why kiln cannot generate CUDA kernels (\"\" when it can).");
-  m.def("native_ops", &kernel::lowered_ops,
+  m.def("native_ops", &native_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 
   py::class_<FxProgram, std::shared_ptr<FxProgram>>(m, "FxProgram")
       .def(py::init<int64_t>())
       .def("constant", &FxProgram::constant)
-      .def("call", &FxProgram::call)
+      .def("call", &add_call)
       .def("set_outputs", &FxProgram::set_outputs);
 
   py::class_<RegionRunner, std::shared_ptr<RegionRunner>>(m, "Region")

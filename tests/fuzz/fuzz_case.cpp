@@ -21,8 +21,8 @@
 #include "kiln/options.h"
 #include "passes/ir/parser.h"
 #include "passes/ir/printer.h"
+#include "runtime/bridge/tensor_bridge.h"
 #include "runtime/executor.h"
-#include "runtime/tensor_bridge.h"
 
 namespace kiln::fuzz {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "passes/ir/graph.h"
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln::fuzz {
 

@@ -39,12 +39,27 @@ def test_an_upward_include_fails_and_says_what_is_allowed(tmp_path):
     assert "passes/kernel" in found[1]  # the allowed layers are listed
 
 
+def test_the_base_includes_nothing_above_it_and_the_frontends_reach_only_the_bridge(tmp_path):
+    files = _tree(tmp_path, {
+        "passes/base/environment.cpp": '#include "passes/pipeline.h"\n',
+        "backend/capture/import_ops.cpp": '#include "runtime/bridge/tensor_bridge.h"\n'
+                                          '#include "runtime/executor.h"\n',
+    })
+    found = check_layers.violations(tmp_path, files, known=frozenset())
+    assert len(found) == 2, found
+    assert "passes/base may not include passes/pipeline.h" in found[0]
+    assert "backend/capture may not include runtime/executor.h (runtime)" in found[1]
+
+
 def test_allowed_includes_pass(tmp_path):
     files = _tree(tmp_path, {
         "runtime/executor.cpp": '#include "runtime/kernel_abi.h"\n#include "passes/ir/graph.h"\n',
         "backend/codegen/cuda/emit.cpp": '#include "runtime/kernel_abi.h"\n'
                                          '#include "runtime/cuda/nvrtc.h"\n',
         "backend/api/driver.cpp": '#include "kiln/kiln.h"\n#include "passes/pipeline.h"\n',
+        "runtime/plan_builder.h": '#include "passes/plan_memory.h"\n'
+                                  '#include "runtime/bridge/tensor_bridge.h"\n',
+        "backend/cli/main.cpp": '#include "kiln/kiln.h"\n#include "passes/base/strings.h"\n',
     })
     assert check_layers.violations(tmp_path, files, known=frozenset()) == []
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 /// Where one operation runs, as `explain` reports it.
@@ -14,7 +16,7 @@ struct ExplainEntry {
   std::string why;
 };
 
-struct Explanation {
+struct KILN_API Explanation {
   std::vector<ExplainEntry> entries;
   int nodes = 0;
   int kernels = 0;        // nodes that run inside generated kernels

@@ -18,9 +18,11 @@
 #include "kiln/explain.h"
 #include "kiln/options.h"
 
+#include "kiln/export.h"
+
 namespace kiln {
 
-class CompiledModule {
+class KILN_API CompiledModule {
  public:
   /// Runs the module on these inputs (the arguments of forward, without self). Compiles a new
   /// specialization for a new input signature; past max_specializations, runs the frozen
@@ -47,10 +49,11 @@ class CompiledModule {
 };
 
 /// Compiles a TorchScript module (scripted or traced). The module itself is not modified.
-CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options = {});
+KILN_API CompiledModule compile(const torch::jit::Module& module,
+                                const CompileOptions& options = {});
 
 /// The original module and the options it was compiled with: a trainer can wrap the module
 /// (DDP, FSDP) and call compile(wrapped, options) again with the same arguments.
-std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled);
+KILN_API std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled);
 
 }  // namespace kiln

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 enum class Target { Auto, CPU, CUDA };
 
-struct CompileOptions {
+struct KILN_API CompileOptions {
   /// torch.compile's mode strings: default, reduce-overhead, max-autotune,
   /// max-autotune-no-cudagraphs.
   std::string mode = "default";
@@ -42,6 +44,6 @@ struct CompileOptions {
   static const std::vector<std::string>& keys();
 };
 
-const char* target_name(Target target);
+KILN_API const char* target_name(Target target);
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 struct Stats {
@@ -18,7 +20,7 @@ struct Stats {
 };
 
 /// A snapshot of the counters.
-Stats stats();
-void reset_stats();
+KILN_API Stats stats();
+KILN_API void reset_stats();
 
 }  // namespace kiln

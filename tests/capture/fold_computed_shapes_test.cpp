@@ -1,6 +1,6 @@
 // fold_computed_shapes on graphs written as TorchScript IR: what it may fold and what it must
 // leave to run time.
-#include "backend/api/fold_computed_shapes.h"
+#include "backend/capture/fold_computed_shapes.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
-#include "backend/api/specialize_graph.h"
+#include "backend/capture/specialize_graph.h"
 
-#include "backend/api/fold_computed_shapes.h"
-#include "backend/api/fold_metadata.h"
+#include "backend/capture/fold_computed_shapes.h"
+#include "backend/capture/fold_metadata.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>

@@ -1,4 +1,4 @@
-#include "runtime/tensor_bridge.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/jit_type.h>

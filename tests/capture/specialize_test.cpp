@@ -1,4 +1,4 @@
-// What a specialization folds from its input signature (backend/api/specialize_graph.h): checks
+// What a specialization folds from its input signature (backend/capture/specialize_graph.h): checks
 // of the input's metadata, grad mode, autocast and the module's attributes fold away, and
 // nothing that can change during the call is folded.
 #include <gtest/gtest.h>

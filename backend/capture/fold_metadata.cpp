@@ -1,4 +1,4 @@
-#include "backend/api/fold_metadata.h"
+#include "backend/capture/fold_metadata.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "passes/base/export.h"
 #include "passes/ir/attr.h"
 #include "passes/ir/types.h"
 
@@ -38,11 +39,11 @@ std::optional<ir::Attr> attr_from_ivalue(const c10::IValue& value);
 c10::IValue ivalue_from_attr(const ir::Attr& attr, const c10::Argument& arg);
 
 /// Schema argument types: Tensor, Tensor?, Tensor[].
-bool is_tensor_type(const c10::TypePtr& type);
-bool is_optional_tensor_type(const c10::TypePtr& type);
-bool is_tensor_list_type(const c10::TypePtr& type);
+KILN_INTERNAL bool is_tensor_type(const c10::TypePtr& type);
+KILN_INTERNAL bool is_optional_tensor_type(const c10::TypePtr& type);
+KILN_INTERNAL bool is_tensor_list_type(const c10::TypePtr& type);
 /// `Tensor?[]` (`aten::index`'s and `index_put`'s indices): elements may be None.
-bool is_optional_tensor_list_type(const c10::TypePtr& type);
+KILN_INTERNAL bool is_optional_tensor_list_type(const c10::TypePtr& type);
 
 /// "aten::add.Tensor" for the schema of add.Tensor; "aten::relu" when there is no overload name.
 std::string qualified_op_name(const c10::FunctionSchema& schema);

@@ -1,4 +1,4 @@
-#include "backend/api/fold_computed_shapes.h"
+#include "backend/capture/fold_computed_shapes.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -7,10 +7,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backend/api/environment.h"
-#include "backend/api/fold_metadata.h"
+#include "backend/capture/fold_metadata.h"
 #include "backend/capture/partition.h"
-#include "runtime/tensor_bridge.h"
+#include "passes/base/environment.h"
+#include "runtime/bridge/tensor_bridge.h"
 
 namespace kiln {
 namespace {

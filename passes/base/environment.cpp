@@ -1,0 +1,67 @@
+#include "passes/base/environment.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+std::string getenv_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Problems are only warned about: a typo in an environment variable must not stop a model.
+Environment read_environment(std::vector<std::string>& problems) {
+  Environment env;
+  const std::string level = getenv_or_empty("KILN_LOG");
+  if (level == "error")
+    env.log_level = LogLevel::Error;
+  else if (level == "warn" || level.empty())
+    env.log_level = LogLevel::Warn;
+  else if (level == "info")
+    env.log_level = LogLevel::Info;
+  else if (level == "debug")
+    env.log_level = LogLevel::Debug;
+  else
+    problems.push_back("KILN_LOG='" + level + "' is not a level; use error, warn, info or debug");
+
+  env.dump_dir = getenv_or_empty("KILN_DUMP_DIR");
+  const std::string verify = getenv_or_empty("KILN_VERIFY");
+  env.verify = !verify.empty() && verify != "0";
+
+  std::stringstream list(getenv_or_empty("KILN_DISABLE"));
+  for (std::string name; std::getline(list, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) env.disabled.insert(name);
+  }
+  return env;
+}
+
+}  // namespace
+
+const Environment& environment() {
+  static std::vector<std::string> problems;
+  static const Environment env = read_environment(problems);
+  static std::once_flag warned;
+  // Written directly: log() would re-enter environment() while it is being set up.
+  std::call_once(warned, [] {
+    for (const auto& p : problems)
+      std::cerr << "kiln: warning: " << p << "\n";
+  });
+  return env;
+}
+
+void log(LogLevel level, const std::string& message) {
+  if (level > environment().log_level) return;
+  static const char* names[] = {"error", "warning", "info", "debug"};
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::cerr << "kiln: " << names[static_cast<int>(level)] << ": " << message << "\n";
+}
+
+}  // namespace kiln

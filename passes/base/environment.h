@@ -1,0 +1,33 @@
+// Every environment variable kiln reads, in one place, read once per process, and the log they
+// control.
+//
+//   KILN_LOG=error|warn|info|debug   how much kiln writes to stderr (default warn)
+//   KILN_DUMP_DIR=DIR                write the captured graphs and the graph IR after each pass
+//   KILN_VERIFY=1                    run the IR verifier after every pass
+//   KILN_DISABLE=a,b                 turn off passes or features by name
+//
+// KILN_DISABLE's names are the pipeline's passes and the driver's features, which this bottom
+// layer cannot know: it keeps the names as given, and the driver checks them
+// (backend/api/environment.h).
+#pragma once
+
+#include <set>
+#include <string>
+
+namespace kiln {
+
+enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+
+struct Environment {
+  LogLevel log_level = LogLevel::Warn;
+  std::string dump_dir;
+  bool verify = false;
+  std::set<std::string> disabled;  // as given; unknown names are warned about by the driver
+};
+
+const Environment& environment();
+
+/// Writes "kiln: <level>: message" to stderr when `level` is enabled by KILN_LOG.
+void log(LogLevel level, const std::string& message);
+
+}  // namespace kiln
