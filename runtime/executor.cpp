@@ -155,11 +155,12 @@ class ArenaLease {
 void run_on_cpu(const KernelStep& step, std::vector<void*>& pointers) {
   // A split reduction's partial results, a few KB: one per piece and reduction.
   std::vector<int64_t> workspace;
-  if (step.finish) add_workspace(*step.finish, workspace, pointers);
+  const CompiledKernel& kernel = step.kernel;
+  if (kernel.finish) add_workspace(*kernel.finish, workspace, pointers);
   void* const* buffers = pointers.data();
-  run_parallel(step.range, step.grain,
-               [&](int64_t begin, int64_t end) { step.function(buffers, begin, end); });
-  if (step.finish) run_finish(*step.finish, pointers);
+  run_parallel(kernel.range, kernel.grain,
+               [&](int64_t begin, int64_t end) { kernel.function(buffers, begin, end); });
+  if (kernel.finish) run_finish(*kernel.finish, pointers);
 }
 
 // Queued on PyTorch's current stream of the device (c10's device guard interface gives its
@@ -205,8 +206,8 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
     output = empty_like_type(step.output_types[i], device);
     pointers.push_back(output.data_ptr());
   }
-  if (step.device_kernel) {
-    launch_on_current_stream(*step.device_kernel, pointers, device);
+  if (step.kernel.device_kernel) {
+    launch_on_current_stream(*step.kernel.device_kernel, pointers, device);
   } else {
     run_on_cpu(step, pointers);
   }

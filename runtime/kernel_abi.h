@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 namespace kiln {
@@ -50,6 +52,21 @@ class DeviceKernel {
   virtual void launch(const std::vector<void*>& buffers, int device, void* stream) const = 0;
   /// Zeroed device memory the launch needs besides its buffers (split reductions), or 0.
   virtual int64_t workspace_bytes() const { return 0; }
+};
+
+/// One generated kernel, as a code generator hands it to the plan: a CPU function with its
+/// launch, or a GPU kernel.
+struct CompiledKernel {
+  /// CPU: fn(buffers, begin, end) over [0, range) in pieces of at least `grain` (at::parallel_for's
+  /// grain). Elementwise kernels split their elements, reducing kernels their rows.
+  KernelFunction function = nullptr;
+  int64_t range = 0;
+  int64_t grain = 1;
+  /// CPU: set for a full reduction split into pieces: `function` over `range` writes the
+  /// partials, then this folds them.
+  std::optional<FinishPhase> finish;
+  /// GPU (then `function` is null): launched on the current stream.
+  std::shared_ptr<const DeviceKernel> device_kernel;
 };
 
 }  // namespace kiln

@@ -74,13 +74,7 @@ struct ExternStep {
 /// A generated kernel: reads its input slots, writes its output slots.
 struct KernelStep {
   std::string name;  // for errors and explain
-  KernelFunction function = nullptr;
-  int64_t range = 0;  // the launch range, split across threads in pieces of at least `grain`
-  int64_t grain = 1;
-  /// Set for a reduction split into pieces: run after `function` has covered `range`.
-  std::optional<FinishPhase> finish;
-  /// Set for a GPU kernel (then `function` is null): launched on the current stream.
-  std::shared_ptr<const DeviceKernel> device_kernel;
+  CompiledKernel kernel;
   std::vector<int> inputs;
   /// Byte offsets in the arena of planned inputs and outputs (-1: not planned): the kernel gets
   /// a pointer into the arena and no tensor is made for them.

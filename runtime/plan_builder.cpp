@@ -145,20 +145,15 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   return step;
 }
 
-KernelStep build_kernel_step(const ir::Node& node, const std::vector<KernelBinding>& kernels,
+KernelStep build_kernel_step(const ir::Node& node, const std::vector<CompiledKernel>& kernels,
                              const MemoryPlan& memory) {
   const auto* index = std::get_if<int64_t>(node.find_attr("kernel"));
   if (!index || *index < 0 || *index >= static_cast<int64_t>(kernels.size())) {
     throw Error(ErrorKind::Internal, "a fused node without a compiled kernel");
   }
-  const KernelBinding& kernel = kernels[*index];
   KernelStep step;
   step.name = "kernel " + std::to_string(*index);
-  step.function = kernel.function;
-  step.range = kernel.range;
-  step.grain = kernel.grain;
-  step.finish = kernel.finish;
-  step.device_kernel = kernel.device_kernel;
+  step.kernel = kernels[*index];
   auto offset = [&](const ir::Value* v) {
     return memory.is_planned(v) ? *memory.offsets[v->id()] : -1;
   };
@@ -206,7 +201,7 @@ bool can_write_into_buffer(const ir::Node& node) {
 
 Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants,
                 const MemoryPlan& memory, c10::Device device,
-                const std::vector<KernelBinding>& kernels, std::shared_ptr<void> code) {
+                const std::vector<CompiledKernel>& kernels, std::shared_ptr<void> code) {
   Plan plan;
   plan.code = std::move(code);
   plan.num_values = graph.num_values();

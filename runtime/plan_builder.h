@@ -15,21 +15,12 @@ namespace kiln {
 /// output, the op table allows it, and ATen has an out= variant with the same arguments.
 bool can_write_into_buffer(const ir::Node& node);
 
-/// A generated kernel for the fused node whose attribute `kernel` is its index.
-/// A compiled kernel: a CPU function over a range, or a GPU kernel.
-struct KernelBinding {
-  KernelFunction function = nullptr;
-  int64_t range = 0;
-  int64_t grain = 1;
-  std::shared_ptr<const DeviceKernel> device_kernel;
-  std::optional<FinishPhase> finish;
-};
-
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`. `device` holds the arena.
-/// `kernels` and `code` (which keeps them alive) serve the graph's kiln::fused nodes.
+/// `kernels` and `code` (which keeps them alive) serve the graph's kiln::fused nodes: the one
+/// whose attribute `kernel` is i runs kernels[i].
 /// Throws kiln::Error (unsupported) for an operator the dispatcher does not know.
 Plan build_plan(const ir::Graph& graph, const std::vector<at::Tensor>& constants,
                 const MemoryPlan& memory, c10::Device device,
-                const std::vector<KernelBinding>& kernels = {}, std::shared_ptr<void> code = {});
+                const std::vector<CompiledKernel>& kernels = {}, std::shared_ptr<void> code = {});
 
 }  // namespace kiln

@@ -37,8 +37,10 @@ LAYERS = {
     ABI: [],
     "runtime/jit": [],
     "runtime/cuda": [ABI],
-    "codegen/llvm": ["passes/ir", "passes/kernel", "runtime/jit", ABI],
-    "codegen/cuda": ["passes/ir", "passes/kernel", "runtime/cuda", ABI],
+    # The code generators' common interface (kernels in, compiled kernels out), and the two.
+    "codegen": ["passes/ir", "passes/kernel", ABI],
+    "codegen/llvm": ["passes/ir", "passes/kernel", "codegen", "runtime/jit", ABI],
+    "codegen/cuda": ["passes/ir", "passes/kernel", "codegen", "runtime/cuda", ABI],
     # torch <-> graph IR: used by both frontends and by the runtime.
     "runtime/bridge": ["passes/ir"],
     # Plans and the executor: ATen, the IRs' types and the passes' results (the memory plan).
@@ -49,9 +51,8 @@ LAYERS = {
     "backend/fx": ["passes/ir", "runtime/bridge", "backend/capture"],
     # The driver: everything below it, and the public API it implements.
     "backend/api": ["passes/ir", "passes/kernel", "passes", ABI, "runtime/jit", "runtime/cuda",
-                    "runtime/bridge", "codegen/llvm", "codegen/cuda", "runtime", "backend/capture",
-                    "backend/fx",
-                    PUBLIC],
+                    "runtime/bridge", "codegen", "codegen/llvm", "codegen/cuda", "runtime",
+                    "backend/capture", "backend/fx", PUBLIC],
     "backend/cli": [PUBLIC],
     # The Python extension: the public API, the driver's regions and introspection, and the FX
     # frontend with the size expressions and tensor types its arguments are decoded into.
@@ -71,6 +72,8 @@ def layer_of(path: str) -> str | None:
         return ABI
     if path.startswith("kiln/") or path.startswith("backend/include/"):
         return PUBLIC
+    if parts[:2] == ["backend", "codegen"] and len(parts) == 3:
+        return "codegen"  # the interface both code generators implement
     if parts[0] == "backend" and len(parts) > 2:
         return "codegen/" + parts[2] if parts[1] == "codegen" else "backend/" + parts[1]
     if parts[0] == "passes":

@@ -274,11 +274,10 @@ inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
         range = numel / (collapsed.sizes[rank - 1] * collapsed.sizes[rank - 2]) *
                 ((collapsed.sizes[rank - 2] + kTransposeTileRows - 1) / kTransposeTileRows);
       }
-      EXPECT_EQ(fn.launch.range, range) << c.kernel.name;
+      EXPECT_EQ(fn.range, range) << c.kernel.name;
       std::vector<Bytes> got = fresh_buffers(c);
       const std::vector<void*> p = pointers(got);
-      run_compiled_kernel(fn, p,
-                          split == Split::Whole ? std::vector<int64_t>{} : cuts(fn.launch.range));
+      run_compiled_kernel(fn, p, split == Split::Whole ? std::vector<int64_t>{} : cuts(fn.range));
       expect_same_outputs(c, want[i], got, split == Split::Whole ? "whole range" : "in pieces",
                           bits);
     }

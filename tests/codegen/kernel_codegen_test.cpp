@@ -368,7 +368,7 @@ TEST(KernelCodegenTest, RepeatedKernelsOfAPlanAreCompiledOnce) {
     row[j] = 0.5f * static_cast<float>(j);
   for (size_t k : {1u, 2u}) {
     void* buffers[] = {a.data(), row.data(), out.data()};
-    compiled.kernels[k].function(buffers, 0, compiled.kernels[k].launch.range);
+    compiled.kernels[k].function(buffers, 0, compiled.kernels[k].range);
     const float scale = k == 1 ? 3.0f : 2.0f;
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_EQ(out[i], a[i] * scale + row[i % 33]) << "kernel " << k << ", element " << i;
@@ -403,7 +403,7 @@ TEST(KernelCodegenTest, AKernelAnEarlierPlanCompiledIsReusedWhileThatCodeIsLoade
   for (size_t i = 0; i < in.size(); ++i)
     in[i] = static_cast<float>(i) - 60.0f;
   void* buffers[] = {in.data(), out.data()};
-  second.kernels[0].function(buffers, 0, second.kernels[0].launch.range);
+  second.kernels[0].function(buffers, 0, second.kernels[0].range);
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_EQ(out[i], in[i] * 2.25f) << "element " << i;
 }
@@ -464,7 +464,7 @@ TEST(KernelCodegenTest, KernelsThatDifferInTheirOutermostSizeOnlyShareCode) {
     EXPECT_EQ(second.reused, 1);
     EXPECT_EQ(second.kernels[0].function, first.kernels[0].function);
     // The launch is the second kernel's own, and the shared code computes it right.
-    EXPECT_EQ(second.kernels[0].launch.range, choose_launch(kernel::collapse_dims(c.large)).range);
+    EXPECT_EQ(second.kernels[0].range, choose_launch(kernel::collapse_dims(c.large)).range);
     std::vector<float> in(c.large_elements), bias(33), expected(c.large_elements),
         out(c.large_elements, -7.0f);
     for (size_t i = 0; i < in.size(); ++i)
@@ -480,7 +480,7 @@ TEST(KernelCodegenTest, KernelsThatDifferInTheirOutermostSizeOnlyShareCode) {
     reference.push_back(expected.data());
     actual.push_back(out.data());
     kernel::interpret(c.large, reference);
-    second.kernels[0].function(actual.data(), 0, second.kernels[0].launch.range);
+    second.kernels[0].function(actual.data(), 0, second.kernels[0].range);
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_NEAR(out[i], expected[i], 1e-5) << "element " << i;
   }

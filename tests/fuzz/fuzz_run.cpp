@@ -165,7 +165,7 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
   result.kernels = region->kernels;
   for (const Step& step : region->plan.steps)
     if (const auto* kernel = std::get_if<KernelStep>(&step))
-      result.split_reductions += kernel->finish.has_value();
+      result.split_reductions += kernel->kernel.finish.has_value();
   result.in_place = region->plan.in_place_writes;
   for (const auto& e : region->entries) {
     result.fused_ops += e.where == "fused kernel";

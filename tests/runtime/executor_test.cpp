@@ -123,9 +123,9 @@ TEST(Executor, KernelStepsRunOnTorchsThreadPool) {
   const ir::TensorType type = ir::make_contiguous(ir::DType::Float32, {n});
   KernelStep step;
   step.name = "double";
-  step.function = double_and_record_thread;
-  step.range = n;
-  step.grain = 1024;
+  step.kernel.function = double_and_record_thread;
+  step.kernel.range = n;
+  step.kernel.grain = 1024;
   step.inputs = {0};
   step.input_offsets = {-1};
   step.input_types = {type};

@@ -26,6 +26,11 @@ std::string finish_symbol_name(size_t i) {
   return symbol_name(i) + "_finish";
 }
 
+void set_launch(CompiledKernel& kernel, const KernelLaunch& launch) {
+  kernel.range = launch.range;
+  kernel.grain = launch.grain;
+}
+
 struct BuiltModule {
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> module;
@@ -140,7 +145,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
       if (std::optional<CachedKernel> hit = cache.find(key, variant)) {
         by_distinct[d] = hit->kernel;
         // A split kernel is a full reduction, whose code key keeps every size.
-        if (!hit->kernel.finish) by_distinct[d].launch = choose_launch(flat[d]);
+        if (!hit->kernel.finish) set_launch(by_distinct[d], choose_launch(flat[d]));
         hold(hit->code);
         continue;
       }
@@ -169,8 +174,10 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].size(); ++i) {
       const size_t f = groups[g][i];
-      CompiledKernel kernel{reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i))),
-                            launches[g][i], finishes[g][i]};
+      CompiledKernel kernel;
+      kernel.function = reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i)));
+      set_launch(kernel, launches[g][i]);
+      kernel.finish = finishes[g][i];
       if (kernel.finish)
         kernel.finish->function =
             reinterpret_cast<KernelFunction>(codes[g]->lookup(finish_symbol_name(i)));

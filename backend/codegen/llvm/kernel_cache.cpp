@@ -23,7 +23,7 @@ void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffer
   std::vector<int64_t> workspace;
   if (kernel.finish) add_workspace(*kernel.finish, workspace, buffers);
   if (cuts.empty()) {
-    kernel.function(buffers.data(), 0, kernel.launch.range);
+    kernel.function(buffers.data(), 0, kernel.range);
   } else {
     for (size_t k = 0; k + 1 < cuts.size(); ++k)
       kernel.function(buffers.data(), cuts[k], cuts[k + 1]);

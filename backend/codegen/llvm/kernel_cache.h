@@ -21,13 +21,9 @@
 
 namespace kiln::codegen {
 
-struct CompiledKernel {
-  KernelFunction function = nullptr;
-  KernelLaunch launch;
-  /// Set for a full reduction split into pieces (split_reduction.h): `function` over
-  /// `launch.range` writes the partials, then this folds them (run_compiled_kernel).
-  std::optional<FinishPhase> finish;
-};
+// What the generator makes of a kernel: the plan's type (runtime/kernel_abi.h); a split kernel's
+// finish phase is run by run_compiled_kernel.
+using kiln::CompiledKernel;
 
 /// Runs `kernel` over its whole launch range in the pieces `cuts` gives ([0, range) when empty),
 /// then its finish phase if it has one: how the executor runs it, without threads (tests).

@@ -1,0 +1,34 @@
+#include "backend/codegen/llvm/llvm_code_generator.h"
+
+#include "backend/codegen/llvm/compile_kernels.h"
+
+namespace kiln::codegen {
+namespace {
+
+class LlvmCodeGenerator final : public CodeGenerator {
+ public:
+  const char* name() const override { return "llvm"; }
+  std::string unavailable_reason() const override { return ""; }
+
+  GeneratedKernels compile(const std::vector<kernel::Kernel>& kernels,
+                           const CodegenRequest& request) const override {
+    CodegenOptions options;
+    options.dump_prefix = request.dump_prefix;
+    options.reuse_kernels = request.reuse_kernels;
+    options.one_pass_moments = request.one_pass_moments;
+    options.split_reductions = request.split_reductions;
+    options.compile_threads = request.compile_threads;
+    CompiledKernels compiled = compile_kernels(kernels, options);
+    return {std::move(compiled.kernels), std::move(compiled.code), compiled.compile_seconds,
+            compiled.reused};
+  }
+};
+
+}  // namespace
+
+const CodeGenerator& llvm_code_generator() {
+  static const LlvmCodeGenerator generator;
+  return generator;
+}
+
+}  // namespace kiln::codegen
