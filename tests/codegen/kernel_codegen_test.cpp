@@ -414,13 +414,16 @@ TEST(KernelCodegenTest, TheKernelCacheLetsGoOfCodeNoPlanHolds) {
   b.store(1, {11, 1}, b.binary(Op::Add, b.load(0, {11, 1}), b.constant(8.125, F32), F32));
   KernelCache& cache = KernelCache::instance();
   const CodeVariant variant = code_variant({});
-  const Kernel key = code_key(kernel::collapse_dims(k), variant.vector_bits);
+  const Kernel collapsed = kernel::collapse_dims(k);
+  const CpuSchedule schedule = schedule_cpu_kernel(
+      collapsed, {variant.vector_bits, variant.stream_bytes, variant.one_pass_moments});
+  const CacheKey key{code_key(collapsed, schedule), schedule_key(schedule), variant};
   {
     const CompiledKernels compiled = compile_kernels({k}, {});
-    ASSERT_TRUE(cache.find(key, variant).has_value());
-    EXPECT_EQ(cache.find(key, variant)->kernel.function, compiled.kernels[0].function);
+    ASSERT_TRUE(cache.find(key).has_value());
+    EXPECT_EQ(cache.find(key)->kernel.function, compiled.kernels[0].function);
   }
-  EXPECT_FALSE(cache.find(key, variant).has_value());
+  EXPECT_FALSE(cache.find(key).has_value());
 }
 
 // Kernels that differ in their outermost size only: a row-broadcast elementwise kernel, a
@@ -486,12 +489,25 @@ TEST(KernelCodegenTest, KernelsThatDifferInTheirOutermostSizeOnlyShareCode) {
   }
 }
 
-TEST(KernelCodegenTest, KernelsPastTheStreamingThresholdDoNotShareCode) {
-  // At 2^20 float elements and more, the size decides streaming stores and prefetches.
+TEST(KernelCodegenTest, KernelsShareCodeOnlyWithTheSameSchedule) {
+  // Past the stream threshold the schedule streams the output: other code than a small kernel's.
   const CompiledKernels small = compile_kernels({flat_scale(4096)}, {});
   const CompiledKernels large = compile_kernels({flat_scale(int64_t{1} << 21)}, {});
   EXPECT_EQ(large.reused, 0);
   EXPECT_NE(large.kernels[0].function, small.kernels[0].function);
+  // Another large size has the same schedule, so the same code, launched over its own range.
+  const int64_t n = (int64_t{1} << 21) + 4099;
+  const CompiledKernels larger = compile_kernels({flat_scale(n)}, {});
+  EXPECT_EQ(larger.reused, 1);
+  EXPECT_EQ(larger.kernels[0].function, large.kernels[0].function);
+  EXPECT_EQ(larger.kernels[0].range, choose_launch(kernel::collapse_dims(flat_scale(n))).range);
+  std::vector<float> in(n), out(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    in[i] = static_cast<float>(i % 29) - 3.0f;
+  void* buffers[] = {in.data(), out.data()};
+  larger.kernels[0].function(buffers, 0, larger.kernels[0].range);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], in[i] * -1.375f) << "element " << i;
 }
 
 }  // namespace

@@ -26,6 +26,10 @@ std::string finish_symbol_name(size_t i) {
   return symbol_name(i) + "_finish";
 }
 
+CpuTarget cpu_target(const CodeVariant& variant) {
+  return {variant.vector_bits, variant.stream_bytes, variant.one_pass_moments};
+}
+
 void set_launch(CompiledKernel& kernel, const KernelLaunch& launch) {
   kernel.range = launch.range;
   kernel.grain = launch.grain;
@@ -58,26 +62,27 @@ BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOpt
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
+  const CpuTarget target = cpu_target(variant);
+  // Each kernel is scheduled, then emitted as its schedule says; returns its launch.
   auto emit = [&](const kernel::Kernel& k) {
-    emit_kernel(*built.module, k, variant.vector_bits, math, variant.stream_bytes,
-                variant.one_pass_moments);
+    const CpuSchedule schedule = schedule_cpu_kernel(k, target);
+    emit_kernel(*built.module, k, schedule, math);
+    return schedule.launch;
   };
   for (size_t i = 0; i < collapsed.size(); ++i) {
     collapsed[i].name = symbol_name(i);
     std::optional<kernel::SplitReduction> split;
     if (variant.split_reductions) split = split_reduction(collapsed[i]);
     if (!split) {
-      built.launches.push_back(choose_launch(collapsed[i]));
+      built.launches.push_back(emit(collapsed[i]));
       built.finishes.emplace_back();
-      emit(collapsed[i]);
       continue;
     }
     kernel::Kernel partial = collapse_dims(split->partial), finish = split->finish;
     partial.name = symbol_name(i);
     finish.name = finish_symbol_name(i);
-    built.launches.push_back(choose_launch(partial));
+    built.launches.push_back(emit(partial));
     built.finishes.push_back(finish_phase(*split, collapsed[i].buffers.size()));
-    emit(partial);
     emit(finish);
   }
   return built;
@@ -137,15 +142,17 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   // Found by code key: a kernel over another outermost size can share the code (code_key).
   const std::vector<kernel::Kernel> flat = collapsed(distinct.kernels);
   std::vector<CompiledKernel> by_distinct(flat.size());
-  std::vector<kernel::Kernel> fresh, fresh_keys;
+  std::vector<kernel::Kernel> fresh;
+  std::vector<CacheKey> fresh_keys;
   std::vector<size_t> fresh_at;  // where each fresh kernel is in distinct.kernels
   for (size_t d = 0; d < flat.size(); ++d) {
-    kernel::Kernel key = code_key(flat[d], variant.vector_bits);
+    const CpuSchedule schedule = schedule_cpu_kernel(flat[d], cpu_target(variant));
+    CacheKey key{code_key(flat[d], schedule), schedule_key(schedule), variant};
     if (options.reuse_kernels && options.dump_prefix.empty()) {
-      if (std::optional<CachedKernel> hit = cache.find(key, variant)) {
+      if (std::optional<CachedKernel> hit = cache.find(key)) {
         by_distinct[d] = hit->kernel;
         // A split kernel is a full reduction, whose code key keeps every size.
-        if (!hit->kernel.finish) set_launch(by_distinct[d], choose_launch(flat[d]));
+        if (!hit->kernel.finish) set_launch(by_distinct[d], schedule.launch);
         hold(hit->code);
         continue;
       }
@@ -182,7 +189,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
         kernel.finish->function =
             reinterpret_cast<KernelFunction>(codes[g]->lookup(finish_symbol_name(i)));
       by_distinct[fresh_at[f]] = kernel;
-      cache.add(fresh_keys[f], variant, codes[g], kernel);
+      cache.add(fresh_keys[f], codes[g], kernel);
     }
     hold(codes[g]);
   }

@@ -5,14 +5,16 @@
 namespace kiln::codegen {
 namespace {
 
-// The printed kernel without its name, and the variant: equal for kernels that compute the same
-// thing. Entries are still compared with same_computation, so the text only has to be a hash.
-std::string key(const kernel::Kernel& kernel, const CodeVariant& variant) {
-  kernel::Kernel unnamed = kernel;
+// The printed kernel without its name, its schedule and the variant: equal for kernels that
+// compile to the same code. Entries are still compared with same_computation, so the text only
+// has to be a hash.
+std::string text(const CacheKey& key) {
+  const CodeVariant& variant = key.variant;
+  kernel::Kernel unnamed = key.kernel;
   unnamed.name.clear();
-  return kernel::print_kernel(unnamed) + "|" + std::to_string(variant.vector_bits) +
-         (variant.avx512_math ? "|avx512|" : "|generic|") + std::to_string(variant.stream_bytes) +
-         (variant.one_pass_moments ? "" : "|two-pass") +
+  return kernel::print_kernel(unnamed) + "|" + key.schedule + "|" +
+         std::to_string(variant.vector_bits) + (variant.avx512_math ? "|avx512|" : "|generic|") +
+         std::to_string(variant.stream_bytes) + (variant.one_pass_moments ? "" : "|two-pass") +
          (variant.split_reductions ? "" : "|whole-reductions");
 }
 
@@ -37,24 +39,26 @@ KernelCache& KernelCache::instance() {
   return *cache;
 }
 
-std::optional<CachedKernel> KernelCache::find(const kernel::Kernel& kernel,
-                                              const CodeVariant& variant) {
-  const std::string k = key(kernel, variant);
+std::optional<CachedKernel> KernelCache::find(const CacheKey& key) {
+  const std::string k = text(key);
   std::lock_guard<std::mutex> lock(mutex_);
   auto [first, last] = entries_.equal_range(k);
   for (auto it = first; it != last; ++it) {
     const Entry& e = it->second;
-    if (!(e.variant == variant) || !kernel::same_computation(e.kernel, kernel)) continue;
+    if (!(e.key.variant == key.variant) || e.key.schedule != key.schedule ||
+        !kernel::same_computation(e.key.kernel, key.kernel)) {
+      continue;
+    }
     if (std::shared_ptr<jit::JitModule> code = e.code.lock()) return CachedKernel{code, e.compiled};
   }
   return std::nullopt;
 }
 
-void KernelCache::add(const kernel::Kernel& kernel, const CodeVariant& variant,
-                      const std::shared_ptr<jit::JitModule>& code, const CompiledKernel& compiled) {
-  std::string k = key(kernel, variant);
+void KernelCache::add(const CacheKey& key, const std::shared_ptr<jit::JitModule>& code,
+                      const CompiledKernel& compiled) {
+  std::string k = text(key);
   std::lock_guard<std::mutex> lock(mutex_);
-  entries_.emplace(std::move(k), Entry{kernel, variant, code, compiled});
+  entries_.emplace(std::move(k), Entry{key, code, compiled});
   // Sweeping when the table has doubled keeps the cost per add constant on average.
   if (entries_.size() >= 2 * size_after_sweep_ + 64) drop_unloaded();
 }

@@ -40,6 +40,14 @@ struct CodeVariant {
   bool operator==(const CodeVariant&) const = default;
 };
 
+/// What a kernel's machine code depends on: its code key (kernel_emitter.h: code_key), its
+/// schedule (cpu_schedule.h: schedule_key) and the variant.
+struct CacheKey {
+  kernel::Kernel kernel;
+  std::string schedule;
+  CodeVariant variant;
+};
+
 struct CachedKernel {
   std::shared_ptr<jit::JitModule> code;  // holding it keeps `kernel.function` loaded
   CompiledKernel kernel;
@@ -49,28 +57,27 @@ class KernelCache {
  public:
   static KernelCache& instance();
 
-  /// Code for a kernel with the same computation (kernel::same_computation) as `kernel`, a code
-  /// key (kernel_emitter.h: code_key), for `variant`, from code that is still loaded; nullopt if
-  /// there is none. The launch of a hit is the one it was compiled with: the caller's kernel may
-  /// have another outermost size.
-  std::optional<CachedKernel> find(const kernel::Kernel& kernel, const CodeVariant& variant);
+  /// Code for a kernel with the same computation (kernel::same_computation) as `key.kernel`,
+  /// the same schedule and variant, from code that is still loaded; nullopt if there is none.
+  /// The launch of a hit is the one it was compiled with: the caller's kernel may have another
+  /// outermost size.
+  std::optional<CachedKernel> find(const CacheKey& key);
 
   /// Records `compiled`, which lives in `code`. The cache holds no reference to `code`: once
   /// every plan using it is gone, the entry is dropped.
-  void add(const kernel::Kernel& kernel, const CodeVariant& variant,
-           const std::shared_ptr<jit::JitModule>& code, const CompiledKernel& compiled);
+  void add(const CacheKey& key, const std::shared_ptr<jit::JitModule>& code,
+           const CompiledKernel& compiled);
 
  private:
   struct Entry {
-    kernel::Kernel kernel;
-    CodeVariant variant;
+    CacheKey key;
     std::weak_ptr<jit::JitModule> code;
     CompiledKernel compiled;
   };
   void drop_unloaded();
 
   std::mutex mutex_;
-  std::unordered_multimap<std::string, Entry> entries_;  // by key(kernel, variant)
+  std::unordered_multimap<std::string, Entry> entries_;  // by text(key)
   size_t size_after_sweep_ = 0;
 };
 

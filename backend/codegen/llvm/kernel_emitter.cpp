@@ -4,10 +4,9 @@
 #include <utility>
 
 #include "backend/codegen/llvm/across_rows_emitter.h"
+#include "backend/codegen/llvm/cpu_schedule.h"
 #include "backend/codegen/llvm/emitter_core.h"
 #include "backend/codegen/llvm/moments.h"
-#include "backend/codegen/llvm/schedule.h"
-#include "backend/codegen/llvm/store_policy.h"
 #include "backend/codegen/llvm/transpose_emitter.h"
 #include "kiln/error.h"
 
@@ -22,11 +21,9 @@ namespace {
 /// Elementwise kernels, and reducing kernels vectorized along their rows.
 class KernelEmitter final : public EmitterCore {
  public:
-  KernelEmitter(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                MathTarget math, int64_t stream_bytes, bool one_pass_moments)
-      : EmitterCore(module, kernel, vector_bits, math),
-        stream_bytes_(stream_bytes),
-        one_pass_moments_(one_pass_moments) {}
+  KernelEmitter(llvm::Module& module, const kernel::Kernel& kernel, const CpuSchedule& schedule,
+                MathTarget math)
+      : EmitterCore(module, kernel, schedule.vector_bits, math), schedule_(schedule) {}
 
  private:
   void emit_body() override {
@@ -69,20 +66,12 @@ class KernelEmitter final : public EmitterCore {
     values_->forget_elements();
   }
 
-  /// Float sums along an innermost dim longer than this walk it in chunks of this many elements
-  /// (a multiple of every vector width times the unroll): each chunk's accumulators start from
-  /// the identity and are added into the row's when it ends. An accumulator then adds at most
-  /// kSumChunk / (width * unroll) values (256 at 16 float lanes) before it is folded in, and the
-  /// row's at most one per chunk, so a float sum's error grows with those counts rather than with
-  /// n / (width * unroll): ~65K terms per accumulator over a row of 4M floats unchunked.
-  static constexpr int64_t kSumChunk = 16384;
-
   /// Whether row_loops walks this kernel's innermost dim in chunks (when given an end_chunk).
-  bool chunks_rows() const { return kernel_.sizes.back() > kSumChunk; }
+  bool chunks_rows() const { return schedule_.sum_chunk > 0; }
 
   /// Walks every element of a row: nested loops over the reduced dims, the last one vectorized.
-  /// With `end_chunk`, an innermost dim longer than kSumChunk is walked in chunks of it, and
-  /// `end_chunk` emitted after each.
+  /// With `end_chunk`, an innermost dim the schedule chunks is walked in chunks of
+  /// schedule_.sum_chunk, and `end_chunk` emitted after each.
   void row_loops(const std::vector<llvm::Value*>& offsets, int dim, const Body& body, int unroll,
                  const std::function<void()>& end_chunk = {}) {
     const int last = kernel_.rank() - 1;
@@ -92,14 +81,15 @@ class KernelEmitter final : public EmitterCore {
         inner_loop(i64(0), i64(size), offsets, body, unroll);
         return;
       }
-      const int64_t whole_chunks = size / kSumChunk;
+      const int64_t chunk_size = schedule_.sum_chunk;
+      const int64_t whole_chunks = size / chunk_size;
       loop(i64(0), i64(whole_chunks), 1, [&](llvm::Value* chunk) {
-        llvm::Value* begin = b_.CreateMul(chunk, i64(kSumChunk));
-        inner_loop(begin, b_.CreateAdd(begin, i64(kSumChunk)), offsets, body, unroll);
+        llvm::Value* begin = b_.CreateMul(chunk, i64(chunk_size));
+        inner_loop(begin, b_.CreateAdd(begin, i64(chunk_size)), offsets, body, unroll);
         end_chunk();
       });
-      if (size % kSumChunk != 0) {
-        inner_loop(i64(whole_chunks * kSumChunk), i64(size), offsets, body, unroll);
+      if (size % chunk_size != 0) {
+        inner_loop(i64(whole_chunks * chunk_size), i64(size), offsets, body, unroll);
         end_chunk();
       }
       return;
@@ -129,7 +119,7 @@ class KernelEmitter final : public EmitterCore {
     };
     walk_runs(kernel_.rank() - 1,
               [&](llvm::Value* first, llvm::Value* stop, const Offsets& offsets) {
-                if (streams_output()) {
+                if (schedule_.streaming_stores) {
                   // Scalar steps up to the first 64-byte aligned output element, then aligned
                   // streaming vector stores (no read-for-ownership of output lines nobody will read
                   // soon).
@@ -142,20 +132,6 @@ class KernelEmitter final : public EmitterCore {
                   inner_loop(first, stop, offsets, store_all, 1);
                 }
               });
-  }
-
-  /// Streaming stores pay off for one contiguous output of 4- or 8-byte elements the caches would
-  /// not keep (stream_bytes_: store_policy.h), whose vectors are at least 32 bytes (so every
-  /// vector store after the first aligned one is too).
-  bool streams_output() const {
-    if (kernel_.stores.size() != 1 || width_ < 8) return false;
-    const kernel::Store& store = kernel_.stores[0];
-    const int64_t size = ir::dtype_size(kernel_.buffers[store.map.buffer].dtype);
-    if (store.map.strides.back() != 1 || (size != 4 && size != 8)) return false;
-    int64_t numel = 1;
-    for (int64_t d : kernel_.sizes)
-      numel *= d;
-    return numel * size >= stream_bytes_;
   }
 
   /// The first index in [first, stop] whose output element starts a 64-byte line.
@@ -177,16 +153,16 @@ class KernelEmitter final : public EmitterCore {
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
     const int row_rank = kernel_.row_rank();
-    passes_ = row_passes(kernel_, width_, one_pass_moments_);
-    plan_row_caches();
-    const std::vector<int> streamed = streamed_row_maps();
+    const std::vector<RowPass>& passes = schedule_.row_passes;
+    allocate_row_caches();
+    const std::vector<int>& streamed = schedule_.prefetched_maps;
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
       std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
       const Position at_row{1, i64(0), &offsets};
       if (!streamed.empty()) next_row_ = row_offsets(b_.CreateAdd(row, i64(1)), row_rank);
       compute_row_values(at_row);
       int pass = 0;
-      for (const RowPass& row_pass : passes_) {
+      for (const RowPass& row_pass : passes) {
         prefetch_maps_ = pass == 1 ? streamed : std::vector<int>{};
         use_row_caches(pass++);
         const std::vector<int>& ids = row_pass.reductions;
@@ -217,7 +193,7 @@ class KernelEmitter final : public EmitterCore {
             values_->store(static_cast<int>(s), at);
         }
       };
-      if (kernel_.reduce_rank == 1 && streams_output()) {
+      if (schedule_.streaming_stores) {
         // A large output (softmax, layer_norm) streams past the caches, as elementwise outputs
         // do: scalar steps up to the row's first 64-byte line, then non-temporal vector stores.
         const int64_t n = kernel_.sizes.back();
@@ -232,38 +208,6 @@ class KernelEmitter final : public EmitterCore {
     });
   }
 
-  /// The input maps worth prefetching a row ahead: contiguous rows of a buffer larger than this
-  /// machine's per-core caches, read by a kernel that passes over each row more than once. The
-  /// first pass brings the row into L1 and the later ones compute from there, so the memory
-  /// system idles unless the second pass asks for the next row: on a softmax it is the
-  /// difference between computing and loading in turn and doing both at once.
-  std::vector<int> streamed_row_maps() const {
-    std::vector<int> maps;
-    if (kernel_.reduce_rank != 1 || width_ <= 1) return maps;
-    int passes = static_cast<int>(passes_.size());
-    for (const auto& s : kernel_.stores)
-      if (kernel::stores_per_element(kernel_, s)) {
-        ++passes;
-        break;
-      }
-    if (passes < 2) return maps;
-    int64_t rows = 1;
-    for (int d = 0; d < kernel_.row_rank(); ++d)
-      rows *= kernel_.sizes[d];
-    for (size_t m = 0; m < kernel_.exprs.size(); ++m) {
-      if (kernel_.exprs[m].op != Op::Load) continue;
-      const kernel::IndexMap& map = values_->map(static_cast<int>(m));
-      const int64_t bytes =
-          ir::dtype_size(kernel_.buffers[map.buffer].dtype) * kernel_.row_size() * rows;
-      bool moves_with_rows = false;
-      for (int d = 0; d < kernel_.row_rank(); ++d)
-        moves_with_rows = moves_with_rows || map.strides[d] != 0;
-      if (map.strides.back() == 1 && moves_with_rows && bytes >= kStreamBytes)
-        maps.push_back(static_cast<int>(m));
-    }
-    return maps;
-  }
-
   /// During the pass that prefetches: one request per vector for each streamed map, the same
   /// element of the next row.
   void prefetch_next_row(const Position& at) {
@@ -273,56 +217,16 @@ class KernelEmitter final : public EmitterCore {
       values_->prefetch(m, next);
   }
 
-  // Which element values to keep in a per-row scratch array: those that contain a
-  // transcendental function and that more than one pass over the row needs (pass k computes
-  // the k-th Reduce; the last pass the element stores).
-  void plan_row_caches() {
-    constexpr int64_t kMaxCachedRow = 8192;  // elements: at most 64 KB of stack per cached value
-    if (kernel_.reduce_rank != 1 || kernel_.row_size() > kMaxCachedRow) return;
-    std::vector<std::vector<int>> roots;  // per pass
-    // A pass computes its first reduction's operand: a moments pass reads x alone, never the
-    // deviations its variance is written with.
-    for (const RowPass& row_pass : passes_) {
-      roots.emplace_back();
-      for (int r : row_pass.reductions)
-        roots.back().push_back(kernel_.exprs[r].args[0]);
-      if (row_pass.moments) roots.back().resize(1);
-    }
-    roots.emplace_back();
-    for (const auto& s : kernel_.stores)
-      if (kernel::stores_per_element(kernel_, s)) roots.back().push_back(s.value);
-    const size_t n = kernel_.exprs.size();
-    std::vector<int> first_pass(n, -1), last_pass(n, -1);
-    for (int p = 0; p < static_cast<int>(roots.size()); ++p) {
-      std::vector<int> stack = roots[p];
-      std::vector<bool> seen(n, false);
-      while (!stack.empty()) {
-        const int id = stack.back();
-        stack.pop_back();
-        if (seen[id] || !element_[id]) continue;
-        seen[id] = true;
-        if (first_pass[id] < 0) first_pass[id] = p;
-        last_pass[id] = p;
-        for (int a : kernel_.exprs[id].args)
-          stack.push_back(a);
-      }
-    }
-    std::vector<bool> expensive(n, false);
-    for (size_t i = 0; i < n; ++i) {
-      expensive[i] = kernel::op_traits(kernel_.exprs[i].op).transcendental;
-      for (int a : kernel_.exprs[i].args)
-        expensive[i] = expensive[i] || (element_[a] && expensive[a]);
-    }
+  // The per-row scratch arrays of the values the schedule caches (schedule_.row_caches).
+  void allocate_row_caches() {
     llvm::IRBuilder<> entry(entry_, entry_->begin());
-    for (size_t i = 0; i < n; ++i) {
-      if (!expensive[i] || first_pass[i] < 0 || first_pass[i] == last_pass[i]) continue;
-      if (!ir::is_floating(kernel_.exprs[i].dtype)) continue;
-      llvm::Type* type = values_->register_type(kernel_.exprs[i].dtype, 1);
+    for (const RowCache& cache : schedule_.row_caches) {
+      llvm::Type* type = values_->register_type(kernel_.exprs[cache.expr].dtype, 1);
       llvm::AllocaInst* scratch = entry.CreateAlloca(type, i64(kernel_.row_size()));
       // Cache-line aligned: a vector that straddles two lines costs two accesses, and the
       // scratch is written and read once per element.
       scratch->setAlignment(llvm::Align(64));
-      row_caches_.push_back({static_cast<int>(i), first_pass[i], scratch});
+      row_caches_.push_back({cache.expr, cache.first_pass, scratch});
     }
   }
 
@@ -368,12 +272,12 @@ class KernelEmitter final : public EmitterCore {
   }
 
   /// One pass over the row for the reductions `ids` (none reading another's result): per
-  /// reduction kUnroll vector accumulators and a scalar one for the tail, folded at the end; the
-  /// element values they share are computed once per element. Float max/min also OR a "saw NaN"
-  /// flag, which turns the result into NaN.
+  /// reduction schedule_.reduce_unroll vector accumulators and a scalar one for the tail, folded at
+  /// the end; the element values they share are computed once per element. Float max/min also OR a
+  /// "saw NaN" flag, which turns the result into NaN.
   std::vector<llvm::Value*> reduce(const std::vector<int>& ids,
                                    const std::vector<llvm::Value*>& offsets) {
-    constexpr int kUnroll = 4;
+    const int kUnroll = schedule_.reduce_unroll;
     struct Accumulator {
       const kernel::Expr* e;
       bool track_nan;
@@ -468,7 +372,7 @@ class KernelEmitter final : public EmitterCore {
   /// merge into the row's (moments.h). A row whose variance comes out NaN or infinite takes the
   /// two passes instead.
   void moments(int mean_id, int var_id, const std::vector<llvm::Value*>& offsets) {
-    constexpr int kUnroll = 4;
+    const int kUnroll = schedule_.reduce_unroll;
     const DType t = kernel_.exprs[mean_id].dtype;
     const int x = kernel_.exprs[mean_id].args[0];
     const int64_t n = kernel_.row_size();
@@ -595,41 +499,42 @@ class KernelEmitter final : public EmitterCore {
     int first_pass;
     llvm::Value* scratch;
   };
+  const CpuSchedule schedule_;
   std::vector<RowCacheSlot> row_caches_;
-  std::vector<RowPass> passes_;     // row_passes (moments.h)
-  int64_t stream_bytes_;            // outputs of this size or more stream (store_policy.h)
-  bool one_pass_moments_;           // row_passes may pair a mean with its variance
   std::vector<int> prefetch_maps_;  // maps prefetch_next_row asks for, in the current pass
   Offsets next_row_;                // every map's offsets at the next row
 };
 
 }  // namespace
 
-kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits) {
-  // The emitter reads sizes[0] in four places only: to choose streaming stores and prefetches
-  // (never below kStreamBytes of any buffer), in the across-rows emitter, as the run of a
-  // one-dim kernel whose only dim is reduced, and as the rows of a two-dim transposing kernel.
-  // Everywhere else the outermost index comes from the launch range.
-  if (reduces_across_rows(collapsed, std::max(1, vector_bits / 32))) return collapsed;
-  // A two-dim transposing kernel's outermost dim is the one its tiles walk.
-  if (transposes(collapsed) && collapsed.rank() == 2) return collapsed;
+kernel::Kernel code_key(const kernel::Kernel& collapsed, const CpuSchedule& schedule) {
+  // Every decision that depends on the sizes is in the schedule, which the cache keys on too.
+  // Beyond it the emitters read the outermost size only when it is not the launch range's: a
+  // reduction across rows, a two-dim transposing kernel (its tiles walk that dim), and a kernel
+  // whose only dims are reduced. Everywhere else the outermost index comes from the launch range.
+  if (schedule.strategy == CpuSchedule::Strategy::AcrossRows) return collapsed;
+  if (schedule.strategy == CpuSchedule::Strategy::Transpose && collapsed.rank() == 2)
+    return collapsed;
   if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return collapsed;
-  int64_t numel = 1;
   for (int64_t d : collapsed.sizes)
-    numel *= d;
-  if (numel == 0 || numel >= kStreamBytes / 8) return collapsed;
+    if (d == 0) return collapsed;
   kernel::Kernel key = collapsed;
   key.sizes[0] = -1;
   return key;
 }
 
-llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math, int64_t stream_bytes, bool one_pass_moments) {
-  if (reduces_across_rows(kernel, std::max(1, vector_bits / 32))) {
-    return emit_across_rows_kernel(module, kernel, vector_bits, math);
+llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel,
+                            const CpuSchedule& schedule, MathTarget math) {
+  switch (schedule.strategy) {
+    case CpuSchedule::Strategy::AcrossRows:
+      return emit_across_rows_kernel(module, kernel, schedule.vector_bits, math);
+    case CpuSchedule::Strategy::Transpose:
+      return emit_transpose_kernel(module, kernel, schedule.vector_bits, math);
+    case CpuSchedule::Strategy::Elementwise:
+    case CpuSchedule::Strategy::AlongRows:
+      break;
   }
-  if (transposes(kernel)) return emit_transpose_kernel(module, kernel, vector_bits, math);
-  return KernelEmitter(module, kernel, vector_bits, math, stream_bytes, one_pass_moments).emit();
+  return KernelEmitter(module, kernel, schedule, math).emit();
 }
 
 }  // namespace kiln::codegen

@@ -11,22 +11,23 @@
 
 #include <llvm/IR/Module.h>
 
+#include "backend/codegen/llvm/cpu_schedule.h"
 #include "backend/codegen/llvm/math.h"
 #include "passes/kernel/kernel.h"
 
 namespace kiln::codegen {
 
-/// `kernel` must already be collapsed (collapse_dims). An output of `stream_bytes` or more is
-/// written with streaming stores (store_policy.h); a mean and its variance share one pass over
-/// each row when `one_pass_moments` allows (moments.h).
-llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
-                            MathTarget math, int64_t stream_bytes, bool one_pass_moments = true);
+/// `kernel` must already be collapsed (collapse_dims); `schedule` is its schedule
+/// (cpu_schedule.h), which the emitters follow: the strategy picks the emitter, and with it the
+/// vector width, streaming stores, row passes, unroll, chunks, prefetches and row caches.
+llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel,
+                            const CpuSchedule& schedule, MathTarget math);
 
-/// `collapsed` less what emit_kernel's code does not depend on: the outermost size (set to -1)
-/// of a kernel smaller than any streaming or prefetching threshold, unless that size is a
-/// reduced one or the kernel is vectorized across rows. Kernels with equal keys compile to the
-/// same code; the launch range (schedule.h) carries the size. A decoding step's layer norm over
-/// [tokens, 768] is one code for every number of tokens (kernel_cache.h).
-kernel::Kernel code_key(const kernel::Kernel& collapsed, int vector_bits);
+/// `collapsed` less what the emitted code does not depend on given its schedule: the outermost
+/// size (set to -1), unless the emitters read it (a reduction across rows, a two-dim transposing
+/// kernel, a kernel whose only dims are reduced). Kernels with equal keys and equal schedules
+/// (schedule_key) compile to the same code; the launch range carries the size. A decoding step's
+/// layer norm over [tokens, 768] is one code for every number of tokens (kernel_cache.h).
+kernel::Kernel code_key(const kernel::Kernel& collapsed, const CpuSchedule& schedule);
 
 }  // namespace kiln::codegen

@@ -1,0 +1,161 @@
+#include "backend/codegen/llvm/cpu_schedule.h"
+
+#include <algorithm>
+
+#include "backend/codegen/llvm/store_policy.h"
+
+namespace kiln::codegen {
+namespace {
+
+using kernel::Kernel;
+using kernel::Op;
+
+int64_t numel(const Kernel& kernel) {
+  int64_t n = 1;
+  for (int64_t d : kernel.sizes)
+    n *= d;
+  return n;
+}
+
+/// Streaming stores pay off for one contiguous output of 4- or 8-byte elements the caches would
+/// not keep (store_policy.h), whose vectors are at least 32 bytes (so every vector store after
+/// the first aligned one is too).
+bool streams_output(const Kernel& kernel, int width, int64_t stream_bytes) {
+  if (kernel.stores.size() != 1 || width < 8) return false;
+  const kernel::Store& store = kernel.stores[0];
+  const int64_t size = ir::dtype_size(kernel.buffers[store.map.buffer].dtype);
+  if (store.map.strides.back() != 1 || (size != 4 && size != 8)) return false;
+  return numel(kernel) * size >= stream_bytes;
+}
+
+bool has_element_stores(const Kernel& kernel) {
+  return std::any_of(kernel.stores.begin(), kernel.stores.end(),
+                     [&](const kernel::Store& s) { return kernel::stores_per_element(kernel, s); });
+}
+
+/// The loads worth prefetching a row ahead: contiguous rows of a buffer larger than this
+/// machine's per-core caches, read by a kernel that passes over each row more than once. The
+/// first pass brings the row into L1 and the later ones compute from there, so the memory system
+/// idles unless the second pass asks for the next row: on a softmax it is the difference between
+/// computing and loading in turn and doing both at once.
+std::vector<int> prefetched_maps(const Kernel& kernel, int width,
+                                 const std::vector<RowPass>& passes) {
+  std::vector<int> maps;
+  if (kernel.reduce_rank != 1 || width <= 1) return maps;
+  const int row_passes = static_cast<int>(passes.size()) + (has_element_stores(kernel) ? 1 : 0);
+  if (row_passes < 2) return maps;
+  int64_t rows = 1;
+  for (int d = 0; d < kernel.row_rank(); ++d)
+    rows *= kernel.sizes[d];
+  for (size_t m = 0; m < kernel.exprs.size(); ++m) {
+    if (kernel.exprs[m].op != Op::Load) continue;
+    const kernel::IndexMap& map = kernel.exprs[m].map;
+    const int64_t bytes =
+        ir::dtype_size(kernel.buffers[map.buffer].dtype) * kernel.row_size() * rows;
+    bool moves_with_rows = false;
+    for (int d = 0; d < kernel.row_rank(); ++d)
+      moves_with_rows = moves_with_rows || map.strides[d] != 0;
+    if (map.strides.back() == 1 && moves_with_rows && bytes >= kStreamBytes)
+      maps.push_back(static_cast<int>(m));
+  }
+  return maps;
+}
+
+/// The element values to keep in a per-row scratch array: those that contain a transcendental
+/// function and that more than one pass over the row needs (pass k computes the k-th row pass's
+/// reductions; the last pass the element stores).
+std::vector<RowCache> row_caches(const Kernel& kernel, const std::vector<RowPass>& passes) {
+  std::vector<RowCache> caches;
+  if (kernel.reduce_rank != 1 || kernel.row_size() > kMaxCachedRow) return caches;
+  const std::vector<bool> element = kernel::element_levels(kernel);
+  std::vector<std::vector<int>> roots;  // per pass
+  // A pass computes its first reduction's operand: a moments pass reads x alone, never the
+  // deviations its variance is written with.
+  for (const RowPass& row_pass : passes) {
+    roots.emplace_back();
+    for (int r : row_pass.reductions)
+      roots.back().push_back(kernel.exprs[r].args[0]);
+    if (row_pass.moments) roots.back().resize(1);
+  }
+  roots.emplace_back();
+  for (const auto& s : kernel.stores)
+    if (kernel::stores_per_element(kernel, s)) roots.back().push_back(s.value);
+  const size_t n = kernel.exprs.size();
+  std::vector<int> first_pass(n, -1), last_pass(n, -1);
+  for (int p = 0; p < static_cast<int>(roots.size()); ++p) {
+    std::vector<int> stack = roots[p];
+    std::vector<bool> seen(n, false);
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (seen[id] || !element[id]) continue;
+      seen[id] = true;
+      if (first_pass[id] < 0) first_pass[id] = p;
+      last_pass[id] = p;
+      for (int a : kernel.exprs[id].args)
+        stack.push_back(a);
+    }
+  }
+  std::vector<bool> expensive(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    expensive[i] = kernel::op_traits(kernel.exprs[i].op).transcendental;
+    for (int a : kernel.exprs[i].args)
+      expensive[i] = expensive[i] || (element[a] && expensive[a]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!expensive[i] || first_pass[i] < 0 || first_pass[i] == last_pass[i]) continue;
+    if (!ir::is_floating(kernel.exprs[i].dtype)) continue;
+    caches.push_back({static_cast<int>(i), first_pass[i]});
+  }
+  return caches;
+}
+
+}  // namespace
+
+CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target) {
+  CpuSchedule s;
+  s.vector_bits = target.vector_bits;
+  s.launch = choose_launch(collapsed);
+  const int width = std::max(1, target.vector_bits / 32);
+  if (reduces_across_rows(collapsed, width)) {
+    s.strategy = CpuSchedule::Strategy::AcrossRows;
+    return s;
+  }
+  if (transposes(collapsed)) {
+    s.strategy = CpuSchedule::Strategy::Transpose;
+    return s;
+  }
+  if (collapsed.reduce_rank == 0) {
+    s.strategy = CpuSchedule::Strategy::Elementwise;
+    s.streaming_stores = streams_output(collapsed, width, target.stream_bytes);
+    return s;
+  }
+  s.strategy = CpuSchedule::Strategy::AlongRows;
+  s.streaming_stores =
+      collapsed.reduce_rank == 1 && streams_output(collapsed, width, target.stream_bytes);
+  s.row_passes = row_passes(collapsed, width, target.one_pass_moments);
+  s.sum_chunk = collapsed.sizes.back() > kSumChunk ? kSumChunk : 0;
+  s.prefetched_maps = prefetched_maps(collapsed, width, s.row_passes);
+  s.row_caches = row_caches(collapsed, s.row_passes);
+  return s;
+}
+
+std::string schedule_key(const CpuSchedule& s) {
+  std::string key = std::to_string(static_cast<int>(s.strategy)) + "/" +
+                    std::to_string(s.vector_bits) + (s.streaming_stores ? "/nt" : "") + "/u" +
+                    std::to_string(s.reduce_unroll) + "/c" + std::to_string(s.sum_chunk) + "/p";
+  for (const RowPass& pass : s.row_passes) {
+    key += pass.moments ? "m" : "r";
+    for (int r : pass.reductions)
+      key += std::to_string(r) + ",";
+  }
+  key += "/f";
+  for (int m : s.prefetched_maps)
+    key += std::to_string(m) + ",";
+  key += "/rc";
+  for (const RowCache& c : s.row_caches)
+    key += std::to_string(c.expr) + ":" + std::to_string(c.first_pass) + ",";
+  return key;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,104 @@
+// The CPU schedule (backend/codegen/llvm/cpu_schedule.h): every decision the emitters follow,
+// taken from the kernel and the host before any IR exists, and the kernel cache's key that
+// follows from it.
+#include "backend/codegen/llvm/cpu_schedule.h"
+
+#include "backend/codegen/llvm/kernel_emitter.h"
+#include "backend/codegen/llvm/store_policy.h"
+#include "tests/codegen/codegen_harness.h"
+
+namespace kiln::codegen {
+namespace codegen_test {
+namespace {
+
+using Strategy = CpuSchedule::Strategy;
+
+constexpr CpuTarget kAvx512{512, kStreamBytes, true};
+
+Kernel scaled_copy(std::vector<int64_t> sizes) {
+  Kernel k = make_kernel("scale", sizes, 0, {F32}, {F32});
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int d = static_cast<int>(sizes.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * sizes[d + 1];
+  KernelBuilder b(k);
+  b.store(1, strides, b.binary(Op::Mul, b.load(0, strides), b.constant(2, F32), F32));
+  return kernel::collapse_dims(k);
+}
+
+// softmax over rows of n: a max, a sum of exps, then the exps divided, per element.
+Kernel softmax(int64_t rows, int64_t n) {
+  Kernel k = make_kernel("softmax", {rows, n}, 1, {F32}, {F32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {n, 1});
+  const int m = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
+  b.store(1, {n, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
+  return k;
+}
+
+TEST(CpuScheduleTest, ALargeContiguousOutputStreamsASmallOneDoesNot) {
+  const CpuSchedule large = schedule_cpu_kernel(scaled_copy({4 << 20}), kAvx512);
+  const CpuSchedule small = schedule_cpu_kernel(scaled_copy({4096}), kAvx512);
+  EXPECT_EQ(large.strategy, Strategy::Elementwise);
+  EXPECT_TRUE(large.streaming_stores);
+  EXPECT_FALSE(small.streaming_stores);
+  // Four-lane vectors are too narrow for aligned streaming stores.
+  EXPECT_FALSE(
+      schedule_cpu_kernel(scaled_copy({4 << 20}), {128, kStreamBytes, true}).streaming_stores);
+  EXPECT_EQ(large.launch.range, 4 << 20);
+}
+
+TEST(CpuScheduleTest, ASoftmaxPassesTwiceCachesItsExpAndPrefetchesLargeRows) {
+  const Kernel large = softmax(1024, 4096);  // 16 MB: more than the caches keep
+  const CpuSchedule s = schedule_cpu_kernel(large, kAvx512);
+  EXPECT_EQ(s.strategy, Strategy::AlongRows);
+  ASSERT_EQ(s.row_passes.size(), 2u);                   // the max, then the sum
+  EXPECT_EQ(s.prefetched_maps, (std::vector<int>{0}));  // x, read again in the second pass
+  // exp(x - max) is computed in the sum's pass and read again by the stores.
+  ASSERT_EQ(s.row_caches.size(), 1u);
+  EXPECT_EQ(large.exprs[s.row_caches[0].expr].op, Op::Exp);
+  EXPECT_EQ(s.row_caches[0].first_pass, 1);
+  EXPECT_TRUE(schedule_cpu_kernel(softmax(4, 4096), kAvx512).prefetched_maps.empty());
+  // Rows too long for a stack scratch cache nothing.
+  EXPECT_TRUE(schedule_cpu_kernel(softmax(4, kMaxCachedRow + 1), kAvx512).row_caches.empty());
+}
+
+TEST(CpuScheduleTest, LongRowsAreSummedInChunksAndColumnSumsGoAcrossRows) {
+  Kernel row = make_kernel("sum", {2, kSumChunk + 1}, 1, {F32}, {F32});
+  {
+    KernelBuilder b(row);
+    b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {kSumChunk + 1, 1})));
+  }
+  EXPECT_EQ(schedule_cpu_kernel(row, kAvx512).sum_chunk, kSumChunk);
+  EXPECT_EQ(schedule_cpu_kernel(softmax(2, 64), kAvx512).sum_chunk, 0);
+  // x.sum(0) on a row-major [64, 256] x: each vector holds 16 neighbouring columns.
+  Kernel columns = make_kernel("colsum", {256, 64}, 1, {F32}, {F32});
+  {
+    KernelBuilder b(columns);
+    b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {1, 256})));
+  }
+  EXPECT_EQ(schedule_cpu_kernel(columns, kAvx512).strategy, Strategy::AcrossRows);
+}
+
+TEST(CpuScheduleTest, TheCacheKeyDropsTheOutermostSizeOnlyWhereTheScheduleCarriesIt) {
+  // A layer-norm-like row kernel over any number of rows: one code (one key, one schedule).
+  const Kernel a = softmax(3, 768), b = softmax(17, 768);
+  const CpuSchedule sa = schedule_cpu_kernel(a, kAvx512), sb = schedule_cpu_kernel(b, kAvx512);
+  EXPECT_EQ(schedule_key(sa), schedule_key(sb));
+  EXPECT_TRUE(kernel::same_computation(code_key(a, sa), code_key(b, sb)));
+  EXPECT_NE(sa.launch.range, sb.launch.range);
+  // Past the prefetch threshold the schedule differs, and so does the key.
+  const CpuSchedule large = schedule_cpu_kernel(softmax(8192, 768), kAvx512);
+  EXPECT_NE(schedule_key(sa), schedule_key(large));
+  // A one-dim kernel whose only dim is reduced keeps its size.
+  Kernel whole = make_kernel("total", {1000}, 1, {F32}, {F32});
+  {
+    KernelBuilder builder(whole);
+    builder.store(1, {0}, builder.reduce(ReduceKind::Sum, builder.load(0, {1})));
+  }
+  EXPECT_EQ(code_key(whole, schedule_cpu_kernel(whole, kAvx512)).sizes[0], 1000);
+}
+
+}  // namespace
+}  // namespace codegen_test
+}  // namespace kiln::codegen
