@@ -1,7 +1,7 @@
-// The helpers lower_ops' table is written with: readers of a node's attributes, and
-// `Lowering`, which appends the kernel-IR exprs of one graph node. The one-op lowerings are
-// inline here; those that compose several kernel ops (the activations, log1p and expm1,
-// softmax, layer norm, variance) are in lowering.cpp.
+// The helpers the fusible ops' definitions (passes/kernel/ops/) are written with: readers of a
+// node's attributes, and `Lowering`, which appends the kernel-IR exprs of one graph node. The
+// one-op lowerings are inline here; those that compose several kernel ops (the activations,
+// log1p and expm1, softmax, layer norm, variance) are in lowering.cpp.
 #pragma once
 
 #include <cstdint>
