@@ -33,7 +33,7 @@ void Explanation::tally() {
     if (entry.op == "aten::to_mkldnn" || entry.op == "aten::to_dense") ++onednn_conversions;
     if (entry.where == "extern ATen")
       ++extern_calls;
-    else if (entry.where == "fused kernel" || entry.where == "native kernel")
+    else if (entry.where == "fused kernel")
       ++kernels;
     else
       ++interpreter;
