@@ -22,6 +22,7 @@
 #include "passes/kernel/lower_group.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
+#include "passes/split_reductions.h"
 #include "passes/winograd_conv.h"
 
 namespace kiln {
@@ -133,6 +134,7 @@ const std::vector<std::string>& pipeline_pass_names() {
                                                  "fuse_epilogue",
                                                  "fuse_elementwise",
                                                  "lower_kernels",
+                                                 "split_reductions",
                                                  "plan_memory"};
   return names;
 }
@@ -182,6 +184,10 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
     passes.run("fuse_epilogue", "fusion", [&] { fuse_epilogue(graph); });
     passes.run("fuse_elementwise", "fusion", [&] { fuse_elementwise(graph); });
     passes.run("lower_kernels", "fusion", [&] { lower_kernels(graph, options, result); });
+    if (options.reduction_pieces) {
+      passes.run("split_reductions", "fusion",
+                 [&] { split_reductions(result.kernels, options.reduction_pieces); });
+    }
   }
   passes.run("plan_memory", "", [&] {
     auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer

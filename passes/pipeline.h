@@ -40,6 +40,9 @@ struct PipelineOptions {
   /// per reduction, and whether the decomposed norm beats ATen's there has not been measured on a
   /// GPU.
   ir::Device device;
+  /// Into how many pieces the target splits a full reduction (the code generator's
+  /// reduction_pieces); without it split_reductions does not run.
+  std::function<int64_t(const kernel::Kernel&)> reduction_pieces;
   /// Which nodes the runtime can make write into a planned buffer.
   std::function<bool(const ir::Node&)> can_write_into_buffer;
 };

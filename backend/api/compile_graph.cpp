@@ -39,7 +39,6 @@ codegen::CodegenRequest codegen_request(c10::Device device, const std::string& d
   request.compile_threads = at::get_num_threads();
   request.reuse_kernels = !disabled_names().contains("kernel_cache");
   request.one_pass_moments = !disabled_names().contains("one_pass_moments");
-  request.split_reductions = !disabled_names().contains("split_reductions");
   return request;
 }
 
@@ -62,6 +61,11 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
   const codegen::CodeGenerator* generator = code_generator_for(device);
   pipeline.fusion = options.fusion && generator;
+  if (generator) {
+    pipeline.reduction_pieces = [generator](const kernel::Kernel& kernel) {
+      return generator->reduction_pieces(kernel);
+    };
+  }
   if (auto ir_device = to_ir_device(device)) pipeline.device = *ir_device;
   // Weights computed at compile time (folded batch norms, ...) join the constants.
   std::vector<at::Tensor> all_constants = constants;

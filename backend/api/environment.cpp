@@ -15,7 +15,6 @@ std::vector<std::string> disable_names() {
   names.push_back("llvm");
   names.push_back("kernel_cache");      // reuse of kernels earlier plans compiled (kernel_cache.h)
   names.push_back("one_pass_moments");  // a mean and its variance in one pass (moments.h)
-  names.push_back("split_reductions");  // full reductions shared by threads (split_reduction.h)
   names.push_back("cuda");              // CUDA code generation (CUDA ops then run through ATen)
   return names;
 }

@@ -11,7 +11,7 @@
 namespace kiln {
 
 /// The names KILN_DISABLE accepts: the pipeline's passes and the features "freeze_weights",
-/// "fusion", "llvm", "kernel_cache", "one_pass_moments", "split_reductions" and "cuda".
+/// "fusion", "llvm", "kernel_cache", "one_pass_moments" and "cuda".
 std::vector<std::string> disable_names();
 
 /// KILN_DISABLE's names; the first call warns about any that disable_names() does not list

@@ -21,10 +21,9 @@ struct CodegenRequest {
   int device_index = 0;     // the GPU the kernels run on
   int compile_threads = 1;  // CPU: threads the plan's fresh kernels compile on
   /// CPU switches (KILN_DISABLE): reuse kernels earlier plans compiled, one pass for a mean and
-  /// its variance, split full reductions across threads.
+  /// its variance.
   bool reuse_kernels = true;
   bool one_pass_moments = true;
-  bool split_reductions = true;
 };
 
 struct GeneratedKernels {
@@ -40,6 +39,10 @@ class CodeGenerator {
   virtual const char* name() const = 0;
   /// "" when the generator can make and run code in this process; else why not.
   virtual std::string unavailable_reason() const = 0;
+  /// Into how many pieces this target splits a full reduction so that threads share it (0: it
+  /// does not), asked by the pipeline's split_reductions pass, which records the answer on the
+  /// kernel (Kernel::split_pieces); the generator then performs that split.
+  virtual int64_t reduction_pieces(const kernel::Kernel& kernel) const { return 0; }
   /// Throws kiln::Error: Unsupported for a kernel the generator cannot express (an op it does
   /// not cover is rejected before any code is emitted), Backend when its compiler fails.
   virtual GeneratedKernels compile(const std::vector<kernel::Kernel>& kernels,

@@ -142,8 +142,8 @@ bool same_computation(const Kernel& a, const Kernel& b) {
     return x.value == y.value && same_map(x.map, y.map);
   };
   return a.sizes == b.sizes && a.reduce_rank == b.reduce_rank && a.in_place == b.in_place &&
-         all_same(a.buffers, b.buffers, same_buffer) && all_same(a.exprs, b.exprs, same_expr) &&
-         all_same(a.stores, b.stores, same_store);
+         a.split_pieces == b.split_pieces && all_same(a.buffers, b.buffers, same_buffer) &&
+         all_same(a.exprs, b.exprs, same_expr) && all_same(a.stores, b.stores, same_store);
 }
 
 DistinctKernels distinct_kernels(const std::vector<Kernel>& kernels) {

@@ -145,6 +145,10 @@ struct Kernel {
   /// (input, output) buffer pairs the runtime gives the same memory (see in_place.h); a code
   /// generator must not assume that such a pair does not alias.
   std::vector<std::pair<int, int>> in_place;
+  /// A full reduction the pipeline splits into this many pieces that threads share, each
+  /// reducing a slice into a workspace, then a finish phase (split_reductions pass,
+  /// split_reduction.h); 0: one thread walks it. The code generator performs the split.
+  int64_t split_pieces = 0;
 
   int rank() const { return static_cast<int>(sizes.size()); }
   int row_rank() const { return rank() - reduce_rank; }

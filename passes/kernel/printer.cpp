@@ -22,6 +22,7 @@ std::string print_kernel(const Kernel& kernel) {
     os << (d ? ", " : "") << kernel.sizes[d];
   os << "]";
   if (kernel.reduce_rank > 0) os << " reduce " << kernel.reduce_rank;
+  if (kernel.split_pieces > 0) os << " split " << kernel.split_pieces;
   os << "\n";
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer& b = kernel.buffers[i];

@@ -75,12 +75,22 @@ int64_t piece_count(int64_t dim, int64_t limit) {
 
 }  // namespace
 
+int64_t full_reduction_pieces(const Kernel& k, int64_t min_piece_elements, int64_t max_pieces) {
+  if (!splittable(k)) return 0;
+  return piece_count(k.sizes[0],
+                     std::min(max_pieces, k.row_size() / std::max<int64_t>(1, min_piece_elements)));
+}
+
 std::optional<SplitReduction> split_full_reduction(const Kernel& k, int64_t min_piece_elements,
                                                    int64_t max_pieces) {
-  if (!splittable(k)) return std::nullopt;
-  const int64_t pieces = piece_count(
-      k.sizes[0], std::min(max_pieces, k.row_size() / std::max<int64_t>(1, min_piece_elements)));
+  const int64_t pieces = full_reduction_pieces(k, min_piece_elements, max_pieces);
   if (pieces == 0) return std::nullopt;
+  return split_into_pieces(k, pieces);
+}
+
+std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces) {
+  if (pieces < 2 || k.rank() == 0 || k.sizes[0] % pieces != 0 || !splittable(k))
+    return std::nullopt;
   const int64_t piece_rows = k.sizes[0] / pieces;
   const std::vector<bool> element = element_levels(k);
   const int num_buffers = static_cast<int>(k.buffers.size());

@@ -44,4 +44,13 @@ struct SplitReduction {
 std::optional<SplitReduction> split_full_reduction(const Kernel& collapsed,
                                                    int64_t min_piece_elements, int64_t max_pieces);
 
+/// The piece count split_full_reduction would take (0: the kernel is not split): what the
+/// pipeline's split_reductions pass records on a kernel (Kernel::split_pieces).
+int64_t full_reduction_pieces(const Kernel& collapsed, int64_t min_piece_elements,
+                              int64_t max_pieces);
+
+/// `collapsed` split into exactly `pieces` pieces (a count full_reduction_pieces gave); nullopt
+/// when it cannot be.
+std::optional<SplitReduction> split_into_pieces(const Kernel& collapsed, int64_t pieces);
+
 }  // namespace kiln::kernel

@@ -247,8 +247,11 @@ inline std::vector<Kernel>& checked_kernels() {
 /// Compiles all cases into one module per vector width and checks each against the interpreter.
 inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
   std::vector<Kernel> kernels;
-  for (const Case& c : cases)
+  // As the pipeline's split_reductions pass does: the full reductions the CPU splits.
+  for (const Case& c : cases) {
     kernels.push_back(c.kernel);
+    kernels.back().split_pieces = reduction_pieces(collapse_dims(c.kernel));
+  }
   checked_kernels().insert(checked_kernels().end(), kernels.begin(), kernels.end());
   std::vector<std::vector<Bytes>> want;
   for (const Case& c : cases) {

@@ -72,7 +72,9 @@ BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOpt
   for (size_t i = 0; i < collapsed.size(); ++i) {
     collapsed[i].name = symbol_name(i);
     std::optional<kernel::SplitReduction> split;
-    if (variant.split_reductions) split = split_reduction(collapsed[i]);
+    // The pipeline chose the pieces (split_reductions pass, Kernel::split_pieces).
+    if (collapsed[i].split_pieces > 0)
+      split = kernel::split_into_pieces(collapsed[i], collapsed[i].split_pieces);
     if (!split) {
       built.launches.push_back(emit(collapsed[i]));
       built.finishes.emplace_back();
@@ -103,7 +105,7 @@ CodeVariant code_variant(const CodegenOptions& options) {
           options.avx512_math && has_feature(features, "+avx512f") &&
               has_feature(features, "+avx512vl"),
           options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes(),
-          options.one_pass_moments, options.split_reductions};
+          options.one_pass_moments};
 }
 
 bool llvm_covers(kernel::Op op, kernel::DType operand) {
@@ -122,9 +124,8 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
     std::ofstream out(options.dump_prefix + ".kernel");
     for (const auto& k : kernels) {
       out << kernel::print_kernel(k) << "\n";
-      if (!options.split_reductions) continue;
       // What the code runs instead: the partial kernel over the pieces, then the finish.
-      if (const auto split = split_reduction(collapse_dims(k)))
+      if (const auto split = kernel::split_into_pieces(collapse_dims(k), k.split_pieces))
         out << kernel::print_kernel(split->partial) << "\n"
             << kernel::print_kernel(split->finish) << "\n";
     }

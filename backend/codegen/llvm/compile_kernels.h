@@ -47,9 +47,6 @@ struct CodegenOptions {
   /// A mean and its variance (layer norm, var, std) share one pass over each row (moments.h);
   /// false: two passes (`KILN_DISABLE=one_pass_moments`, for bisecting).
   bool one_pass_moments = true;
-  /// A full reduction of many elements is split into pieces the threads share
-  /// (split_reduction.h); false: one thread walks it (`KILN_DISABLE=split_reductions`).
-  bool split_reductions = true;
 };
 
 /// The (op, operand dtype) pairs the LLVM emitter covers: every pair the kernel IR defines

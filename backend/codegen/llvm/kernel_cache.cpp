@@ -14,8 +14,7 @@ std::string text(const CacheKey& key) {
   unnamed.name.clear();
   return kernel::print_kernel(unnamed) + "|" + key.schedule + "|" +
          std::to_string(variant.vector_bits) + (variant.avx512_math ? "|avx512|" : "|generic|") +
-         std::to_string(variant.stream_bytes) + (variant.one_pass_moments ? "" : "|two-pass") +
-         (variant.split_reductions ? "" : "|whole-reductions");
+         std::to_string(variant.stream_bytes) + (variant.one_pass_moments ? "" : "|two-pass");
 }
 
 }  // namespace

@@ -36,7 +36,6 @@ struct CodeVariant {
   bool avx512_math = false;
   int64_t stream_bytes = 0;      // store_policy.h
   bool one_pass_moments = true;  // moments.h
-  bool split_reductions = true;  // split_reduction.h
   bool operator==(const CodeVariant&) const = default;
 };
 

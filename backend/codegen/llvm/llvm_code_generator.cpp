@@ -9,6 +9,9 @@ class LlvmCodeGenerator final : public CodeGenerator {
  public:
   const char* name() const override { return "llvm"; }
   std::string unavailable_reason() const override { return ""; }
+  int64_t reduction_pieces(const kernel::Kernel& kernel) const override {
+    return codegen::reduction_pieces(kernel::collapse_dims(kernel));
+  }
 
   GeneratedKernels compile(const std::vector<kernel::Kernel>& kernels,
                            const CodegenRequest& request) const override {
@@ -16,7 +19,6 @@ class LlvmCodeGenerator final : public CodeGenerator {
     options.dump_prefix = request.dump_prefix;
     options.reuse_kernels = request.reuse_kernels;
     options.one_pass_moments = request.one_pass_moments;
-    options.split_reductions = request.split_reductions;
     options.compile_threads = request.compile_threads;
     CompiledKernels compiled = compile_kernels(kernels, options);
     return {std::move(compiled.kernels), std::move(compiled.code), compiled.compile_seconds,

@@ -65,9 +65,15 @@ KernelLaunch choose_launch(const Kernel& kernel) {
 }
 
 std::optional<kernel::SplitReduction> split_reduction(const Kernel& collapsed) {
+  const int64_t pieces = reduction_pieces(collapsed);
+  if (pieces == 0) return std::nullopt;
+  return kernel::split_into_pieces(collapsed, pieces);
+}
+
+int64_t reduction_pieces(const Kernel& collapsed) {
   const int64_t grain_elements =
       std::max<int64_t>(1, kParallelGrainElements / element_cost(collapsed));
-  return kernel::split_full_reduction(collapsed, grain_elements, kMaxReductionPieces);
+  return kernel::full_reduction_pieces(collapsed, grain_elements, kMaxReductionPieces);
 }
 
 bool has_feature(const std::string& features, const std::string& feature) {

@@ -43,6 +43,9 @@ KernelLaunch choose_launch(const kernel::Kernel& collapsed);
 /// element_cost), at most this many, so that up to that many threads share it.
 inline constexpr int64_t kMaxReductionPieces = 256;
 std::optional<kernel::SplitReduction> split_reduction(const kernel::Kernel& collapsed);
+/// The piece count split_reduction takes (0: none): the CPU's answer to the pipeline's
+/// split_reductions pass (Kernel::split_pieces).
+int64_t reduction_pieces(const kernel::Kernel& collapsed);
 
 /// Rows (along the next-to-innermost dim) of one piece of a transposing kernel's launch range.
 inline constexpr int64_t kTransposeTileRows = 16;

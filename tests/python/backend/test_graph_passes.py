@@ -325,7 +325,7 @@ PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_
           "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
-          "fuse_elementwise", "lower_kernels", "plan_memory"]
+          "fuse_elementwise", "lower_kernels", "split_reductions", "plan_memory"]
 
 
 def test_pass_names_are_the_pipelines():
