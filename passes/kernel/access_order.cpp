@@ -2,10 +2,10 @@
 
 namespace kiln::kernel {
 
-bool reduces_across_rows(const Kernel& kernel, int width) {
+bool reduces_across_rows(const Kernel& kernel, int width, SizeGuards* guards) {
   if (kernel.reduce_rank == 0 || kernel.row_rank() == 0 || width < 2) return false;
   const int last_row = kernel.row_rank() - 1;
-  if (kernel.sizes[last_row] < width) return false;
+  if (!extent_at_least(kernel, Extent::Dim, width, guards, last_row)) return false;
   const std::vector<bool> element = element_levels(kernel);
   // Bytes that each order reads or writes contiguously. A map that does not move with the last
   // row dim is one broadcast value per step across rows, as cheap as a contiguous vector along

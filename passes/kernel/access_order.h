@@ -6,6 +6,7 @@
 #pragma once
 
 #include "passes/kernel/kernel.h"
+#include "passes/kernel/size_guards.h"
 
 namespace kiln::kernel {
 
@@ -13,7 +14,7 @@ namespace kiln::kernel {
 /// dimension (stride 1 there) and not with the last reduced one, counted in bytes; a map that
 /// does not move with the last row dim (a batch-1 linear's input row) does not count. False for
 /// elementwise kernels and when the last row dimension has fewer than `width` rows. `kernel`
-/// must be collapsed (collapse_dims.h).
-bool reduces_across_rows(const Kernel& kernel, int width);
+/// must be collapsed (collapse_dims.h). The size it compares is recorded in `guards` when given.
+bool reduces_across_rows(const Kernel& kernel, int width, SizeGuards* guards = nullptr);
 
 }  // namespace kiln::kernel

@@ -3,6 +3,8 @@
 // follows from it.
 #include "backend/codegen/llvm/cpu_schedule.h"
 
+#include <random>
+
 #include "backend/codegen/llvm/kernel_emitter.h"
 #include "backend/codegen/llvm/store_policy.h"
 #include "tests/codegen/codegen_harness.h"
@@ -97,6 +99,89 @@ TEST(CpuScheduleTest, TheCacheKeyDropsTheOutermostSizeOnlyWhereTheScheduleCarrie
     builder.store(1, {0}, builder.reduce(ReduceKind::Sum, builder.load(0, {1})));
   }
   EXPECT_EQ(code_key(whole, schedule_cpu_kernel(whole, kAvx512)).sizes[0], 1000);
+}
+
+// ---- Size guards: a schedule holds for every size its guards admit ---------------------------
+
+// Kernel families whose structure does not depend on their sizes (all >= 2): a schedule's
+// decisions for one member may differ from another's only through the sizes it compared.
+Kernel family_member(int family, int64_t a, int64_t b) {
+  switch (family) {
+    case 0:
+      return scaled_copy({a, b});
+    case 1:
+      return softmax(a, b);
+    case 2:
+      return reduce_kernel(ReduceKind::Sum, F32, a, b);
+    case 3: {  // column sums: rows are neighbours in memory
+      Kernel k = make_kernel("colsum", {a, b}, 1, {F32}, {F32});
+      KernelBuilder builder(k);
+      builder.store(1, {1, 0}, builder.reduce(ReduceKind::Sum, builder.load(0, {1, a})));
+      return k;
+    }
+    default: {  // a transposing copy, NCHW <-> NHWC-like
+      Kernel k = make_kernel("transpose", {a, b}, 0, {F32}, {F32});
+      KernelBuilder builder(k);
+      builder.store(1, {b, 1}, builder.load(0, {1, a}));
+      return kernel::collapse_dims(k);
+    }
+  }
+}
+
+// Sizes on both sides of every threshold a schedule compares (vector widths, transpose tiles,
+// cached rows, sum chunks, the streaming threshold) and far from them.
+int64_t random_size(std::mt19937_64& rng) {
+  static const int64_t kNear[] = {
+      16, 17, kMaxCachedRow, kMaxCachedRow + 1, kSumChunk, kSumChunk + 1, 2048, 4096};
+  if (rng() % 3 == 0) return kNear[rng() % std::size(kNear)] + static_cast<int64_t>(rng() % 3) - 1;
+  return int64_t{2} << (rng() % 17);  // 2 .. 128K
+}
+
+CpuSchedule decisions(CpuSchedule s) {
+  s.launch = {};
+  s.guards.clear();
+  return s;
+}
+
+TEST(CpuScheduleTest, AScheduleHoldsForEverySizeItsGuardsAdmit) {
+  std::mt19937_64 rng(7);
+  int admitted = 0, rejected = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int family = static_cast<int>(rng() % 5);
+    const Kernel first = family_member(family, random_size(rng), random_size(rng));
+    const Kernel second = family_member(family, random_size(rng), random_size(rng));
+    for (const CpuTarget& target : {kAvx512, CpuTarget{256, kStreamBytes, false}}) {
+      const CpuSchedule s1 = schedule_cpu_kernel(first, target);
+      ASSERT_TRUE(kernel::guards_hold(s1.guards, first)) << kernel::print_guards(s1.guards);
+      if (!kernel::guards_hold(s1.guards, second)) {
+        ++rejected;
+        continue;
+      }
+      ++admitted;
+      const CpuSchedule s2 = schedule_cpu_kernel(second, target);
+      ASSERT_EQ(decisions(s1), decisions(s2))
+          << "family " << family << ": " << kernel::print_kernel(first) << " and "
+          << kernel::print_kernel(second) << " under guards " << kernel::print_guards(s1.guards)
+          << " got schedules " << schedule_key(s1) << " and " << schedule_key(s2);
+    }
+  }
+  // Both outcomes occur often, so the property is exercised on each side.
+  EXPECT_GT(admitted, 1000);
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST(CpuScheduleTest, GuardsNameTheComparisonsMade) {
+  // A softmax over long rows: its moments, row cache and sum chunk compare the row, prefetch and
+  // streaming the elements.
+  const Kernel k = softmax(4, kMaxCachedRow + 1);
+  const CpuSchedule s = schedule_cpu_kernel(k, kAvx512);
+  EXPECT_TRUE(s.row_caches.empty());
+  const std::string text = kernel::print_guards(s.guards);
+  EXPECT_NE(text.find("row>=" + std::to_string(kMaxCachedRow + 1)), std::string::npos) << text;
+  EXPECT_NE(text.find("dim[-1]<" + std::to_string(kSumChunk + 1)), std::string::npos) << text;
+  // The same structure with shorter rows fails the row guard: its schedule caches.
+  EXPECT_FALSE(kernel::guards_hold(s.guards, softmax(4, 64)));
+  EXPECT_FALSE(schedule_cpu_kernel(softmax(4, 64), kAvx512).row_caches.empty());
 }
 
 }  // namespace

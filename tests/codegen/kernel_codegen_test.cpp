@@ -415,8 +415,7 @@ TEST(KernelCodegenTest, TheKernelCacheLetsGoOfCodeNoPlanHolds) {
   KernelCache& cache = KernelCache::instance();
   const CodeVariant variant = code_variant({});
   const Kernel collapsed = kernel::collapse_dims(k);
-  const CpuSchedule schedule = schedule_cpu_kernel(
-      collapsed, {variant.vector_bits, variant.stream_bytes, variant.one_pass_moments});
+  const CpuSchedule schedule = schedule_cpu_kernel(collapsed, variant.target);
   const CacheKey key{code_key(collapsed, schedule), schedule_key(schedule), variant};
   {
     const CompiledKernels compiled = compile_kernels({k}, {});

@@ -26,10 +26,6 @@ std::string finish_symbol_name(size_t i) {
   return symbol_name(i) + "_finish";
 }
 
-CpuTarget cpu_target(const CodeVariant& variant) {
-  return {variant.vector_bits, variant.stream_bytes, variant.one_pass_moments};
-}
-
 void set_launch(CompiledKernel& kernel, const KernelLaunch& launch) {
   kernel.range = launch.range;
   kernel.grain = launch.grain;
@@ -55,57 +51,69 @@ FinishPhase finish_phase(const kernel::SplitReduction& split, size_t num_buffers
   return finish;
 }
 
-/// `collapsed`: kernels collapse_dims made.
-BuiltModule build_module(std::vector<kernel::Kernel> collapsed, const CodegenOptions& options) {
+/// A collapsed kernel (collapse_dims.h) and its schedule.
+struct ScheduledKernel {
+  kernel::Kernel kernel;
+  CpuSchedule schedule;
+};
+
+std::vector<ScheduledKernel> scheduled(const std::vector<kernel::Kernel>& kernels,
+                                       const CpuTarget& target) {
+  std::vector<ScheduledKernel> result;
+  for (const kernel::Kernel& k : kernels) {
+    kernel::Kernel collapsed = collapse_dims(k);
+    CpuSchedule schedule = schedule_cpu_kernel(collapsed, target);
+    result.push_back({std::move(collapsed), std::move(schedule)});
+  }
+  return result;
+}
+
+BuiltModule build_module(std::vector<ScheduledKernel> kernels, const CodegenOptions& options) {
   const CodeVariant variant = code_variant(options);
   const MathTarget math{variant.avx512_math};
   BuiltModule built;
   built.context = std::make_unique<llvm::LLVMContext>();
   built.module = std::make_unique<llvm::Module>("kiln_plan", *built.context);
-  const CpuTarget target = cpu_target(variant);
-  // Each kernel is scheduled, then emitted as its schedule says; returns its launch.
-  auto emit = [&](const kernel::Kernel& k) {
-    const CpuSchedule schedule = schedule_cpu_kernel(k, target);
+  const CpuTarget target = variant.target;
+  // Each kernel is emitted as its schedule says; returns its launch.
+  auto emit = [&](const kernel::Kernel& k, const CpuSchedule& schedule) {
     emit_kernel(*built.module, k, schedule, math);
     return schedule.launch;
   };
-  for (size_t i = 0; i < collapsed.size(); ++i) {
-    collapsed[i].name = symbol_name(i);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    kernel::Kernel& k = kernels[i].kernel;
+    k.name = symbol_name(i);
     std::optional<kernel::SplitReduction> split;
     // The pipeline chose the pieces (split_reductions pass, Kernel::split_pieces).
-    if (collapsed[i].split_pieces > 0)
-      split = kernel::split_into_pieces(collapsed[i], collapsed[i].split_pieces);
+    if (k.split_pieces > 0) split = kernel::split_into_pieces(k, k.split_pieces);
     if (!split) {
-      built.launches.push_back(emit(collapsed[i]));
+      built.launches.push_back(emit(k, kernels[i].schedule));
       built.finishes.emplace_back();
       continue;
     }
+    // What runs instead is the partial kernel over the pieces, then the finish: each has its
+    // own schedule.
     kernel::Kernel partial = collapse_dims(split->partial), finish = split->finish;
     partial.name = symbol_name(i);
     finish.name = finish_symbol_name(i);
-    built.launches.push_back(emit(partial));
-    built.finishes.push_back(finish_phase(*split, collapsed[i].buffers.size()));
-    emit(finish);
+    built.launches.push_back(emit(partial, schedule_cpu_kernel(partial, target)));
+    built.finishes.push_back(finish_phase(*split, k.buffers.size()));
+    emit(finish, schedule_cpu_kernel(finish, target));
   }
   return built;
-}
-
-std::vector<kernel::Kernel> collapsed(const std::vector<kernel::Kernel>& kernels) {
-  std::vector<kernel::Kernel> result;
-  for (const kernel::Kernel& k : kernels)
-    result.push_back(collapse_dims(k));
-  return result;
 }
 
 }  // namespace
 
 CodeVariant code_variant(const CodegenOptions& options) {
   const std::string& features = jit::host_target().features;
-  return {options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features),
-          options.avx512_math && has_feature(features, "+avx512f") &&
-              has_feature(features, "+avx512vl"),
-          options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes(),
-          options.one_pass_moments};
+  CodeVariant variant;
+  variant.target = {options.vector_bits > 0 ? options.vector_bits : vector_bits_for(features),
+                    options.stream_bytes > 0 ? options.stream_bytes : host_stream_bytes(),
+                    options.one_pass_moments};
+  variant.avx512_math = options.avx512_math && has_feature(features, "+avx512f") &&
+                        has_feature(features, "+avx512vl");
+  return variant;
 }
 
 bool llvm_covers(kernel::Op op, kernel::DType operand) {
@@ -141,14 +149,15 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
       modules->push_back(code);
   };
   // Found by code key: a kernel over another outermost size can share the code (code_key).
-  const std::vector<kernel::Kernel> flat = collapsed(distinct.kernels);
+  std::vector<ScheduledKernel> flat = scheduled(distinct.kernels, variant.target);
   std::vector<CompiledKernel> by_distinct(flat.size());
   std::vector<kernel::Kernel> fresh;
+  std::vector<CpuSchedule> fresh_schedules;
   std::vector<CacheKey> fresh_keys;
   std::vector<size_t> fresh_at;  // where each fresh kernel is in distinct.kernels
   for (size_t d = 0; d < flat.size(); ++d) {
-    const CpuSchedule schedule = schedule_cpu_kernel(flat[d], cpu_target(variant));
-    CacheKey key{code_key(flat[d], schedule), schedule_key(schedule), variant};
+    const CpuSchedule& schedule = flat[d].schedule;
+    CacheKey key{code_key(flat[d].kernel, schedule), schedule_key(schedule), variant};
     if (options.reuse_kernels && options.dump_prefix.empty()) {
       if (std::optional<CachedKernel> hit = cache.find(key)) {
         by_distinct[d] = hit->kernel;
@@ -158,7 +167,8 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
         continue;
       }
     }
-    fresh.push_back(flat[d]);
+    fresh.push_back(std::move(flat[d].kernel));
+    fresh_schedules.push_back(std::move(flat[d].schedule));
     fresh_keys.push_back(std::move(key));
     fresh_at.push_back(d);
   }
@@ -170,9 +180,9 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   std::vector<std::vector<KernelLaunch>> launches(groups.size());
   std::vector<std::vector<std::optional<FinishPhase>>> finishes(groups.size());
   run_concurrently(groups.size(), [&](size_t g) {
-    std::vector<kernel::Kernel> members;
+    std::vector<ScheduledKernel> members;
     for (size_t f : groups[g])
-      members.push_back(fresh[f]);
+      members.push_back({fresh[f], fresh_schedules[f]});
     BuiltModule built = build_module(std::move(members), options);
     launches[g] = std::move(built.launches);
     finishes[g] = std::move(built.finishes);
@@ -206,7 +216,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
 
 std::string kernels_assembly(const std::vector<kernel::Kernel>& kernels,
                              const CodegenOptions& options) {
-  BuiltModule built = build_module(collapsed(kernels), options);
+  BuiltModule built = build_module(scheduled(kernels, code_variant(options).target), options);
   jit::optimize_module(*built.module);
   return jit::emit_assembly(*built.module);
 }

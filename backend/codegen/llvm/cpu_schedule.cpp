@@ -7,25 +7,27 @@
 namespace kiln::codegen {
 namespace {
 
+using kernel::Extent;
+using kernel::extent_at_least;
 using kernel::Kernel;
 using kernel::Op;
+using kernel::SizeGuards;
 
-int64_t numel(const Kernel& kernel) {
-  int64_t n = 1;
-  for (int64_t d : kernel.sizes)
-    n *= d;
-  return n;
+/// Whether the kernel's iteration space, in elements of `element_bytes`, holds `bytes` or more.
+bool spans_bytes(const Kernel& kernel, int64_t element_bytes, int64_t bytes, SizeGuards* guards) {
+  return extent_at_least(kernel, Extent::Elements, (bytes + element_bytes - 1) / element_bytes,
+                         guards);
 }
 
 /// Streaming stores pay off for one contiguous output of 4- or 8-byte elements the caches would
 /// not keep (store_policy.h), whose vectors are at least 32 bytes (so every vector store after
 /// the first aligned one is too).
-bool streams_output(const Kernel& kernel, int width, int64_t stream_bytes) {
+bool streams_output(const Kernel& kernel, int width, int64_t stream_bytes, SizeGuards* guards) {
   if (kernel.stores.size() != 1 || width < 8) return false;
   const kernel::Store& store = kernel.stores[0];
   const int64_t size = ir::dtype_size(kernel.buffers[store.map.buffer].dtype);
   if (store.map.strides.back() != 1 || (size != 4 && size != 8)) return false;
-  return numel(kernel) * size >= stream_bytes;
+  return spans_bytes(kernel, size, stream_bytes, guards);
 }
 
 bool has_element_stores(const Kernel& kernel) {
@@ -39,23 +41,20 @@ bool has_element_stores(const Kernel& kernel) {
 /// idles unless the second pass asks for the next row: on a softmax it is the difference between
 /// computing and loading in turn and doing both at once.
 std::vector<int> prefetched_maps(const Kernel& kernel, int width,
-                                 const std::vector<RowPass>& passes) {
+                                 const std::vector<RowPass>& passes, SizeGuards* guards) {
   std::vector<int> maps;
   if (kernel.reduce_rank != 1 || width <= 1) return maps;
   const int row_passes = static_cast<int>(passes.size()) + (has_element_stores(kernel) ? 1 : 0);
   if (row_passes < 2) return maps;
-  int64_t rows = 1;
-  for (int d = 0; d < kernel.row_rank(); ++d)
-    rows *= kernel.sizes[d];
   for (size_t m = 0; m < kernel.exprs.size(); ++m) {
     if (kernel.exprs[m].op != Op::Load) continue;
     const kernel::IndexMap& map = kernel.exprs[m].map;
-    const int64_t bytes =
-        ir::dtype_size(kernel.buffers[map.buffer].dtype) * kernel.row_size() * rows;
     bool moves_with_rows = false;
     for (int d = 0; d < kernel.row_rank(); ++d)
       moves_with_rows = moves_with_rows || map.strides[d] != 0;
-    if (map.strides.back() == 1 && moves_with_rows && bytes >= kStreamBytes)
+    // The buffer holds one element per element of the iteration space (rows x row size).
+    if (map.strides.back() == 1 && moves_with_rows &&
+        spans_bytes(kernel, ir::dtype_size(kernel.buffers[map.buffer].dtype), kStreamBytes, guards))
       maps.push_back(static_cast<int>(m));
   }
   return maps;
@@ -64,9 +63,11 @@ std::vector<int> prefetched_maps(const Kernel& kernel, int width,
 /// The element values to keep in a per-row scratch array: those that contain a transcendental
 /// function and that more than one pass over the row needs (pass k computes the k-th row pass's
 /// reductions; the last pass the element stores).
-std::vector<RowCache> row_caches(const Kernel& kernel, const std::vector<RowPass>& passes) {
+std::vector<RowCache> row_caches(const Kernel& kernel, const std::vector<RowPass>& passes,
+                                 SizeGuards* guards) {
   std::vector<RowCache> caches;
-  if (kernel.reduce_rank != 1 || kernel.row_size() > kMaxCachedRow) return caches;
+  if (kernel.reduce_rank != 1 || passes.empty()) return caches;
+  if (extent_at_least(kernel, Extent::RowSize, kMaxCachedRow + 1, guards)) return caches;
   const std::vector<bool> element = kernel::element_levels(kernel);
   std::vector<std::vector<int>> roots;  // per pass
   // A pass computes its first reduction's operand: a moments pass reads x alone, never the
@@ -116,27 +117,29 @@ CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target
   CpuSchedule s;
   s.vector_bits = target.vector_bits;
   s.launch = choose_launch(collapsed);
+  SizeGuards* guards = &s.guards;
   const int width = std::max(1, target.vector_bits / 32);
-  if (reduces_across_rows(collapsed, width)) {
+  if (reduces_across_rows(collapsed, width, guards)) {
     s.strategy = CpuSchedule::Strategy::AcrossRows;
     return s;
   }
-  if (transposes(collapsed)) {
+  if (transposes(collapsed, guards)) {
     s.strategy = CpuSchedule::Strategy::Transpose;
     return s;
   }
   if (collapsed.reduce_rank == 0) {
     s.strategy = CpuSchedule::Strategy::Elementwise;
-    s.streaming_stores = streams_output(collapsed, width, target.stream_bytes);
+    s.streaming_stores = streams_output(collapsed, width, target.stream_bytes, guards);
     return s;
   }
   s.strategy = CpuSchedule::Strategy::AlongRows;
   s.streaming_stores =
-      collapsed.reduce_rank == 1 && streams_output(collapsed, width, target.stream_bytes);
-  s.row_passes = row_passes(collapsed, width, target.one_pass_moments);
-  s.sum_chunk = collapsed.sizes.back() > kSumChunk ? kSumChunk : 0;
-  s.prefetched_maps = prefetched_maps(collapsed, width, s.row_passes);
-  s.row_caches = row_caches(collapsed, s.row_passes);
+      collapsed.reduce_rank == 1 && streams_output(collapsed, width, target.stream_bytes, guards);
+  s.row_passes = row_passes(collapsed, width, target.one_pass_moments, guards);
+  const bool long_rows = extent_at_least(collapsed, Extent::Dim, kSumChunk + 1, guards, -1);
+  s.sum_chunk = long_rows ? kSumChunk : 0;
+  s.prefetched_maps = prefetched_maps(collapsed, width, s.row_passes, guards);
+  s.row_caches = row_caches(collapsed, s.row_passes, guards);
   return s;
 }
 

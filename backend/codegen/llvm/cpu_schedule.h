@@ -1,7 +1,9 @@
 // A kernel's CPU schedule: every decision the LLVM emitters make about a kernel besides what it
 // computes, taken before any IR is emitted, from the collapsed kernel and the host. The emitters
 // only follow it, and the kernel cache keys on (kernel, schedule): two kernels with the same code
-// key and the same schedule compile to the same code. LLVM-free, so it is tested alone.
+// key and the same schedule compile to the same code. The decisions that compare sizes record
+// the comparisons (`guards`), so a schedule says which sizes it holds for and need not be redone
+// when a kernel's extents become symbols. LLVM-free, so it is tested alone.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "backend/codegen/llvm/moments.h"
 #include "backend/codegen/llvm/schedule.h"
 #include "passes/kernel/kernel.h"
+#include "passes/kernel/size_guards.h"
 
 namespace kiln::codegen {
 
@@ -19,6 +22,7 @@ struct CpuTarget {
   int vector_bits = 128;
   int64_t stream_bytes = 0;  // outputs of this many bytes or more stream (store_policy.h)
   bool one_pass_moments = true;
+  bool operator==(const CpuTarget&) const = default;
 };
 
 /// A value a reducing kernel keeps in a per-row scratch array: computed in pass `first_pass`,
@@ -48,6 +52,10 @@ struct CpuSchedule {
   int64_t sum_chunk = 0;             // a float sum along a longer row walks it in chunks of this
   std::vector<int> prefetched_maps;  // loads asked for a row ahead, in the second pass
   std::vector<RowCache> row_caches;  // values more than one pass needs, computed once
+  /// Every comparison of an extent the decisions above made, with its outcome: a kernel of the
+  /// same structure whose sizes satisfy them gets this schedule, less its launch, which is a
+  /// function of the sizes (choose_launch). Not part of the key: the decisions are.
+  kernel::SizeGuards guards;
   bool operator==(const CpuSchedule&) const = default;
 };
 

@@ -13,8 +13,10 @@ std::string text(const CacheKey& key) {
   kernel::Kernel unnamed = key.kernel;
   unnamed.name.clear();
   return kernel::print_kernel(unnamed) + "|" + key.schedule + "|" +
-         std::to_string(variant.vector_bits) + (variant.avx512_math ? "|avx512|" : "|generic|") +
-         std::to_string(variant.stream_bytes) + (variant.one_pass_moments ? "" : "|two-pass");
+         std::to_string(variant.target.vector_bits) +
+         (variant.avx512_math ? "|avx512|" : "|generic|") +
+         std::to_string(variant.target.stream_bytes) +
+         (variant.target.one_pass_moments ? "" : "|two-pass");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/codegen/llvm/cpu_schedule.h"
 #include "backend/codegen/llvm/schedule.h"
 #include "passes/kernel/kernel.h"
 #include "runtime/jit/orc_jit.h"
@@ -32,10 +33,8 @@ void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffer
 
 /// What a kernel's machine code depends on besides the kernel itself.
 struct CodeVariant {
-  int vector_bits = 0;
-  bool avx512_math = false;
-  int64_t stream_bytes = 0;      // store_policy.h
-  bool one_pass_moments = true;  // moments.h
+  CpuTarget target;          // what the schedules are computed for (cpu_schedule.h)
+  bool avx512_math = false;  // math.h
   bool operator==(const CodeVariant&) const = default;
 };
 

@@ -232,9 +232,9 @@ class KernelEmitter final : public EmitterCore {
 
   void use_row_caches(int pass) {
     for (const auto& c : row_caches_) {
-      const auto mode = pass == c.first_pass  ? ValueEmitter::RowCache::Store
-                        : pass > c.first_pass ? ValueEmitter::RowCache::Load
-                                              : ValueEmitter::RowCache::None;
+      const auto mode = pass == c.first_pass  ? ValueEmitter::RowCacheMode::Store
+                        : pass > c.first_pass ? ValueEmitter::RowCacheMode::Load
+                                              : ValueEmitter::RowCacheMode::None;
       values_->set_row_cache(c.expr, c.scratch, mode);
     }
   }

@@ -27,11 +27,13 @@ bool reads_any(const kernel::Kernel& kernel, int id, const std::vector<int>& red
 
 }  // namespace
 
-std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass) {
+std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass,
+                                kernel::SizeGuards* guards) {
   std::vector<RowPass> passes;
   std::vector<bool> planned(kernel.exprs.size(), false);
   const bool one_pass_moments =
-      one_pass && kernel.reduce_rank == 1 && width > 1 && kernel.row_size() >= width;
+      one_pass && kernel.reduce_rank == 1 && width > 1 &&
+      kernel::extent_at_least(kernel, kernel::Extent::RowSize, width, guards);
   for (size_t id = 0; id < kernel.exprs.size(); ++id) {
     if (kernel.exprs[id].op != Op::Reduce || planned[id]) continue;
     const int reduction = static_cast<int>(id);

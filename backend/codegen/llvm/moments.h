@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "passes/kernel/kernel.h"
+#include "passes/kernel/size_guards.h"
 
 namespace kiln::codegen {
 
@@ -30,7 +31,9 @@ struct RowPass {
 /// The passes a kernel reducing along its rows makes over each row, in order. A reduction joins
 /// the pass before it when it does not read that pass's results; a mean and its variance share
 /// one where the kernel reduces one dim and its rows hold at least one vector of `width` lanes,
-/// unless `one_pass` is false (`KILN_DISABLE=one_pass_moments`, for bisecting).
-std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass = true);
+/// unless `one_pass` is false (`KILN_DISABLE=one_pass_moments`, for bisecting). The row size it
+/// compares is recorded in `guards` when given.
+std::vector<RowPass> row_passes(const kernel::Kernel& kernel, int width, bool one_pass = true,
+                                kernel::SizeGuards* guards = nullptr);
 
 }  // namespace kiln::codegen

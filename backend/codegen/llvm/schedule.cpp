@@ -31,15 +31,16 @@ std::vector<int> transposed_loads(const Kernel& kernel) {
   return loads;
 }
 
-bool transposes(const Kernel& kernel) {
+bool transposes(const Kernel& kernel, kernel::SizeGuards* guards) {
   const int rank = kernel.rank();
   if (kernel.reduce_rank != 0 || rank < 2 || kernel.stores.empty()) return false;
   const int inner = rank - 1, next = rank - 2;
-  if (kernel.sizes[inner] < kTransposeTileRows || kernel.sizes[next] < kTransposeTileRows)
-    return false;
   for (const auto& s : kernel.stores)
     if (s.map.strides[inner] != 1) return false;
-  return !transposed_loads(kernel).empty();
+  if (transposed_loads(kernel).empty()) return false;
+  using kernel::Extent;
+  return kernel::extent_at_least(kernel, Extent::Dim, kTransposeTileRows, guards, inner) &&
+         kernel::extent_at_least(kernel, Extent::Dim, kTransposeTileRows, guards, next);
 }
 
 KernelLaunch choose_launch(const Kernel& kernel) {

@@ -22,6 +22,7 @@ using kernel::collapse_dims;
 struct KernelLaunch {
   int64_t range = 0;
   int64_t grain = 1;
+  bool operator==(const KernelLaunch&) const = default;
 };
 
 /// Roughly the work (in elements of a copy-like kernel) below which splitting across threads
@@ -53,9 +54,10 @@ inline constexpr int64_t kTransposeTileRows = 16;
 /// Whether an elementwise kernel transposes (transpose_emitter.h): its stores run along the
 /// innermost dim while a load runs along the next one out and strides along the innermost
 /// (NCHW <-> NHWC conversions, `x.transpose(1, 2).contiguous()` of a [.., S, D] with D strided),
-/// and both dims hold at least a tile. Its launch range is then tiles of kTransposeTileRows
-/// rows of the next-to-innermost dim, each with every element of the innermost dim.
-bool transposes(const kernel::Kernel& collapsed);
+/// and both dims hold at least a tile (the sizes compared are recorded in `guards` when given). Its
+/// launch range is then tiles of kTransposeTileRows rows of the next-to-innermost dim, each with
+/// every element of the innermost dim.
+bool transposes(const kernel::Kernel& collapsed, kernel::SizeGuards* guards = nullptr);
 
 /// The loads of an elementwise kernel that run along its next-to-innermost dim (stride 1) and
 /// stride along the innermost: the ones a transposing kernel reads by tiles.

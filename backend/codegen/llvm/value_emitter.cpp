@@ -325,12 +325,12 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
   }
   if (auto found = element_cache_.find(id); found != element_cache_.end()) return found->second;
   auto cached = row_cache_.find(id);
-  const RowCache mode = cached == row_cache_.end() ? RowCache::None : cached->second.mode;
+  const RowCacheMode mode = cached == row_cache_.end() ? RowCacheMode::None : cached->second.mode;
   llvm::Value* slot = nullptr;
-  if (mode != RowCache::None) {
+  if (mode != RowCacheMode::None) {
     llvm::Type* scalar = register_type(e.dtype, 1);
     slot = b_.CreateGEP(scalar, cached->second.scratch, at.index);
-    if (mode == RowCache::Load) {
+    if (mode == RowCacheMode::Load) {
       llvm::Value* loaded = b_.CreateAlignedLoad(register_type(e.dtype, at.width), slot,
                                                  llvm::Align(scalar->getScalarSizeInBits() / 8));
       return element_cache_[id] = loaded;
@@ -345,7 +345,7 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
       args.push_back(value(a, at));
     result = compute(e, args, at.width, at);
   }
-  if (mode == RowCache::Store) {
+  if (mode == RowCacheMode::Store) {
     b_.CreateAlignedStore(result, slot, llvm::Align(result->getType()->getScalarSizeInBits() / 8));
   }
   element_cache_[id] = result;

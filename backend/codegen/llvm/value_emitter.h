@@ -48,8 +48,8 @@ class ValueEmitter {
   /// A per-row scratch array for an element value that several passes over a row need (a
   /// softmax's exp): the first pass stores it there, the later ones load it instead of computing
   /// it again. Indexed by the innermost index, so only for kernels with one reduced dim.
-  enum class RowCache { None, Store, Load };
-  void set_row_cache(int id, llvm::Value* scratch, RowCache mode) {
+  enum class RowCacheMode { None, Store, Load };
+  void set_row_cache(int id, llvm::Value* scratch, RowCacheMode mode) {
     row_cache_[id] = {scratch, mode};
   }
 
@@ -103,7 +103,7 @@ class ValueEmitter {
   std::unordered_map<int, llvm::Value*> row_values_;
   struct CachedRow {
     llvm::Value* scratch;
-    RowCache mode;
+    RowCacheMode mode;
   };
   std::unordered_map<int, CachedRow> row_cache_;
   bool streaming_ = false;
