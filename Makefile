@@ -81,6 +81,13 @@ SEEDS ?= 0:2000
 fuzz: build
 	@$(BUILD)/kiln_fuzz --seeds $(SEEDS)
 
+# The model fuzzer: random nn.Modules (convolutions, norms, pooling, attention, residuals, ...)
+# through torch.compile (inference and a training step) and TorchScript, against eager, on a
+# range of seeds (tests/fuzz_models/run.py; reproducers go to $(BUILD)/fuzz_models).
+.PHONY: fuzz-models
+fuzz-models: python
+	@KILN_LOG=error $(VENV_PY) tests/fuzz_models/run.py --seeds $(SEEDS) --out $(BUILD)/fuzz_models
+
 # Google Benchmark microbenches at kernel level (bench/micro): eager against kiln on the kernel
 # models (written as for the kernel bench), and the executor's per-call overhead, with
 # BENCH_ENV as for `make bench`. MICRO_ARGS: more --benchmark_* flags.

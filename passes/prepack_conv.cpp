@@ -105,7 +105,8 @@ class ConvPrepacker {
     packed->output()->set_name(weight->name() + "_packed");
 
     // A residual add that alone reads the convolution's output (the other operand alike in
-    // type), and a relu or hardtanh that alone reads the convolution or that add, run inside it.
+    // type), and a relu or hardtanh that alone reads the convolution (a relu, the add), run
+    // inside it.
     Value* result = conv.output();
     Node* residual = sole_user(conv.output());
     Value* other = residual ? residual_operand(*residual, conv.output()) : nullptr;
@@ -119,6 +120,9 @@ class ConvPrepacker {
     std::string activation;
     if (Node* user = sole_user(result)) {
       activation = post_op(*user, scalars);
+      // oneDNN's binary form takes relu alone after the add ("Unary Fusion behavior undefined"
+      // for any other); a hardtanh after a residual add stays a kernel of its own.
+      if (other && activation != "relu") activation.clear();
       if (!activation.empty() && user->output()->type() == result->type()) {
         result = user->output();
         removed_.insert(user);
@@ -181,6 +185,11 @@ class ConvPrepacker {
     Value* other = add.input(0) == conv ? add.input(1) : add.input(0);
     if (other == conv || other->type() != conv->type()) return nullptr;
     if (add.output()->type() != conv->type()) return nullptr;
+    // oneDNN's functional binary form cannot describe an output of one pixel per image ("could
+    // not create a memory" for [N, C, 1, 1], whatever the strides): such an add stays outside.
+    const std::vector<int64_t>& sizes = conv->type().sizes;
+    if (std::all_of(sizes.begin() + 2, sizes.end(), [](int64_t s) { return s == 1; }))
+      return nullptr;
     return other;
   }
 

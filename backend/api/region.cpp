@@ -197,23 +197,30 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
   if (!spec->compiled) return source_.fallback(inputs);
   try {
     return run_plan(spec->compiled->plan, inputs);
-  } catch (const Error& e) {
-    // The plan found out at run time that it cannot serve these inputs (an op without a meta
-    // kernel changed its output shape). Regions have no side effects, so running the region
-    // again in the interpreter is safe; this signature stays there from now on.
-    if (e.kind() != ErrorKind::Unsupported || options_.strict) throw;
-    auto failed = std::make_shared<Specialization>();
-    failed->failure = e.what();
-    record_fallback();
-    log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_name) +
-                            " from now on: " + failed->failure);
-    {
-      std::unique_lock lock(mutex_);
-      cache_[signature_of(inputs)] = failed;
-    }
-    remember(failed);
-    return source_.fallback(inputs);
+  } catch (const std::exception& e) {
+    return recover(inputs, e.what());
   }
+}
+
+Tensors RegionRunner::recover(const Tensors& inputs, const std::string& failure) const {
+  // Regions have no side effects (a plan never writes into its inputs), so the call can run
+  // again the way it would without kiln. If that fails too, the error is the caller's: it
+  // propagates as the fallback raised it, with its message, and the plan stays.
+  Tensors outputs = source_.fallback(inputs);
+  const std::string why = "its compiled plan failed where " +
+                          fallback_phrase(source_.fallback_name) + " did not: " + failure;
+  if (options_.strict) throw Error(ErrorKind::Internal, name_ + ": " + why);
+  auto failed = std::make_shared<Specialization>();
+  failed->failure = why;
+  record_fallback();
+  log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_name) +
+                          " for these inputs from now on; " + why);
+  {
+    std::unique_lock lock(mutex_);
+    cache_[signature_of(inputs)] = failed;
+  }
+  remember(failed);
+  return outputs;
 }
 
 void RegionRunner::explain_into(Explanation& explanation) const {

@@ -86,6 +86,10 @@ class KILN_INTERNAL RegionRunner {
   std::shared_ptr<const Specialization> unfreeze(const Tensors& inputs) const;
   /// Records the specialization that ran last, for explain.
   std::shared_ptr<const Specialization> remember(std::shared_ptr<const Specialization> spec) const;
+  /// After the compiled plan failed with `failure`: runs the fallback (whose error, if it fails
+  /// too, is the caller's and propagates), then raises (strict) or keeps these inputs' signature
+  /// on the fallback from now on.
+  Tensors recover(const Tensors& inputs, const std::string& failure) const;
 
   RegionSource source_;
   CompileOptions options_;

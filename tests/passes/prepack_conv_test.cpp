@@ -84,6 +84,44 @@ TEST(PrepackConvTest, AResidualAddAndItsReluRunInsideTheConvolution) {
   EXPECT_EQ(printed.find("aten::relu"), std::string::npos) << printed;
 }
 
+TEST(PrepackConvTest, AHardtanhAfterAResidualAddStaysOutsideTheConvolution) {
+  // oneDNN's binary form takes relu alone after its add: anything else is rejected when it runs.
+  for (const int groups : {1, 3}) {
+    auto g = ir::parse_graph(
+        "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
+        "  %w : f32[12," +
+        std::to_string(12 / groups) +
+        ",3,3] = prim::Constant() {index=0}\n"
+        "  %y : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+        "padding=[1,1], dilation=[1,1], groups=" +
+        std::to_string(groups) +
+        "}\n"
+        "  %s : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%x, %y) {alpha=1}\n"
+        "  %r : f32[1,12,8,8]{768,1,96,12} = aten::hardtanh(%s) {min_val=-1.0, max_val=1.0}\n"
+        "  return (%r)\n");
+    EXPECT_EQ(prepack_conv(*g), 1);
+    const std::string printed = ir::print_graph(*g);
+    EXPECT_NE(printed.find("binary_attr=\"add\", alpha=None, unary_attr=None"), std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("aten::hardtanh(%s)"), std::string::npos) << printed;
+  }
+}
+
+TEST(PrepackConvTest, AResidualAddOverOnePixelPerImageStaysOutsideTheConvolution) {
+  // oneDNN's binary form rejects a [N, C, 1, 1] output when it runs.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[2,12,1,1]{12,1,12,12}):\n"
+      "  %w : f32[12,12,1,1] = prim::Constant() {index=0}\n"
+      "  %y : f32[2,12,1,1]{12,1,12,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+      "padding=[0,0], dilation=[1,1], groups=1}\n"
+      "  %r : f32[2,12,1,1]{12,1,12,12} = aten::add.Tensor(%y, %x) {alpha=1}\n"
+      "  return (%r)\n");
+  EXPECT_EQ(prepack_conv(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_EQ(printed.find(".binary"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("aten::add.Tensor"), std::string::npos) << printed;
+}
+
 TEST(PrepackConvTest, ConvolutionsThatStay) {
   const std::vector<std::string> stays = {
       // NCHW input: with a packed weight oneDNN would return channels-last

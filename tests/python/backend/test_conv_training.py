@@ -165,3 +165,23 @@ def test_norms_are_decomposed_for_cpu_graphs_only():
     assert _decompositions.runs_on_cpu([cpu, 3], None)
     assert not _decompositions.runs_on_cpu([cpu, cuda], None)
     assert not _decompositions.runs_on_cpu([cpu], "cuda")
+
+
+def test_input_gradients_through_an_instance_norm_in_another_layout_match_eager():
+    # The norm's input is made contiguous, the gradient reaching it from the channels-last
+    # convolution is not: torch's decomposition of the norm's backward returned the gradient in
+    # the wrong layout for AOTAutograd, so it stays whole there (kiln._decompositions).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.InstanceNorm2d(16), torch.nn.Conv2d(16, 4, 3, padding=1))
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(1, 16, 16, 16).contiguous(memory_format=torch.channels_last)
+    projection = torch.randn(1, 4, 16, 16)
+
+    def input_gradient(call):
+        leaf = x.clone().requires_grad_()
+        (call(leaf) * projection).sum().backward()
+        return leaf.grad
+
+    want = input_gradient(model)
+    got = input_gradient(torch.compile(model, backend="kiln"))
+    assert_close(got, want, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,248 @@
+"""Runs a generated module through kiln and through eager PyTorch on the same inputs and compares.
+
+Modes:
+- `infer`: torch.compile(model.eval(), backend="kiln") under no_grad.
+- `train`: one training step under torch.compile(backend="kiln"): outputs, the loss's gradients
+  for every parameter and float input, then every parameter and buffer (batch-norm running
+  statistics) after one SGD step with momentum. SGD, not Adam: Adam's first step is about
+  sign(gradient), which turns a 1e-9 difference in a gradient near zero into 2 * lr.
+- `trace` / `script`: kiln.compile of torch.jit.trace / torch.jit.script of the eval model (the
+  C++ TorchScript path). A module that TorchScript itself cannot script is not kiln's concern:
+  that mode is skipped for it.
+
+Tolerance, per dtype, element by element: |kiln - eager| <= atol * scale + rtol * |eager|, where
+scale is max(1, max |eager|) over the tensor: float32 rtol 1e-3, atol 1e-4; float64 rtol 1e-7,
+atol 1e-10. Integer and bool results must be equal. A float32 tensor that fails this is judged
+again against the same computation in float64 (the module and inputs converted): it passes when
+kiln's root-mean-square error from that reference is at most 3x eager's own plus atol * scale. Gradients that are sums cancelling to nearly zero (a bias before a training-mode
+batch norm has a gradient of exactly zero in exact arithmetic) are rounding noise in eager and in
+kiln alike; the element test alone would call them failures.
+"""
+
+import dataclasses
+import hashlib
+import linecache
+import traceback
+
+import torch
+
+import kiln
+
+TOLERANCES = {
+    torch.float32: (1e-3, 1e-4),
+    torch.float64: (1e-7, 1e-10),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+
+MODES = ("infer", "train", "trace", "script")
+
+
+@dataclasses.dataclass
+class Outcome:
+    mode: str
+    status: str  # "pass", "fail", "skip"
+    detail: str = ""
+
+
+def mismatch(got, want, what: str, exact=None):
+    """Why `got` is not `want` within the tolerance, or None. `exact`: the float64 reference."""
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return f"{what}: {type(got).__name__} of {len(got)} where eager gives {len(want)}"
+        exacts = exact if isinstance(exact, (tuple, list)) else [None] * len(want)
+        for i, (g, w, e) in enumerate(zip(got, want, exacts)):
+            problem = mismatch(g, w, f"{what}[{i}]", e)
+            if problem:
+                return problem
+        return None
+    if want is None or not isinstance(want, torch.Tensor):
+        return None if got is None or not isinstance(got, torch.Tensor) else f"{what}: unexpected tensor"
+    if not isinstance(got, torch.Tensor):
+        return f"{what}: got {type(got).__name__}, eager a tensor"
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"{what}: {got.dtype}{list(got.shape)} where eager gives {want.dtype}{list(want.shape)}"
+    if want.dtype not in TOLERANCES:
+        return None if torch.equal(got, want) else f"{what}: differs from eager"
+    rtol, atol = TOLERANCES[want.dtype]
+    g, w = got.detach().double(), want.detach().double()
+    if not torch.equal(g.isnan(), w.isnan()):
+        return f"{what}: NaN where eager has none, or the reverse"
+    g, w = g.nan_to_num(0.0), w.nan_to_num(0.0)
+    scale = max(1.0, w.abs().max().item()) if w.numel() else 1.0
+    excess = (g - w).abs() - (atol * scale + rtol * w.abs())
+    if not w.numel() or excess.max().item() <= 0:
+        return None
+    at = int(excess.argmax())
+    problem = (
+        f"{what}: max |kiln - eager| {(g - w).abs().max().item():.3g} (scale {scale:.3g}); "
+        f"element {at}: kiln {g.flatten()[at].item():.9g}, eager {w.flatten()[at].item():.9g}"
+    )
+    if isinstance(exact, torch.Tensor) and exact.shape == want.shape:
+        e = exact.detach().double().nan_to_num(0.0)
+        rms = lambda t: t.square().mean().sqrt().item()  # noqa: E731
+        kiln_error, eager_error = rms(g - e), rms(w - e)
+        if kiln_error <= 3 * eager_error + atol * scale:
+            return None
+        problem += f"; RMS error from float64: kiln {kiln_error:.3g}, eager {eager_error:.3g}"
+    return problem
+
+
+def judge(pairs: list, exact=None):
+    """The first problem among (what, kiln's, eager's) triples; `exact` maps what -> float64."""
+    for what, got, want in pairs:
+        problem = mismatch(got, want, what, exact.get(what) if exact else None)
+        if problem:
+            return problem
+    return None
+
+
+def judged_with_reference(pairs: list, reference) -> Outcome:
+    """`pairs` judged alone, and again with `reference()` (what -> float64 value) if they fail."""
+    problem = judge(pairs)
+    if problem:
+        try:
+            exact = reference()
+        except Exception:  # a module that cannot run in float64 keeps the element verdict
+            exact = None
+        if exact:
+            problem = judge(pairs, exact)
+    return problem
+
+
+def as_float64(value):
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.double()
+    return value
+
+
+def load(source: str) -> dict:
+    # Registered with linecache under a name of its own, so that torch.jit.script finds the
+    # source of the generated class as it would a file's.
+    filename = f"<generated model {hashlib.sha1(source.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "generated_model"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def _run(mode: str, source: str, strict: bool) -> Outcome:
+    case = load(source)
+    inputs = case["make_inputs"]()
+    options = {"strict": True} if strict else {}
+    if mode == "train":
+        return _train_step(case, inputs, options)
+    model = case["make_model"]().eval()
+    with torch.no_grad():
+        want = model(*inputs)
+    if mode == "infer":
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="kiln", options=options)
+    else:
+        try:
+            scripted = torch.jit.trace(model, inputs) if mode == "trace" else torch.jit.script(model)
+        except Exception as e:  # TorchScript's own limits, not kiln's
+            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            return Outcome(mode, "skip", f"torch.jit.{mode}: {reason.strip()}")
+        compiled = kiln.compile(scripted, options=options)
+    with torch.no_grad():
+        got = compiled(*inputs)
+        again = compiled(*inputs)
+
+    def reference():
+        with torch.no_grad():
+            exact = case["make_model"]().double().eval()(*map(as_float64, inputs))
+        return {"output": exact, "output (second call)": exact}
+
+    pairs = [("output", got, want), ("output (second call)", again, want)]
+    problem = judged_with_reference(pairs, reference)
+    return Outcome(mode, "fail" if problem else "pass", problem or "")
+
+
+def _train_step(case: dict, inputs: tuple, options: dict) -> Outcome:
+    reference, model = case["make_model"]().train(), case["make_model"]().train()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="kiln", options=options)
+
+    def step(module, call, args):
+        args = [x.clone().requires_grad_(x.is_floating_point()) for x in args]
+        out = call(*args)
+        projection = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+        (out * projection.to(out.dtype)).sum().backward()
+        values = {"output": out}
+        values.update({f"gradient of {n}": p.grad for n, p in module.named_parameters()})
+        values.update({f"gradient of input {i}": a.grad for i, a in enumerate(args)})
+        parameters = [p for p in module.parameters() if p.requires_grad]
+        if parameters:
+            torch.optim.SGD(parameters, lr=0.05, momentum=0.9).step()
+        for name, value in list(module.named_parameters()) + list(module.named_buffers()):
+            values[f"{name} after one SGD step"] = value
+        return values
+
+    want = step(reference, reference, inputs)
+    got = step(model, compiled, inputs)
+
+    def float64_step():
+        exact = case["make_model"]().double().train()
+        return step(exact, exact, [as_float64(x) for x in inputs])
+
+    pairs = [(what, got[what], value) for what, value in want.items()]
+    problem = judged_with_reference(pairs, float64_step)
+    return Outcome("train", "fail" if problem else "pass", problem or "")
+
+
+def check(source: str, modes, strict: bool = False) -> list:
+    """One Outcome per mode. An error eager raises as well makes the case invalid ("skip")."""
+    outcomes = []
+    for mode in modes:
+        try:
+            outcomes.append(_run(mode, source, strict))
+        except Exception:
+            outcomes.append(Outcome(mode, "fail", traceback.format_exc(limit=-4)))
+    return outcomes
+
+
+def eager_runs(source: str, trainable: bool) -> str:
+    """Why eager cannot run the case (a generator bug), or ''."""
+    try:
+        case = load(source)
+        model = case["make_model"]()
+        with torch.no_grad():
+            model.eval()(*case["make_inputs"]())
+        if trainable:
+            # Float inputs need their gradient, as in the training step: eager PyTorch 2.11
+            # crashes in GroupNorm's CPU backward on a channels-last input that needs none.
+            args = [x.requires_grad_(x.is_floating_point()) for x in case["make_inputs"]()]
+            model.train()(*args).float().sum().backward()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return ""
+
+
+def reproducer(source: str, mode: str, detail: str) -> str:
+    """A self-contained script: the module, its inputs and the check that failed."""
+    call = {
+        "infer": 'compiled = torch.compile(model.eval(), backend="kiln", options=STRICT)',
+        "trace": "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=STRICT)",
+        "script": "compiled = kiln.compile(torch.jit.script(model.eval()), options=STRICT)",
+    }.get(mode)
+    lines = [f"# kiln model fuzzer: mode {mode}", "# " + detail.replace("\n", "\n# "), source]
+    if call:
+        lines.append(
+            "if __name__ == '__main__':\n"
+            "    import kiln\n"
+            "    STRICT = {'strict': True}\n"
+            "    model, inputs = make_model(), make_inputs()\n"
+            "    with torch.no_grad():\n"
+            "        want = model.eval()(*inputs)\n"
+            f"        {call}\n"
+            "        got = compiled(*inputs)\n"
+            "    print('max |kiln - eager|:', (got - want).abs().max().item())\n"
+        )
+    else:
+        lines.append(
+            "# Training step: tests/fuzz_models/differential.py (_train_step) runs it; with the\n"
+            "# kiln checkout: python tests/fuzz_models/run.py --file THIS_FILE --modes train\n"
+        )
+    return "\n".join(lines)
+
