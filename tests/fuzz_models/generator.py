@@ -32,7 +32,7 @@ def _image_layer(w: Writer, rng: random.Random, x: Tensor, seen: list) -> Tensor
     n, c, h, wd = x.shape
     pick = rng.random()
     if pick < 0.34:
-        return w.conv(rng, x)
+        return _conv_block(w, rng, x)
     if pick < 0.44:
         return w.batch_norm(rng, x)
     if pick < 0.48:
@@ -62,6 +62,17 @@ def _image_layer(w: Writer, rng: random.Random, x: Tensor, seen: list) -> Tensor
     return w.conv(rng, x)
 
 
+def _conv_block(w: Writer, rng: random.Random, x: Tensor) -> Tensor:
+    """A convolution, mostly followed by a batch norm and an activation, as real nets have them
+    (and as kiln folds and fuses them)."""
+    x = w.conv(rng, x)
+    if rng.random() < 0.5:
+        x = w.batch_norm(rng, x)
+    if rng.random() < 0.6:
+        x = _activation(w, rng, x)
+    return x
+
+
 def _conv_net(w: Writer, rng: random.Random, dims: int) -> Tensor:
     batch = rng.choice([1, 1, 2, 3])
     channels = rng.choice([3, 4, 8, 16])
@@ -80,7 +91,7 @@ def _conv_net(w: Writer, rng: random.Random, dims: int) -> Tensor:
 def _any_dim_layer(w: Writer, rng: random.Random, x: Tensor) -> Tensor:
     pick = rng.random()
     if pick < 0.45:
-        return w.conv(rng, x)
+        return _conv_block(w, rng, x)
     if pick < 0.6:
         return w.batch_norm(rng, x)
     if pick < 0.8:
