@@ -88,6 +88,17 @@ fuzz: build
 fuzz-models: python
 	@KILN_LOG=error $(VENV_PY) tests/fuzz_models/run.py --seeds $(SEEDS) --out $(BUILD)/fuzz_models
 
+# kiln's C++ suites and the element fuzzer's fixed seeds under AddressSanitizer (leaks too) and
+# UndefinedBehaviorSanitizer; the runtime and API under ThreadSanitizer. A build directory each
+# (build-asan, build-ubsan, build-tsan); scripts/sanitize.sh.
+.PHONY: test-asan test-ubsan test-tsan
+test-asan: setup
+	@scripts/sanitize.sh address
+test-ubsan: setup
+	@scripts/sanitize.sh undefined
+test-tsan: setup
+	@scripts/sanitize.sh thread
+
 # Google Benchmark microbenches at kernel level (bench/micro): eager against kiln on the kernel
 # models (written as for the kernel bench), and the executor's per-call overhead, with
 # BENCH_ENV as for `make bench`. MICRO_ARGS: more --benchmark_* flags.

@@ -6,6 +6,8 @@
 #include <optional>
 #include <variant>
 
+#include "kiln/error.h"
+#include "passes/base/environment.h"
 #include "passes/canonicalize.h"
 #include "passes/decompose_batch_norm.h"
 #include "passes/decompose_group_norm.h"
@@ -88,6 +90,15 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
       result.kernels.push_back(kernel::lower_group(*node->subgraph(), name));
       node->set_attr("kernel", static_cast<int64_t>(result.kernels.size() - 1));
     } catch (const std::exception& e) {
+      // The lowering states what it does not support (ErrorKind::Unsupported); anything else
+      // thrown inside it is a bug, which strict raises and which is otherwise logged as one
+      // (the group still runs op by op through ATen, so the model runs).
+      const auto* error = dynamic_cast<const Error*>(&e);
+      if (!error || error->kind() != ErrorKind::Unsupported) {
+        const std::string why = "lowering " + name + " failed: " + e.what();
+        if (options.strict) throw Error(ErrorKind::Internal, why);
+        log(LogLevel::Error, "kiln bug: " + why + "; its group runs op by op through ATen");
+      }
       result.unfused.push_back(e.what());
       failed.emplace_back(node, e.what());
     }

@@ -26,6 +26,9 @@ struct PipelineOptions {
   std::set<std::string> disabled;
   /// The `fusion` compile option: false skips the fusers.
   bool fusion = true;
+  /// The `strict` compile option: a lowering that fails for a reason other than an unsupported
+  /// case (a bug) raises instead of leaving its group to ATen.
+  bool strict = false;
   /// Computes nodes on frozen constants at compile time (the runtime's); without it neither
   /// fold_batch_norm nor fold_constants runs.
   ConstantEvaluator evaluate_constant;

@@ -61,6 +61,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
   const codegen::CodeGenerator* generator = code_generator_for(device);
   pipeline.fusion = options.fusion && generator;
+  pipeline.strict = options.strict;
   if (generator) {
     pipeline.reduction_pieces = [generator](const kernel::Kernel& kernel) {
       return generator->reduction_pieces(kernel);

@@ -146,7 +146,7 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   Explanation explanation;
   auto spec = impl_->specialization_for(inputs);
   if (!spec) {
-    explanation.entries.push_back({"forward", "TorchScript interpreter",
+    explanation.entries.push_back({"forward", RunsIn::Interpreter,
                                    "past max_specializations: the frozen module runs uncompiled"});
   } else {
     spec->explain_into(explanation);

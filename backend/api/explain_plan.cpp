@@ -20,11 +20,11 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
     why += ", around " + *of;
   }
   for (const ir::Node* member : node.subgraph()->nodes())
-    entries.push_back({member->op(), "fused kernel", why});
+    entries.push_back({member->op(), RunsIn::FusedKernel, why});
 }
 
 ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
-  ExplainEntry entry{node.op(), "extern ATen", ""};
+  ExplainEntry entry{node.op(), RunsIn::ExternAten, ""};
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
     if (node.op() == "mkldnn::_linear_pointwise") {
       entry.why = "gemm: oneDNN's matmul on a weight prepacked at compile time";

@@ -26,14 +26,28 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
+const char* runs_in_name(RunsIn where) {
+  switch (where) {
+    case RunsIn::FusedKernel:
+      return "fused kernel";
+    case RunsIn::ExternAten:
+      return "extern ATen";
+    case RunsIn::Interpreter:
+      return "TorchScript interpreter";
+    case RunsIn::Eager:
+      return "eager";
+  }
+  return "unknown";
+}
+
 void Explanation::tally() {
   nodes = kernels = extern_calls = interpreter = onednn_conversions = 0;
   for (const auto& entry : entries) {
     ++nodes;
     if (entry.op == "aten::to_mkldnn" || entry.op == "aten::to_dense") ++onednn_conversions;
-    if (entry.where == "extern ATen")
+    if (entry.where == RunsIn::ExternAten)
       ++extern_calls;
-    else if (entry.where == "fused kernel")
+    else if (entry.where == RunsIn::FusedKernel)
       ++kernels;
     else
       ++interpreter;
@@ -48,7 +62,7 @@ std::string Explanation::to_text() const {
     op_width = std::max(op_width, e.op.size());
   for (const auto& e : entries) {
     out << std::left << std::setw(static_cast<int>(op_width) + 2) << e.op << std::setw(25)
-        << e.where << e.why << "\n";
+        << runs_in_name(e.where) << e.why << "\n";
   }
   out << "\n"
       << nodes << " nodes: " << kernels << " in " << fused_kernels << " generated kernels, "
@@ -80,7 +94,7 @@ std::string Explanation::to_json() const {
       << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)
-        << ", \"where\": " << json_string(entries[i].where)
+        << ", \"where\": " << json_string(runs_in_name(entries[i].where))
         << ", \"why\": " << json_string(entries[i].why) << "}";
   }
   out << "]}";

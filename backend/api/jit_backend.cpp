@@ -2,10 +2,11 @@
 //
 //   lowered = torch._C._jit_to_backend("kiln", scripted, {"forward": {"strict": True}})
 //
-// Preprocessing validates the options and keeps the module, saved as a TorchScript archive in a
-// uint8 tensor, as the payload (a module object as payload loses its submodules' methods when
-// the lowered module is saved). Loading a saved lowered module (in a process where libkiln is
-// loaded, e.g. after `import kiln`) compiles it again through kiln::compile.
+// Preprocessing validates the options and keeps the module, saved as a TorchScript archive behind
+// kiln's payload header (backend_payload.h) in a uint8 tensor, as the payload (a module object as
+// payload loses its submodules' methods when the lowered module is saved). Loading a saved lowered
+// module (in a process where libkiln is loaded, e.g. after `import kiln`) compiles it again through
+// kiln::compile.
 #include <torch/csrc/jit/backends/backend.h>
 #include <torch/csrc/jit/backends/backend_preprocess.h>
 
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "backend/api/backend_payload.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -66,10 +68,16 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
 
   c10::impl::GenericDict compile(c10::IValue processed,
                                  c10::impl::GenericDict method_compile_spec) override {
-    const at::Tensor& archive = processed.toTensor();
+    if (!processed.isTensor() || processed.toTensor().scalar_type() != at::kByte) {
+      throw Error(ErrorKind::InvalidInput,
+                  "the module's kiln backend payload is a " + processed.tagKind() +
+                      ", not kiln's byte tensor; lower the original module to kiln again");
+    }
+    const at::Tensor payload = processed.toTensor().contiguous();
+    const std::string_view archive = decode_payload(
+        {static_cast<const char*>(payload.const_data_ptr()), static_cast<size_t>(payload.numel())});
     std::lock_guard lock(mutex_);
-    archive_.assign(static_cast<const char*>(archive.const_data_ptr()),
-                    static_cast<size_t>(archive.numel()));
+    archive_.assign(archive);
     c10::impl::GenericDict handles(c10::StringType::get(), c10::AnyType::get());
     for (const auto& entry : method_compile_spec) {
       const std::string method = entry.key().toStringRef();
@@ -98,8 +106,16 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
     auto found = compiled_.find(method);
     if (found == compiled_.end()) {
       std::istringstream bytes(archive_);
-      found = compiled_.emplace(method, kiln::compile(torch::jit::load(bytes), options_.at(method)))
-                  .first;
+      torch::jit::Module module;
+      try {
+        module = torch::jit::load(bytes);
+      } catch (const c10::Error& e) {
+        throw Error(ErrorKind::InvalidInput,
+                    std::string("the TorchScript archive in the module's kiln backend payload "
+                                "cannot be loaded: ") +
+                        e.what_without_backtrace());
+      }
+      found = compiled_.emplace(method, kiln::compile(module, options_.at(method))).first;
     }
     return found->second;
   }
@@ -117,9 +133,9 @@ c10::IValue preprocess(const torch::jit::Module& module,
     options_from_spec(entry.key().toStringRef(), entry.value());  // fail now, not at load
   std::ostringstream bytes;
   module.save(bytes);
-  const std::string archive = bytes.str();
-  at::Tensor payload = at::empty({static_cast<int64_t>(archive.size())}, at::kByte);
-  std::memcpy(payload.mutable_data_ptr(), archive.data(), archive.size());
+  const std::string encoded = encode_payload(bytes.str());
+  at::Tensor payload = at::empty({static_cast<int64_t>(encoded.size())}, at::kByte);
+  std::memcpy(payload.mutable_data_ptr(), encoded.data(), encoded.size());
   return payload;
 }
 

@@ -24,8 +24,8 @@ bool is_unchanged(const at::Tensor& now, const at::Tensor& then, int64_t version
 }
 
 // The fallback in a sentence: "the TorchScript interpreter", "eager PyTorch".
-std::string fallback_phrase(const std::string& name) {
-  return name == "eager" ? "eager PyTorch" : "the " + name;
+std::string fallback_phrase(RunsIn fallback) {
+  return fallback == RunsIn::Eager ? "eager PyTorch" : "the TorchScript interpreter";
 }
 
 }  // namespace
@@ -44,7 +44,7 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
       outputs.push_back(value.toTensor());
     return outputs;
   };
-  source.fallback_name = "TorchScript interpreter";
+  source.fallback_in = RunsIn::Interpreter;
   for (const torch::jit::Node* node : region->nodes()) {
     const auto kind = node->kind();
     if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct ||
@@ -72,7 +72,7 @@ RegionSource fx_region(std::shared_ptr<const FxProgram> program,
   };
   source.weight_inputs = std::move(weights);
   source.fallback = std::move(fallback);
-  source.fallback_name = "eager";
+  source.fallback_in = RunsIn::Eager;
   source.op_names = program->op_names();
   return source;
 }
@@ -117,11 +117,11 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
       log(LogLevel::Warn,
           name_ +
               ": more than max_specializations=" + std::to_string(options_.max_specializations) +
-              " input signatures; new ones run in " + fallback_phrase(source_.fallback_name) +
+              " input signatures; new ones run in " + fallback_phrase(source_.fallback_in) +
               " (every new input size is a compile; the option allows more)");
     }
     auto spec = std::make_shared<Specialization>();
-    spec->failure = "past max_specializations";
+    spec->failure = "its region was not compiled: past max_specializations";
     return remember(spec);
   }
   auto spec = std::make_shared<Specialization>();
@@ -136,10 +136,10 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     record_frozen_weights(static_cast<int64_t>(frozen.size()));
   } catch (const Error& e) {
     if (options_.strict) throw;
-    spec->failure = e.what();
+    spec->failure = std::string("its region was not compiled: ") + e.what();
     record_fallback();
     log(LogLevel::Warn,
-        name_ + " runs in " + fallback_phrase(source_.fallback_name) + ": " + spec->failure);
+        name_ + " runs in " + fallback_phrase(source_.fallback_in) + ": " + e.what());
   }
   cache_.emplace(std::move(key), spec);
   return remember(spec);
@@ -207,13 +207,13 @@ Tensors RegionRunner::recover(const Tensors& inputs, const std::string& failure)
   // again the way it would without kiln. If that fails too, the error is the caller's: it
   // propagates as the fallback raised it, with its message, and the plan stays.
   Tensors outputs = source_.fallback(inputs);
-  const std::string why = "its compiled plan failed where " +
-                          fallback_phrase(source_.fallback_name) + " did not: " + failure;
+  const std::string why = "its compiled plan failed where " + fallback_phrase(source_.fallback_in) +
+                          " did not: " + failure;
   if (options_.strict) throw Error(ErrorKind::Internal, name_ + ": " + why);
   auto failed = std::make_shared<Specialization>();
   failed->failure = why;
   record_fallback();
-  log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_name) +
+  log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_in) +
                           " for these inputs from now on; " + why);
   {
     std::unique_lock lock(mutex_);
@@ -245,8 +245,7 @@ void RegionRunner::explain_into(Explanation& explanation) const {
   }
   ++explanation.fallback_regions;
   for (const std::string& op : source_.op_names)
-    explanation.entries.push_back(
-        {op, source_.fallback_name, "its region was not compiled: " + spec->failure});
+    explanation.entries.push_back({op, source_.fallback_in, spec->failure});
 }
 
 }  // namespace kiln

@@ -40,8 +40,8 @@ struct RegionSource {
   std::vector<size_t> weight_inputs;
   /// Runs the region without kiln.
   std::function<Tensors(const Tensors&)> fallback;
-  /// What runs the fallback, for messages and explain ("TorchScript interpreter", "eager").
-  std::string fallback_name;
+  /// What runs the fallback, for messages and explain.
+  RunsIn fallback_in = RunsIn::Interpreter;
   /// The region's ops, for explain when it is not compiled.
   std::vector<std::string> op_names;
 };
@@ -75,7 +75,7 @@ class KILN_INTERNAL RegionRunner {
   };
   struct Specialization {
     std::shared_ptr<const CompiledRegion> compiled;  // null: runs in the fallback
-    std::string failure;                             // why it was not compiled
+    std::string failure;  // why it runs in the fallback, as explain says it
     std::vector<FrozenWeight> frozen;
   };
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;

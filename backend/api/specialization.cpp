@@ -24,7 +24,7 @@ void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& expl
     if (kind == c10::prim::Constant || kind == region_symbol()) continue;
     auto why = interpreter_reason(node);
     explanation.entries.push_back(
-        {kind.toQualString(), "TorchScript interpreter", why ? *why : "between regions"});
+        {kind.toQualString(), RunsIn::Interpreter, why ? *why : "between regions"});
     for (const torch::jit::Block* inner : node->blocks())
       explain_interpreter_nodes(inner, explanation);
   }

@@ -36,7 +36,7 @@ void record_compiled(const CompiledRegion& compiled) {
   s.kernels += compiled.kernels;
   s.reused_kernels += compiled.reused_kernels;
   for (const ExplainEntry& entry : compiled.entries) {
-    if (entry.where == "extern ATen") ++s.extern_steps;
+    if (entry.where == RunsIn::ExternAten) ++s.extern_steps;
   }
   s.compile_seconds += compiled.compile_seconds;
 }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "kiln/error.h"
 #include "passes/kernel/lower_ops.h"
 
 namespace kiln::kernel {
@@ -51,7 +52,7 @@ class GroupLowering {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    throw std::invalid_argument("fusion group " + kernel_.name + ": " + why);
+    throw Error(ErrorKind::Unsupported, "fusion group " + kernel_.name + ": " + why);
   }
 
   void find_iteration_space() {

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kiln/error.h"
 #include "passes/ir/op_table.h"
 #include "passes/kernel/op_lowering.h"
 
@@ -160,7 +161,7 @@ bool keeps_reduced_dims(const ir::Node& node) {
 
 int lower_node(KernelBuilder& builder, const ir::Node& node, const std::vector<int>& args) {
   const OpLowering* op = find_op_lowering(node.op());
-  if (!op) throw std::invalid_argument("no lowering for " + node.op());
+  if (!op) throw Error(ErrorKind::Unsupported, "no lowering for " + node.op());
   Lowering lowering{builder, node, args, compute_dtype(node.output()->type().dtype)};
   return op->lower(lowering);
 }

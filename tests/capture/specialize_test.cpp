@@ -204,7 +204,7 @@ TEST(Specialize, ComputedSizesFoldAroundOpsThatWriteDataInPlace) {
   const at::Tensor x = torch::randn({3, 4});
   EXPECT_EQ(compare(compiled.forward({x}), module.forward({x})), "");
   for (const ExplainEntry& entry : compiled.explain({x}).entries) {
-    EXPECT_FALSE(entry.op == "aten::view" && entry.where == "TorchScript interpreter")
+    EXPECT_FALSE(entry.op == "aten::view" && entry.where == RunsIn::Interpreter)
         << compiled.explain({x}).to_text();
   }
 }

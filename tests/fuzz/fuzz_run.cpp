@@ -93,7 +93,7 @@ bool same_values(const at::Tensor& a, const at::Tensor& b) {
 std::string placement(const CompiledRegion& region) {
   std::string s;
   for (const auto& e : region.entries)
-    s += "  " + e.op + ": " + e.where + " (" + e.why + ")\n";
+    s += "  " + e.op + ": " + runs_in_name(e.where) + " (" + e.why + ")\n";
   return s;
 }
 
@@ -168,11 +168,11 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
       result.split_reductions += kernel->kernel.finish.has_value();
   result.in_place = region->plan.in_place_writes;
   for (const auto& e : region->entries) {
-    result.fused_ops += e.where == "fused kernel";
+    result.fused_ops += e.where == RunsIn::FusedKernel;
     // Fusible ops left out of every group, and the ops of groups the lowering gave back.
-    result.unlowered_ops +=
-        e.where == "extern ATen" && (e.why.starts_with("fusible") ||
-                                     e.why.starts_with("its fusion group could not be lowered"));
+    result.unlowered_ops += e.where == RunsIn::ExternAten &&
+                            (e.why.starts_with("fusible") ||
+                             e.why.starts_with("its fusion group could not be lowered"));
   }
   std::vector<at::Tensor> outputs;
   try {

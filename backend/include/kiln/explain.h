@@ -9,10 +9,21 @@
 
 namespace kiln {
 
+/// Where an operation runs.
+enum class RunsIn {
+  FusedKernel,  // a kernel kiln generated
+  ExternAten,   // one call of ATen's kernel (or oneDNN's, or kiln's hand-written ones)
+  Interpreter,  // the TorchScript interpreter
+  Eager,        // eager PyTorch (the fallback under torch.compile)
+};
+
+/// "fused kernel", "extern ATen", "TorchScript interpreter", "eager": the text and JSON form.
+KILN_API const char* runs_in_name(RunsIn where);
+
 /// Where one operation runs, as `explain` reports it.
 struct ExplainEntry {
-  std::string op;     // "aten::linear", "prim::If", ...
-  std::string where;  // "fused kernel", "extern ATen", "TorchScript interpreter"
+  std::string op;  // "aten::linear", "prim::If", ...
+  RunsIn where;
   std::string why;
 };
 
