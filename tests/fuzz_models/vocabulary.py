@@ -217,8 +217,12 @@ class Writer:
         return self._assign(f"{norm}({x.name})", x.shape)
 
     def group_norm(self, rng: random.Random, x: Tensor) -> Tensor:
-        c = x.shape[1]
-        groups = rng.choice(_divisors(c))
+        c, pixels = x.shape[1], math.prod(x.shape[2:])
+        # Training-mode statistics need two values per group.
+        allowed = [g for g in _divisors(c) if c // g * pixels >= 2]
+        if not allowed:
+            return x
+        groups = rng.choice(allowed)
         norm = self._module(f"nn.GroupNorm({groups}, {c})")
         return self._assign(f"{norm}({x.name})", x.shape)
 
