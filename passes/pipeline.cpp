@@ -97,7 +97,9 @@ void lower_kernels(ir::Graph& graph, const PipelineOptions& options, PipelineRes
       if (!error || error->kind() != ErrorKind::Unsupported) {
         const std::string why = "lowering " + name + " failed: " + e.what();
         if (options.strict) throw Error(ErrorKind::Internal, why);
-        log(LogLevel::Error, "kiln bug: " + why + "; its group runs op by op through ATen");
+        log(LogLevel::Error, "kiln bug: " + why +
+                                 "; its group runs op by op through ATen (results are unaffected; "
+                                 "please report it with the graph KILN_DUMP_DIR writes)");
       }
       result.unfused.push_back(e.what());
       failed.emplace_back(node, e.what());
