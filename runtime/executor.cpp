@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kiln/error.h"
+#include "runtime/bounds_check.h"
 #include "runtime/bridge/tensor_bridge.h"
 #include "runtime/in_place_extern.h"
 #include "runtime/parallel.h"
@@ -79,7 +80,9 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
   try {
     (in_place ? step.in_place->op : step.op).callBoxed(stack);
   } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput, step.name + " failed: " + e.what_without_backtrace());
+    // The region runner decides whose error it is: it reruns the call without kiln, and only
+    // if that fails too is it the user's (raised as the fallback raises it).
+    throw Error(ErrorKind::Internal, step.name + " failed: " + e.what_without_backtrace());
   }
   if (step.out_position < 0) {
     for (size_t i = 0; i < step.outputs.size(); ++i) {
@@ -180,12 +183,15 @@ void launch_on_current_stream(const DeviceKernel& kernel, std::vector<void*>& po
   kernel.launch(pointers, device.index(), guard->getStream(device).native_handle());
 }
 
+// `arena` null: a checked run (bounds_check.h), where every planned value has a tensor of its own
+// in its slot, and `guarded` allocates the kernel's other outputs.
 void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
-                std::vector<void*>& pointers, c10::Device device, char* arena) {
+                std::vector<void*>& pointers, c10::Device device, char* arena,
+                GuardedBuffers* guarded) {
   pointers.clear();
   std::vector<at::Tensor> copies;  // inputs re-laid out for the kernel, alive until it returns
   for (size_t i = 0; i < step.inputs.size(); ++i) {
-    if (step.input_offsets[i] >= 0) {
+    if (step.input_offsets[i] >= 0 && arena) {
       pointers.push_back(arena + step.input_offsets[i]);
       continue;
     }
@@ -198,12 +204,14 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
     pointers.push_back(copies.back().data_ptr());
   }
   for (size_t i = 0; i < step.outputs.size(); ++i) {
+    at::Tensor& output = slots[step.outputs[i]];
     if (step.output_offsets[i] >= 0) {
-      pointers.push_back(arena + step.output_offsets[i]);
+      pointers.push_back(arena ? arena + step.output_offsets[i] : output.data_ptr());
       continue;
     }
-    at::Tensor& output = slots[step.outputs[i]];
-    output = empty_like_type(step.output_types[i], device);
+    output = guarded ? guarded->allocate(step.output_types[i], device,
+                                         "output " + std::to_string(i) + " of " + step.name)
+                     : empty_like_type(step.output_types[i], device);
     pointers.push_back(output.data_ptr());
   }
   if (step.kernel.device_kernel) {
@@ -217,7 +225,8 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
 
 }  // namespace
 
-std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>& inputs) {
+std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>& inputs,
+                                 bool check_bounds) {
   std::vector<at::Tensor> slots(plan.num_values);
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     slots[plan.inputs[i]] = inputs[i];
@@ -226,8 +235,15 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
 
   // Calls on other threads never share intermediates: each thread has its own arena.
   std::optional<ArenaLease> arena;
+  std::optional<GuardedBuffers> guarded;
   char* arena_data = nullptr;
-  if (!plan.planned.empty()) {
+  if (check_bounds) {
+    guarded.emplace();
+    for (const auto& buffer : plan.planned) {
+      slots[buffer.value] = guarded->allocate(buffer.type, plan.device,
+                                              "planned value %" + std::to_string(buffer.value));
+    }
+  } else if (!plan.planned.empty()) {
     arena.emplace(plan.arena_bytes, plan.device);
     arena_data = arena->data();
     for (const auto& buffer : plan.planned) {
@@ -239,10 +255,12 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
   std::vector<void*> pointers;
   for (const Step& step : plan.steps) {
     if (const auto* kernel = std::get_if<KernelStep>(&step)) {
-      run_kernel(*kernel, slots, pointers, plan.device, arena_data);
+      run_kernel(*kernel, slots, pointers, plan.device, arena_data, guarded ? &*guarded : nullptr);
     } else {
       run_extern(std::get<ExternStep>(step), slots, stack);
     }
+    // Extern steps too: some are kiln's own code (the Winograd convolution).
+    if (guarded) guarded->check_after(std::visit([](const auto& s) { return s.name; }, step));
   }
 
   std::vector<at::Tensor> outputs;

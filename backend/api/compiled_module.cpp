@@ -1,12 +1,12 @@
-#include <shared_mutex>
-#include <unordered_map>
+#include <atomic>
 
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "backend/api/environment.h"
-#include "backend/api/signature.h"
+#include "backend/api/signature_cache.h"
 #include "backend/api/specialization.h"
+#include "backend/api/stats_recorder.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -16,16 +16,18 @@ struct CompiledModule::Impl {
   CompileOptions options;
   CapturedModule captured;
 
-  mutable std::shared_mutex mutex;
-  mutable std::unordered_map<SignatureKey, std::shared_ptr<const Specialization>, SignatureHash>
-      specializations;
-  mutable bool warned_limit = false;
+  mutable SignatureCache<Specialization> specializations;
+  mutable std::atomic<bool> warned_limit = false;
 
   /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
   void check_inputs(std::vector<c10::IValue>& inputs) const;
-  /// The specialization for these inputs; null past max_specializations.
+  /// The specialization for these inputs (past max_specializations, or where compiling failed,
+  /// one that runs the module uncompiled).
   std::shared_ptr<const Specialization> specialization_for(
       const std::vector<c10::IValue>& inputs) const;
+  std::shared_ptr<const Specialization> compile_specialization(
+      int index, const std::vector<c10::IValue>& inputs) const;
+  std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;
 };
 
@@ -78,47 +80,64 @@ void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const 
 
 std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
     const std::vector<c10::IValue>& inputs) const {
-  SignatureKey key = signature_of(inputs);
-  {
-    std::shared_lock lock(mutex);
-    if (auto found = specializations.find(key); found != specializations.end())
-      return found->second;
+  return specializations.get(
+      signature_of(inputs), options.max_specializations,
+      [&](int index) { return compile_specialization(index, inputs); },
+      [&] { return past_limit(inputs); });
+}
+
+std::shared_ptr<const Specialization> CompiledModule::Impl::past_limit(
+    const std::vector<c10::IValue>& inputs) const {
+  if (!warned_limit.exchange(true)) {
+    record_fallback();
+    log(LogLevel::Warn,
+        "more than max_specializations=" + std::to_string(options.max_specializations) +
+            " input signatures (this one: " + describe_inputs(inputs) +
+            "); new ones run the frozen module in the TorchScript interpreter");
   }
-  std::unique_lock lock(mutex);
-  if (auto found = specializations.find(key); found != specializations.end()) return found->second;
-  const int count = static_cast<int>(specializations.size());
-  if (count >= options.max_specializations) {
-    if (!warned_limit) {
-      warned_limit = true;
-      log(LogLevel::Warn,
-          "more than max_specializations=" + std::to_string(options.max_specializations) +
-              " input signatures (this one: " + describe_inputs(inputs) +
-              "); new ones run the frozen module in the TorchScript interpreter");
-    }
-    return nullptr;
-  }
+  return Specialization::uncompiled("past max_specializations: the frozen module runs uncompiled");
+}
+
+std::shared_ptr<const Specialization> CompiledModule::Impl::compile_specialization(
+    int index, const std::vector<c10::IValue>& inputs) const {
   log(LogLevel::Info,
-      "compiling specialization " + std::to_string(count) + " for " + describe_inputs(inputs));
-  auto spec = std::make_shared<const Specialization>(captured, options, count, inputs);
-  specializations.emplace(std::move(key), spec);
-  return spec;
+      "compiling specialization " + std::to_string(index) + " for " + describe_inputs(inputs));
+  std::string why;
+  try {
+    return std::make_shared<const Specialization>(captured, options, index, inputs);
+  } catch (const Error& e) {
+    if (options.strict) throw;
+    why = e.what();
+    log(LogLevel::Warn, "the module runs uncompiled for " + describe_inputs(inputs) + ": " + why);
+  } catch (const std::exception& e) {
+    // Specializing and partitioning the graph threw something that is not kiln's error: a bug.
+    why = std::string("kiln failed (internal): ") + e.what();
+    if (options.strict) throw Error(ErrorKind::Internal, "specializing the module: " + why);
+    log(LogLevel::Error, "specializing the module for " + describe_inputs(inputs) + ": " + why +
+                             "; it runs uncompiled (results are unaffected; please report this "
+                             "as a kiln bug)");
+  }
+  record_fallback();
+  return Specialization::uncompiled("the module was not compiled: " + why);
 }
 
 c10::IValue CompiledModule::Impl::run(std::vector<c10::IValue> inputs) const {
   check_inputs(inputs);
+  auto spec = specialization_for(inputs);
+  clear_region_error();
   try {
-    auto spec = specialization_for(inputs);
-    if (!spec) return torch::jit::Module(captured.frozen).forward(std::move(inputs));
     return spec->run(captured, std::move(inputs));
   } catch (const Error&) {
     throw;
-  } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput,
-                std::string("the model failed on these inputs: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    // The interpreter rewraps exceptions thrown inside it, kiln's own among them.
+    // What a region raised comes back rewrapped by the interpreter: kiln's own errors (strict
+    // mode's) keep their kind. Anything else was raised by the model's ops on these inputs, as
+    // eager would raise it (a region that fails where its fallback does not runs the fallback).
+    if (auto kiln_error = take_region_error(e)) throw *kiln_error;
+    const auto* aten_error = dynamic_cast<const c10::Error*>(&e);
     throw Error(ErrorKind::InvalidInput,
-                std::string("the model failed on these inputs: ") + e.what());
+                std::string("the model failed on these inputs: ") +
+                    (aten_error ? aten_error->what_without_backtrace() : e.what()));
   }
 }
 
@@ -136,21 +155,14 @@ const CompileOptions& CompiledModule::options() const {
 }
 
 int CompiledModule::num_specializations() const {
-  std::shared_lock lock(impl_->mutex);
-  return static_cast<int>(impl_->specializations.size());
+  return impl_->specializations.size();
 }
 
 Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   impl_->run(inputs);  // compiles, and records which specialization of each region ran
   impl_->check_inputs(inputs);
   Explanation explanation;
-  auto spec = impl_->specialization_for(inputs);
-  if (!spec) {
-    explanation.entries.push_back({"forward", RunsIn::Interpreter,
-                                   "past max_specializations: the frozen module runs uncompiled"});
-  } else {
-    spec->explain_into(explanation);
-  }
+  impl_->specialization_for(inputs)->explain_into(explanation);
   explanation.tally();
   return explanation;
 }

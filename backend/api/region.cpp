@@ -97,33 +97,31 @@ std::shared_ptr<const CompiledRegion> RegionRunner::compile(
 }
 
 int RegionRunner::num_specializations() const {
-  std::shared_lock lock(mutex_);
-  return static_cast<int>(cache_.size());
+  return cache_.size();
 }
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
-    const std::vector<at::Tensor>& inputs) const {
-  SignatureKey key = signature_of(inputs);
-  {
-    std::shared_lock lock(mutex_);
-    if (auto found = cache_.find(key); found != cache_.end()) return remember(found->second);
+    const Tensors& inputs) const {
+  return remember(cache_.get(
+      signature_of(inputs), options_.max_specializations,
+      [&](int) { return compile_specialization(inputs); }, [&] { return past_limit(); }));
+}
+
+std::shared_ptr<const RegionRunner::Specialization> RegionRunner::past_limit() const {
+  if (!warned_limit_.exchange(true)) {
+    record_fallback();
+    log(LogLevel::Warn,
+        name_ + ": more than max_specializations=" + std::to_string(options_.max_specializations) +
+            " input signatures; new ones run in " + fallback_phrase(source_.fallback_in) +
+            " (every new input size is a compile; the option allows more)");
   }
-  std::unique_lock lock(mutex_);
-  if (auto found = cache_.find(key); found != cache_.end()) return remember(found->second);
-  if (static_cast<int>(cache_.size()) >= options_.max_specializations) {
-    if (!warned_limit_) {
-      warned_limit_ = true;
-      record_fallback();
-      log(LogLevel::Warn,
-          name_ +
-              ": more than max_specializations=" + std::to_string(options_.max_specializations) +
-              " input signatures; new ones run in " + fallback_phrase(source_.fallback_in) +
-              " (every new input size is a compile; the option allows more)");
-    }
-    auto spec = std::make_shared<Specialization>();
-    spec->failure = "its region was not compiled: past max_specializations";
-    return remember(spec);
-  }
+  auto spec = std::make_shared<Specialization>();
+  spec->failure = "its region was not compiled: past max_specializations";
+  return spec;
+}
+
+std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specialization(
+    const Tensors& inputs) const {
   auto spec = std::make_shared<Specialization>();
   try {
     std::vector<FrozenWeight> weights = weights_to_freeze(inputs);
@@ -134,15 +132,22 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     spec->frozen = std::move(weights);  // only a compiled plan holds them (a fallback does not)
     record_compiled(*spec->compiled);
     record_frozen_weights(static_cast<int64_t>(frozen.size()));
+    return spec;
   } catch (const Error& e) {
     if (options_.strict) throw;
     spec->failure = std::string("its region was not compiled: ") + e.what();
-    record_fallback();
     log(LogLevel::Warn,
         name_ + " runs in " + fallback_phrase(source_.fallback_in) + ": " + e.what());
+  } catch (const std::exception& e) {
+    // Compiling threw something that is not kiln's error: a bug in kiln, never the user's.
+    const std::string why = name_ + ": compiling it threw " + e.what();
+    if (options_.strict) throw Error(ErrorKind::Internal, why);
+    spec->failure = "its region was not compiled: kiln failed (internal): " + std::string(e.what());
+    log(LogLevel::Error, why + "; it runs in " + fallback_phrase(source_.fallback_in) +
+                             " (results are unaffected; please report this as a kiln bug)");
   }
-  cache_.emplace(std::move(key), spec);
-  return remember(spec);
+  record_fallback();
+  return spec;
 }
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::remember(
@@ -174,11 +179,8 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::unfreeze(
     log(LogLevel::Info, name_ + ": a weight changed since it was compiled in; compiling again " +
                             "with the weights as inputs");
   }
-  {
-    // Every frozen specialization goes: any of its constants may be stale.
-    std::unique_lock lock(mutex_);
-    std::erase_if(cache_, [](const auto& entry) { return !entry.second->frozen.empty(); });
-  }
+  // Every frozen specialization goes: any of its constants may be stale.
+  cache_.erase_if([](const Specialization& spec) { return !spec.frozen.empty(); });
   return specialize(inputs);
 }
 
@@ -198,27 +200,28 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
   try {
     return run_plan(spec->compiled->plan, inputs);
   } catch (const std::exception& e) {
-    return recover(inputs, e.what());
+    return recover(inputs, e);
   }
 }
 
-Tensors RegionRunner::recover(const Tensors& inputs, const std::string& failure) const {
+Tensors RegionRunner::recover(const Tensors& inputs, const std::exception& failure) const {
   // Regions have no side effects (a plan never writes into its inputs), so the call can run
   // again the way it would without kiln. If that fails too, the error is the caller's: it
   // propagates as the fallback raised it, with its message, and the plan stays.
   Tensors outputs = source_.fallback(inputs);
   const std::string why = "its compiled plan failed where " + fallback_phrase(source_.fallback_in) +
-                          " did not: " + failure;
-  if (options_.strict) throw Error(ErrorKind::Internal, name_ + ": " + why);
+                          " did not: " + failure.what();
+  if (options_.strict) {
+    const auto* error = dynamic_cast<const Error*>(&failure);
+    const bool limit = error && error->kind() == ErrorKind::Unsupported;
+    throw Error(limit ? ErrorKind::Unsupported : ErrorKind::Internal, name_ + ": " + why);
+  }
   auto failed = std::make_shared<Specialization>();
   failed->failure = why;
   record_fallback();
   log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_in) +
                           " for these inputs from now on; " + why);
-  {
-    std::unique_lock lock(mutex_);
-    cache_[signature_of(inputs)] = failed;
-  }
+  cache_.put(signature_of(inputs), failed);
   remember(failed);
   return outputs;
 }

@@ -10,13 +10,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
+#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/api/compile_graph.h"
-#include "backend/api/signature.h"
+#include "backend/api/signature_cache.h"
 #include "backend/capture/import_ops.h"
 #include "backend/fx/fx_program.h"
 #include "kiln/kiln.h"
@@ -79,6 +78,10 @@ class KILN_INTERNAL RegionRunner {
     std::vector<FrozenWeight> frozen;
   };
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
+  /// A new signature's specialization: compiled, or (unless strict) the reason it is not.
+  std::shared_ptr<const Specialization> compile_specialization(const Tensors& inputs) const;
+  /// For a signature past max_specializations (not cached).
+  std::shared_ptr<const Specialization> past_limit() const;
   std::shared_ptr<const CompiledRegion> compile(const Tensors& inputs,
                                                 const std::vector<size_t>& frozen) const;
   std::vector<FrozenWeight> weights_to_freeze(const Tensors& inputs) const;
@@ -87,21 +90,28 @@ class KILN_INTERNAL RegionRunner {
   /// Records the specialization that ran last, for explain.
   std::shared_ptr<const Specialization> remember(std::shared_ptr<const Specialization> spec) const;
   /// After the compiled plan failed with `failure`: runs the fallback (whose error, if it fails
-  /// too, is the caller's and propagates), then raises (strict) or keeps these inputs' signature
-  /// on the fallback from now on.
-  Tensors recover(const Tensors& inputs, const std::string& failure) const;
+  /// too, is the caller's and propagates), then raises (strict: Unsupported where the plan met
+  /// one of kiln's stated limits, else Internal) or keeps these inputs' signature on the
+  /// fallback from now on.
+  Tensors recover(const Tensors& inputs, const std::exception& failure) const;
 
   RegionSource source_;
   CompileOptions options_;
   std::string name_;
-  mutable std::shared_mutex mutex_;
-  mutable std::unordered_map<SignatureKey, std::shared_ptr<const Specialization>, SignatureHash>
-      cache_;
+  mutable SignatureCache<Specialization> cache_;
   mutable std::mutex last_mutex_;
   mutable std::shared_ptr<const Specialization> last_;
-  mutable bool warned_limit_ = false;
+  mutable std::atomic<bool> warned_limit_ = false;
   mutable std::atomic<bool> unfrozen_ = false;
 };
+
+/// The TorchScript interpreter rethrows what a kiln::Region node raises as a plain
+/// std::runtime_error, and the error's kind is lost. The region operator keeps the last kiln::Error
+/// it let through on this thread; the compiled module takes it back (and clears it) to raise it
+/// with its kind, when `rethrown` is that error rethrown.
+std::optional<Error> take_region_error(const std::exception& rethrown);
+void keep_region_error(const Error& error);
+void clear_region_error();
 
 /// Makes `runner` reachable from kiln::Region nodes whose attribute region_id is the result.
 int64_t register_region_runner(std::shared_ptr<RegionRunner> runner);

@@ -4,6 +4,8 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <atomic>
+#include <optional>
+#include <string_view>
 
 #include "backend/api/region.h"
 #include "backend/capture/partition.h"
@@ -33,10 +35,19 @@ torch::jit::Operation create_region_operation(const torch::jit::Node* node) {
       inputs.push_back(torch::jit::peek(stack, i, num_inputs).toTensor());
     }
     torch::jit::drop(stack, num_inputs);
-    for (auto& output : runner->run(inputs))
+    std::vector<at::Tensor> outputs;
+    try {
+      outputs = runner->run(inputs);
+    } catch (const Error& e) {
+      keep_region_error(e);
+      throw;
+    }
+    for (auto& output : outputs)
       stack.emplace_back(std::move(output));
   };
 }
+
+thread_local std::optional<Error> region_error;
 
 // The interpreter must not reorder or drop region nodes: CONSERVATIVE alias analysis treats them
 // as reading and writing everything they touch.
@@ -44,6 +55,23 @@ torch::jit::RegisterOperators register_region({torch::jit::Operator(
     region_symbol(), create_region_operation, c10::AliasAnalysisKind::CONSERVATIVE)});
 
 }  // namespace
+
+void keep_region_error(const Error& error) {
+  region_error = error;
+}
+
+void clear_region_error() {
+  region_error.reset();
+}
+
+std::optional<Error> take_region_error(const std::exception& rethrown) {
+  std::optional<Error> kept;
+  kept.swap(region_error);
+  // The interpreter's message quotes the original's; anything else is another error.
+  if (kept && std::string_view(rethrown.what()).find(kept->what()) == std::string_view::npos)
+    kept.reset();
+  return kept;
+}
 
 c10::Symbol region_id_attr() {
   static const c10::Symbol symbol = c10::Symbol::attr("region_id");

@@ -59,6 +59,12 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
   if (!direct_) code_ = std::make_unique<torch::jit::Code>(graph_, "forward");
 }
 
+std::shared_ptr<const Specialization> Specialization::uncompiled(std::string reason) {
+  std::shared_ptr<Specialization> spec(new Specialization());
+  spec->uncompiled_reason_ = std::move(reason);
+  return spec;
+}
+
 Specialization::~Specialization() {
   for (int64_t id : runner_ids_)
     unregister_region_runner(id);
@@ -102,6 +108,8 @@ std::unique_ptr<Specialization::DirectRoute> Specialization::find_direct_route()
 
 c10::IValue Specialization::run(const CapturedModule& captured,
                                 std::vector<c10::IValue> inputs) const {
+  if (!uncompiled_reason_.empty())
+    return torch::jit::Module(captured.frozen).forward(std::move(inputs));
   if (direct_) {
     std::vector<at::Tensor> tensors;
     tensors.reserve(direct_->argument_of_input.size());
@@ -124,6 +132,10 @@ c10::IValue Specialization::run(const CapturedModule& captured,
 }
 
 void Specialization::explain_into(Explanation& explanation) const {
+  if (!uncompiled_reason_.empty()) {
+    explanation.entries.push_back({"forward", RunsIn::Interpreter, uncompiled_reason_});
+    return;
+  }
   if (!direct_) explain_interpreter_nodes(graph_->block(), explanation);
   for (const auto& runner : runners_)
     runner->explain_into(explanation);

@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/api/region.h"
@@ -22,12 +23,18 @@ class Specialization {
                  const std::vector<c10::IValue>& inputs);
   ~Specialization();
 
+  /// A specialization that runs the frozen module in the TorchScript interpreter, uncompiled;
+  /// explain gives `reason`.
+  static std::shared_ptr<const Specialization> uncompiled(std::string reason);
+
   /// Runs on the caller's inputs (without self).
   c10::IValue run(const CapturedModule& captured, std::vector<c10::IValue> inputs) const;
   void explain_into(Explanation& explanation) const;
   bool runs_without_interpreter() const { return direct_ != nullptr; }
 
  private:
+  Specialization() = default;
+
   // The whole graph is region + (optional) tuple of its outputs.
   struct DirectRoute {
     std::shared_ptr<RegionRunner> runner;
@@ -43,6 +50,7 @@ class Specialization {
   std::vector<int64_t> runner_ids_;
   std::unique_ptr<DirectRoute> direct_;
   std::unique_ptr<torch::jit::Code> code_;
+  std::string uncompiled_reason_;  // set: runs the frozen module uncompiled
 };
 
 }  // namespace kiln

@@ -14,6 +14,18 @@ std::string getenv_or_empty(const char* name) {
   return value ? value : "";
 }
 
+// The names in a comma-separated list variable, spaces trimmed.
+std::set<std::string> names_in(const char* variable) {
+  std::set<std::string> names;
+  std::stringstream list(getenv_or_empty(variable));
+  for (std::string name; std::getline(list, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) names.insert(name);
+  }
+  return names;
+}
+
 // Problems are only warned about: a typo in an environment variable must not stop a model.
 Environment read_environment(std::vector<std::string>& problems) {
   Environment env;
@@ -33,11 +45,12 @@ Environment read_environment(std::vector<std::string>& problems) {
   const std::string verify = getenv_or_empty("KILN_VERIFY");
   env.verify = !verify.empty() && verify != "0";
 
-  std::stringstream list(getenv_or_empty("KILN_DISABLE"));
-  for (std::string name; std::getline(list, name, ',');) {
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
-    if (!name.empty()) env.disabled.insert(name);
+  env.disabled = names_in("KILN_DISABLE");
+  for (const std::string& mode : names_in("KILN_DEBUG")) {
+    if (mode == "bounds")
+      env.check_bounds = true;
+    else
+      problems.push_back("KILN_DEBUG='" + mode + "' is not a debug mode; the one there is: bounds");
   }
   return env;
 }

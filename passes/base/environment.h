@@ -5,6 +5,8 @@
 //   KILN_DUMP_DIR=DIR                write the captured graphs and the graph IR after each pass
 //   KILN_VERIFY=1                    run the IR verifier after every pass
 //   KILN_DISABLE=a,b                 turn off passes or features by name
+//   KILN_DEBUG=bounds                checked runs: kernel buffers between guard bands, poisoned
+//                                    (runtime/bounds_check.h)
 //
 // KILN_DISABLE's names are the pipeline's passes and the driver's features, which this bottom
 // layer cannot know: it keeps the names as given, and the driver checks them
@@ -23,6 +25,7 @@ struct Environment {
   std::string dump_dir;
   bool verify = false;
   std::set<std::string> disabled;  // as given; unknown names are warned about by the driver
+  bool check_bounds = false;       // KILN_DEBUG=bounds
 };
 
 const Environment& environment();

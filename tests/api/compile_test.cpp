@@ -151,6 +151,24 @@ TEST(Compile, StrictTurnsAFallbackIntoAnError) {
   EXPECT_THROW(run(compiled, {torch::tensor({0, 3, 3, 1}, torch::kLong)}), Error);
 }
 
+// The interpreter rethrows what a region raises as a plain runtime_error: the compiled module
+// still raises kiln's error with its kind (here a region between interpreter nodes, the list).
+TEST(Compile, StrictErrorsKeepTheirKindThroughTheInterpreter) {
+  torch::jit::Module module("CountsInAList");
+  module.define(R"(
+    def forward(self, x):
+        return [torch.bincount(x).float() * 2.0]
+  )");
+  auto compiled = compile(module, CompileOptions::parse("strict=true"));
+  try {
+    run(compiled, {torch::tensor({0, 3, 3, 1}, torch::kLong)});
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("failed on these inputs"), std::string::npos);
+  }
+}
+
 TEST(Guards, NewShapeCompilesANewSpecialization) {
   auto module = load_model("mlp");
   auto compiled = compile(module);
