@@ -265,7 +265,10 @@ Scalar binary(Op op, const Scalar& a, const Scalar& b, DType arg_type, DType t) 
         s.i = wrap(static_cast<int64_t>(ua * ub), t);
         return s;
       case Op::Div:
-        s.i = b.i == 0 ? 0 : wrap(a.i / b.i, t);
+        // x / -1 is a negation (wrapping: INT64_MIN / -1 overflows in C++).
+        s.i = b.i == 0    ? 0
+              : b.i == -1 ? wrap(static_cast<int64_t>(0 - ua), t)
+                          : wrap(a.i / b.i, t);
         return s;
       case Op::Max:
         s.i = std::max(a.i, b.i);
@@ -365,7 +368,8 @@ class RowEvaluator {
         case ReduceKind::Sum:
         case ReduceKind::Mean:
           acc_f += v.f;
-          acc_i += v.i;
+          // Wrapping through unsigned, as the generated code's integer adds do.
+          acc_i = static_cast<int64_t>(static_cast<uint64_t>(acc_i) + static_cast<uint64_t>(v.i));
           break;
         case ReduceKind::Max:
           acc_f = nan_max(acc_f, v.f);
