@@ -18,8 +18,10 @@ constexpr int64_t kPoints = kIn * kIn;       // GEMMs, one per transformed point
 constexpr int64_t kWorkPerThread = 1 << 16;  // floats per run_parallel grain
 
 // The transforms are short sums of channel vectors. libkiln is built for baseline x86-64, so they
-// are compiled once per vector width and the loader picks the CPU's (GCC function clones).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// are compiled once per vector width and the loader picks the CPU's (GCC function clones). Not
+// under ThreadSanitizer: the loader runs the clones' resolver before TSan's runtime is set up,
+// and the instrumented resolver crashes the program at start.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define KILN_VECTOR_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

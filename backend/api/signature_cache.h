@@ -8,8 +8,8 @@
 // again.
 #pragma once
 
+#include <future>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 #include <utility>
@@ -29,45 +29,42 @@ class SignatureCache {
   template <class Compile, class PastLimit>
   Ptr get(const SignatureKey& key, int limit, Compile&& compile, PastLimit&& past_limit) {
     for (;;) {
-      std::shared_ptr<std::mutex> compiling;
+      std::shared_future<void> compiled;
       {
         std::shared_lock lock(mutex_);
         if (auto found = entries_.find(key); found != entries_.end()) {
           if (found->second.value) return found->second.value;
-          compiling = found->second.compiling;
+          compiled = found->second.compiled;
         }
       }
-      if (compiling) {
+      if (compiled.valid()) {
         // Another thread compiles this signature: wait for it, then look again (its compile may
         // have thrown, and left the signature to this thread).
-        std::lock_guard wait(*compiling);
+        compiled.wait();
         continue;
       }
-      std::unique_lock lock(mutex_);
-      if (entries_.contains(key)) continue;
-      if (static_cast<int>(entries_.size()) >= limit) {
-        lock.unlock();
-        return past_limit();
+      std::promise<void> done;
+      int index = 0;
+      {
+        std::unique_lock lock(mutex_);
+        if (entries_.contains(key)) continue;
+        if (static_cast<int>(entries_.size()) >= limit) {
+          lock.unlock();
+          return past_limit();
+        }
+        index = static_cast<int>(entries_.size());
+        entries_.emplace(key, Entry{nullptr, done.get_future().share()});
       }
-      const int index = static_cast<int>(entries_.size());
-      compiling = std::make_shared<std::mutex>();
-      // Locked before the entry is visible, so a thread that finds it waits.
-      std::unique_lock mine(*compiling);
-      entries_.emplace(key, Entry{nullptr, compiling});
-      lock.unlock();
       Ptr value;
       try {
         value = compile(index);
       } catch (...) {
-        std::unique_lock relock(mutex_);
-        erase_if_pending(key, compiling);
+        publish(key, nullptr);
+        done.set_value();
         throw;
       }
-      std::unique_lock relock(mutex_);
-      if (auto found = entries_.find(key);
-          found != entries_.end() && found->second.compiling == compiling) {
-        found->second = Entry{value, nullptr};
-      }
+      publish(key, value);
+      done.set_value();
       return value;
     }
   }
@@ -75,7 +72,7 @@ class SignatureCache {
   /// Replaces the value for `key` (which calls with that signature get from now on).
   void put(const SignatureKey& key, Ptr value) {
     std::unique_lock lock(mutex_);
-    entries_[key] = Entry{std::move(value), nullptr};
+    entries_[key] = Entry{std::move(value), {}};
   }
 
   /// Drops the compiled values `drop` returns true for (values still compiling stay).
@@ -95,15 +92,20 @@ class SignatureCache {
 
  private:
   struct Entry {
-    Ptr value;                              // null while compiling
-    std::shared_ptr<std::mutex> compiling;  // held by the compiling thread
+    Ptr value;                          // null while compiling
+    std::shared_future<void> compiled;  // ready when the compiling thread is done
   };
 
-  void erase_if_pending(const SignatureKey& key, const std::shared_ptr<std::mutex>& compiling) {
-    if (auto found = entries_.find(key);
-        found != entries_.end() && found->second.compiling == compiling) {
+  /// The compile of `key` ended: its value, or (null: it threw) no entry. An entry that another
+  /// call replaced meanwhile (put) stays as it is.
+  void publish(const SignatureKey& key, Ptr value) {
+    std::unique_lock lock(mutex_);
+    auto found = entries_.find(key);
+    if (found == entries_.end() || found->second.value) return;
+    if (value)
+      found->second = Entry{std::move(value), {}};
+    else
       entries_.erase(found);
-    }
   }
 
   mutable std::shared_mutex mutex_;

@@ -266,9 +266,7 @@ Scalar binary(Op op, const Scalar& a, const Scalar& b, DType arg_type, DType t) 
         return s;
       case Op::Div:
         // x / -1 is a negation (wrapping: INT64_MIN / -1 overflows in C++).
-        s.i = b.i == 0    ? 0
-              : b.i == -1 ? wrap(static_cast<int64_t>(0 - ua), t)
-                          : wrap(a.i / b.i, t);
+        s.i = b.i == 0 ? 0 : b.i == -1 ? wrap(static_cast<int64_t>(0 - ua), t) : wrap(a.i / b.i, t);
         return s;
       case Op::Max:
         s.i = std::max(a.i, b.i);
