@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     results = []
     started = time.time()
     for case in cases:
-        names = backends.TRAINING if case.training else backends.INFERENCE
+        names = backends.TRAINING if case.training else backends.inference_backends(args.suite)
         if chosen:
             names = [n for n in names if n == "eager" or n in chosen]
         results += measure.run_case(case, names, budget, progress)
@@ -131,9 +131,12 @@ def main(argv=None) -> int:
     print(f"machine: {m['cpu']} ({', '.join(m['isa'])}), {m['cores']} cores, {args.threads} threads")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
     print(report.table(results))
+    print()
+    print(report.summary_table(results))
     g = data["geomean"]
     print(f"geomean over ok rows: kiln vs eager {report._fmt(g['kiln_vs_eager'], '.2f')}x, "
-          f"kiln vs inductor {report._fmt(g['kiln_vs_inductor'], '.2f')}x "
+          f"vs the best inductor configuration {report._fmt(g['kiln_vs_inductor'], '.2f')}x, "
+          f"vs the best f32 peer {report._fmt(g['kiln_vs_best_peer'], '.2f')}x "
           f"({data['seconds']:.0f} s)")
     path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")

@@ -11,6 +11,7 @@
 #include "runtime/bounds_check.h"
 #include "runtime/bridge/tensor_bridge.h"
 #include "runtime/in_place_extern.h"
+#include "runtime/output_pool.h"
 #include "runtime/parallel.h"
 
 namespace kiln {
@@ -111,7 +112,9 @@ bool has_layout(const at::Tensor& t, const ir::TensorType& type) {
   return true;
 }
 
+// On the CPU from the output pool: a large output per call would otherwise cost page faults.
 at::Tensor empty_like_type(const ir::TensorType& type, c10::Device device) {
+  if (device.is_cpu()) return pooled_empty(type);
   return at::empty_strided(type.sizes, type.strides,
                            at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
 }

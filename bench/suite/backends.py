@@ -8,10 +8,29 @@ import subprocess
 
 import torch
 
+from . import native_peers
+
 # Backends in table order. kiln_ts is kiln's C++ TorchScript path (a traced module through
-# kiln::compile); torchscript is torch.jit.freeze + torch.jit.optimize_for_inference.
-INFERENCE = ["eager", "kiln", "kiln_ts", "inductor", "torchscript", "openvino"]
-TRAINING = ["eager", "kiln", "inductor"]  # the TorchScript and OpenVINO paths are inference-only
+# kiln::compile); torchscript is torch.jit.freeze + torch.jit.optimize_for_inference. The peers
+# run through their own APIs (native_peers.py): openvino_f32 and openvino (OpenVINO's default
+# precision, bf16 where the CPU has it), onnxruntime. Inductor runs in its default
+# configuration, with freezing, and (full suite only: 20-50 s of compile per model) with
+# freezing and max-autotune.
+INFERENCE = ["eager", "kiln", "kiln_ts", "inductor", "inductor_freeze", "torchscript",
+             "openvino_f32", "openvino", "onnxruntime"]
+FULL_ONLY = ["inductor_max_autotune"]
+TRAINING = ["eager", "kiln", "inductor"]  # the TorchScript and native peers are inference-only
+
+# Backends that compute in reduced precision by default: judged by norm-relative error.
+REDUCED_PRECISION = ("openvino",)
+
+# The f32 peers: per model, the faster of them that matches eager is its best peer.
+F32_PEERS = ("openvino_f32", "onnxruntime")
+INDUCTOR_CONFIGS = ("inductor", "inductor_freeze", "inductor_max_autotune")
+
+
+def inference_backends(suite: str) -> list[str]:
+    return INFERENCE + (FULL_ONLY if suite == "full" else [])
 
 
 def _trace(model, inputs):
@@ -32,9 +51,14 @@ def compiled_model(backend: str, model: torch.nn.Module, inputs: tuple):
         return torch.compile(model, dynamic=False)
     if backend == "torchscript":
         return torch.jit.optimize_for_inference(torch.jit.freeze(_trace(model, inputs)))
-    if backend == "openvino":
-        import openvino.torch  # noqa: F401  registers the "openvino" torch.compile backend
-        return torch.compile(model, backend="openvino", dynamic=False)
+    if backend == "inductor_freeze":
+        return torch.compile(model, dynamic=False, options={"freezing": True})
+    if backend == "inductor_max_autotune":
+        return torch.compile(model, dynamic=False, options={"freezing": True, "max_autotune": True})
+    if backend in ("openvino_f32", "openvino"):
+        return native_peers.openvino(model, inputs, f32=backend == "openvino_f32")
+    if backend == "onnxruntime":
+        return native_peers.onnxruntime(model, inputs)
     raise ValueError(f"unknown backend {backend}")
 
 
@@ -46,6 +70,8 @@ def inference_step(backend: str, model: torch.nn.Module, inputs: tuple):
         with torch.no_grad():
             return runner(*inputs)
 
+    exporter = getattr(runner, "exporter", None)
+    step.note = f"exported by torch.onnx's {exporter} exporter" if exporter else None
     return step
 
 
@@ -68,7 +94,8 @@ def training_step(backend: str, model: torch.nn.Module, inputs: tuple):
 def versions() -> dict:
     import importlib.metadata as md
     result = {"torch": torch.__version__}
-    for package in ("kiln", "torchvision", "transformers", "timm", "openvino"):
+    for package in ("kiln", "torchvision", "transformers", "timm", "openvino", "onnxruntime",
+                    "onnxscript"):
         try:
             result[package] = md.version(package)
         except md.PackageNotFoundError:

@@ -34,6 +34,16 @@ def max_abs_diff(actual, expected) -> float:
     return (actual.float() - expected.float()).abs().max().item()
 
 
+def norm_relative_error(actual, expected) -> float:
+    """||actual - expected|| / ||expected|| over every output (0 when both are zero)."""
+    if isinstance(actual, (tuple, list)):
+        return max(norm_relative_error(a, e) for a, e in zip(actual, expected))
+    expected = expected.double()
+    scale = expected.norm().item()
+    error = (actual.double() - expected).norm().item()
+    return error / scale if scale else error
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:200] if text else ''}"
@@ -47,12 +57,20 @@ class Contender:
         self.step = None
         self.compile_s = None
         self.diff = None
+        self.rel_err = None
         self.error = None
+        self.note = None
         self.times: list[float] = []
 
     def row(self, case, eager_median) -> dict:
         median = statistics.median(self.times) * 1e3 if self.times else None
-        ok = self.error is None and self.diff is not None and self.diff <= case.atol
+        if self.backend in backends.REDUCED_PRECISION:
+            ok = (self.error is None and self.rel_err is not None
+                  and self.rel_err <= case.reduced_precision_rtol)
+            tolerance = f"norm-relative error above {case.reduced_precision_rtol}"
+        else:
+            ok = self.error is None and self.diff is not None and self.diff <= case.atol
+            tolerance = f"max abs diff above {case.atol}"
         return {
             "model": case.name, "backend": self.backend,
             "median_ms": median,
@@ -60,8 +78,9 @@ class Contender:
             "max_ms": max(self.times) * 1e3 if self.times else None,
             # A row that is not ok is never counted as a speedup.
             "speedup_vs_eager": eager_median / median if ok and median and eager_median else None,
-            "compile_s": self.compile_s, "max_abs_diff": self.diff, "ok": ok,
-            "error": self.error or (None if ok else f"max abs diff above {case.atol}"),
+            "compile_s": self.compile_s, "max_abs_diff": self.diff, "norm_rel_err": self.rel_err,
+            "ok": ok, "error": self.error or (None if ok else tolerance),
+            "note": self.note,
         }
 
 
@@ -81,6 +100,8 @@ def _prepare(contender, case, model, inputs, reference, progress):
             out = step()
             contender.compile_s = time.perf_counter() - start
             contender.diff = max_abs_diff(out, reference)
+            contender.rel_err = norm_relative_error(out, reference)
+            contender.note = step.note
         contender.step = _on_device(step)
     except Exception as error:  # the backend fails on this model: its row says why
         contender.error = _first_line(error)

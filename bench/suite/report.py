@@ -37,16 +37,63 @@ def _geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def geomeans(results: list[dict]) -> dict:
+def _fastest(rows: list[dict]) -> dict | None:
+    ok = [r for r in rows if r and r["ok"] and r["median_ms"]]
+    return min(ok, key=lambda r: r["median_ms"]) if ok else None
+
+
+def summaries(results: list[dict]) -> list[dict]:
+    """Per model with a kiln row: kiln against eager, the best Inductor configuration and the
+    best f32 peer (the faster of OpenVINO f32 and ONNX Runtime among those that match eager; a
+    model where neither does has none). Ratios are the other's median over kiln's: above 1, kiln
+    is faster."""
+    from .backends import F32_PEERS, INDUCTOR_CONFIGS
     by = {(r["model"], r["backend"]): r for r in results}
-    kiln = [r for r in results if r["backend"] == "kiln" and r["ok"]]
-    vs_inductor = []
-    for r in kiln:
-        peer = by.get((r["model"], "inductor"))
-        if peer and peer["ok"]:
-            vs_inductor.append(peer["median_ms"] / r["median_ms"])
-    return {"kiln_vs_eager": _geomean([r["speedup_vs_eager"] for r in kiln]),
-            "kiln_vs_inductor": _geomean(vs_inductor)}
+    out = []
+    for model in dict.fromkeys(r["model"] for r in results):
+        kiln = by.get((model, "kiln"))
+        if not kiln:
+            continue
+        inductor = _fastest([by.get((model, b)) for b in INDUCTOR_CONFIGS])
+        peer = _fastest([by.get((model, b)) for b in F32_PEERS])
+        ran_peers = [b for b in F32_PEERS if (model, b) in by]
+        kiln_ms = kiln["median_ms"] if kiln["ok"] else None
+
+        def ratio(other):
+            return other["median_ms"] / kiln_ms if other and kiln_ms else None
+
+        out.append({
+            "model": model, "kiln_ms": kiln_ms,
+            "vs_eager": kiln["speedup_vs_eager"],
+            "best_inductor": inductor["backend"] if inductor else None,
+            "vs_best_inductor": ratio(inductor),
+            "best_peer": peer["backend"] if peer else None,
+            "vs_best_peer": ratio(peer),
+            "peers_ran": bool(ran_peers),
+        })
+    return out
+
+
+def geomeans(results: list[dict]) -> dict:
+    rows = summaries(results)
+    return {"kiln_vs_eager": _geomean([s["vs_eager"] for s in rows]),
+            "kiln_vs_inductor": _geomean([s["vs_best_inductor"] for s in rows]),
+            "kiln_vs_best_peer": _geomean([s["vs_best_peer"] for s in rows])}
+
+
+def summary_table(results: list[dict]) -> str:
+    lines = [f"{'model':<24}{'kiln ms':>10}{'vs eager':>10}{'vs best inductor':>28}"
+             f"{'vs best f32 peer':>26}"]
+    for s in summaries(results):
+        inductor = (f"{s['vs_best_inductor']:.2f}x ({s['best_inductor']})"
+                    if s["vs_best_inductor"] else "-")
+        if s["vs_best_peer"]:
+            peer = f"{s['vs_best_peer']:.2f}x ({s['best_peer']})"
+        else:
+            peer = "none matched eager" if s["peers_ran"] else "-"
+        lines.append(f"{s['model']:<24}{_fmt(s['kiln_ms'], '.3f'):>10}"
+                     f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>28}{peer:>26}")
+    return "\n".join(lines)
 
 
 def _fmt(value, spec, missing="-"):

@@ -8,29 +8,41 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROW_KEYS = {"model", "backend", "median_ms", "min_ms", "max_ms", "speedup_vs_eager", "compile_s",
-            "max_abs_diff", "ok", "error"}
+            "max_abs_diff", "norm_rel_err", "ok", "error", "note"}
+GEOMEANS = {"kiln_vs_eager", "kiln_vs_inductor", "kiln_vs_best_peer"}
 
 
 def test_bench_writes_the_documented_json(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--cases", "mlp_b1,train_mlp_b8",
-         "--backends", "kiln,torchscript", "--budget", "0.3", "--out", str(tmp_path)],
+         "--backends", "kiln,torchscript,openvino_f32,openvino,onnxruntime", "--budget", "0.3",
+         "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads((tmp_path / "latest.json").read_text())
     assert {"date", "machine", "versions", "threads", "results", "geomean"} <= set(data)
-    assert set(data["geomean"]) == {"kiln_vs_eager", "kiln_vs_inductor"}
+    assert set(data["geomean"]) == GEOMEANS
     assert data["versions"]["torch"].startswith("2.11")
     rows = {(r["model"], r["backend"]): r for r in data["results"]}
-    assert set(rows) == {("mlp_b1", "eager"), ("mlp_b1", "kiln"), ("mlp_b1", "torchscript"),
-                         ("train_mlp_b8", "eager"), ("train_mlp_b8", "kiln")}
+    assert set(rows) == {("mlp_b1", b) for b in ("eager", "kiln", "torchscript", "openvino_f32",
+                                                 "openvino", "onnxruntime")} | {
+        ("train_mlp_b8", "eager"), ("train_mlp_b8", "kiln")}
     for row in data["results"]:
         assert set(row) == ROW_KEYS
         assert row["ok"], row
         assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
-        assert row["max_abs_diff"] <= 1e-4
+        if row["backend"] == "openvino":  # its default precision: judged by norm-relative error
+            assert row["norm_rel_err"] <= 2e-2
+        else:
+            assert row["max_abs_diff"] <= 1e-4
     assert rows[("mlp_b1", "eager")]["speedup_vs_eager"] == 1.0
+    assert "exporter" in rows[("mlp_b1", "onnxruntime")]["note"]
+    # The best f32 peer is one of the two f32 peers, and the geomean against it is kiln's ratio.
     assert data["geomean"]["kiln_vs_eager"] is not None
+    peers = [rows[("mlp_b1", b)]["median_ms"] for b in ("openvino_f32", "onnxruntime")]
+    expected = min(peers) / rows[("mlp_b1", "kiln")]["median_ms"]
+    assert abs(data["geomean"]["kiln_vs_best_peer"] - expected) < 1e-9
+    assert "vs best f32 peer" in result.stdout
     assert (tmp_path / "latest.png").stat().st_size > 1000
     assert len(list(tmp_path.glob("quick-*.json"))) == 1
     assert "mlp_b1" in result.stdout and "geomean" in result.stdout
@@ -57,13 +69,15 @@ def _report(rows):
             "device": "cpu", "versions": {"torch": "2.11.0", "openvino": None},
             "machine": {"cpu": "Some CPU", "isa": ["avx2"], "cores": 2, "threads": 2,
                         "os": "Linux", "python": "3.11"},
-            "results": rows, "geomean": {"kiln_vs_eager": 1.5, "kiln_vs_inductor": None}}
+            "results": rows,
+            "geomean": {"kiln_vs_eager": 1.5, "kiln_vs_inductor": None, "kiln_vs_best_peer": 0.9}}
 
 
 def _row(model, backend, median, ok=True, error=None):
     return {"model": model, "backend": backend, "median_ms": median, "min_ms": median,
             "max_ms": median, "speedup_vs_eager": (2.0 / median) if ok else None,
-            "compile_s": 0.1, "max_abs_diff": 0.0, "ok": ok, "error": error}
+            "compile_s": 0.1, "max_abs_diff": 0.0, "norm_rel_err": 0.0, "ok": ok,
+            "error": error, "note": None}
 
 
 def test_bench_report_regenerates_the_page_and_the_readme_table(tmp_path):
@@ -73,13 +87,15 @@ def test_bench_report_regenerates_the_page_and_the_readme_table(tmp_path):
     source = tmp_path / "latest.json"
     source.write_text(json.dumps(_report([
         _row("resnet", "eager", 2.0), _row("resnet", "kiln", 1.0),
-        _row("resnet", "openvino", None, ok=False, error="IndexError: boom")])))
+        _row("resnet", "openvino_f32", 0.9),
+        _row("resnet", "onnxruntime", None, ok=False, error="IndexError: boom")])))
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{page.README_BEGIN}\nstale table\n{page.README_END}\nafter\n")
     publish(source, root=tmp_path)
     text = readme.read_text()
     assert "stale table" not in text and text.startswith("before\n") and text.endswith("after\n")
-    assert "| resnet | 2.00 ms | 1.00 ms (2.00x) | fails |" in text
+    assert "| resnet | 1.00 ms | 2.00x | - | 0.90x (openvino_f32) |" in text
+    assert "**0.90x** the best f32 peer" in text
     markdown = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert "DATE-STAMP" in markdown and "Some CPU" in markdown and "torch 2.11.0" in markdown
     assert "`IndexError: boom`" in markdown and "**1.50x** eager" in markdown
