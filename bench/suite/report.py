@@ -101,11 +101,11 @@ def _fmt(value, spec, missing="-"):
 
 
 def table(results: list[dict]) -> str:
-    lines = [f"{'model':<24}{'backend':<13}{'median ms':>11}{'min-max ms':>21}{'speedup':>9}"
+    lines = [f"{'model':<24}{'backend':<22}{'median ms':>11}{'min-max ms':>21}{'speedup':>9}"
              f"{'compile s':>11}{'max abs diff':>14}  ok"]
     for r in results:
         span = (f"{r['min_ms']:.3f}-{r['max_ms']:.3f}" if r["min_ms"] is not None else "-")
-        line = (f"{r['model']:<24}{r['backend']:<13}{_fmt(r['median_ms'], '.3f'):>11}{span:>21}"
+        line = (f"{r['model']:<24}{r['backend']:<22}{_fmt(r['median_ms'], '.3f'):>11}{span:>21}"
                 f"{_fmt(r['speedup_vs_eager'], '.2f') + ('x' if r['speedup_vs_eager'] else ''):>9}"
                 f"{_fmt(r['compile_s'], '.1f'):>11}{_fmt(r['max_abs_diff'], '.1e'):>14}  "
                 f"{'yes' if r['ok'] else 'NO'}")
