@@ -10,6 +10,7 @@
 #include "passes/ir/parser.h"
 #include "runtime/bounds_check.h"
 #include "runtime/executor.h"
+#include "support/one_kernel_plan.h"
 
 namespace kiln {
 namespace {
@@ -68,38 +69,21 @@ void copy(void* const* buffers, int64_t begin, int64_t end) {
     out[i] = in[i];
 }
 
-Plan one_kernel_plan(KernelFunction function) {
-  const ir::TensorType type = ir::make_contiguous(ir::DType::Float32, {64});
-  KernelStep step;
-  step.name = "copy";
-  step.kernel.function = function;
-  step.kernel.range = 64;
-  step.kernel.grain = 64;
-  step.inputs = {0};
-  step.input_offsets = {-1};
-  step.input_types = {type};
-  step.outputs = {1};
-  step.output_offsets = {-1};
-  step.output_types = {type};
-  Plan plan;
-  plan.num_values = 2;
-  plan.inputs = {0};
-  plan.outputs = {1};
-  plan.steps.push_back(step);
-  return plan;
+Plan copy_plan(KernelFunction function) {
+  return testing::one_kernel_plan(function, 64, 64, "copy");
 }
 
 TEST(BoundsCheck, ACheckedRunNamesTheKernelThatWroteTooFar) {
   const at::Tensor x = at::randn({64});
   // (Unchecked, the stray write would land past the output's end, unseen.)
-  Plan rogue = one_kernel_plan(copy_one_too_many);
+  Plan rogue = copy_plan(copy_one_too_many);
   const std::string error = error_of([&] { run_plan(rogue, {x}, /*check_bounds=*/true); });
   EXPECT_NE(error.find("KILN_DEBUG=bounds: after step copy, the guard band of output 0 of copy"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("at byte 1 past its end"), std::string::npos) << error;
 
-  Plan correct = one_kernel_plan(copy);
+  Plan correct = copy_plan(copy);
   EXPECT_TRUE(run_plan(correct, {x}, /*check_bounds=*/true).at(0).equal(x));
 }
 

@@ -13,6 +13,7 @@
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "runtime/plan_builder.h"
+#include "support/one_kernel_plan.h"
 
 namespace kiln {
 namespace {
@@ -120,23 +121,7 @@ void double_and_record_thread(void* const* buffers, int64_t begin, int64_t end) 
 TEST(Executor, KernelStepsRunOnTorchsThreadPool) {
   if (at::get_num_threads() < 2) GTEST_SKIP() << "needs at least 2 intra-op threads";
   constexpr int64_t n = 1 << 20;
-  const ir::TensorType type = ir::make_contiguous(ir::DType::Float32, {n});
-  KernelStep step;
-  step.name = "double";
-  step.kernel.function = double_and_record_thread;
-  step.kernel.range = n;
-  step.kernel.grain = 1024;
-  step.inputs = {0};
-  step.input_offsets = {-1};
-  step.input_types = {type};
-  step.outputs = {1};
-  step.output_offsets = {-1};
-  step.output_types = {type};
-  Plan plan;
-  plan.num_values = 2;
-  plan.inputs = {0};
-  plan.outputs = {1};
-  plan.steps.push_back(step);
+  const Plan plan = testing::one_kernel_plan(double_and_record_thread, n, 1024, "double");
   kernel_threads.clear();
   const at::Tensor x = at::randn({n});
   const std::vector<at::Tensor> out = run_plan(plan, {x});

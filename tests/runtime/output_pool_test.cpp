@@ -9,6 +9,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/output_pool.h"
+#include "support/one_kernel_plan.h"
 
 namespace kiln {
 namespace {
@@ -22,26 +23,9 @@ void scale(void* const* buffers, int64_t begin, int64_t end) {
     out[i] = in[i] * 3;
 }
 
-// One kernel step, out = 3 * x, whose output is a graph output (not planned).
+// out = 3 * x, the output a graph output (not planned).
 Plan scale_plan(int64_t n) {
-  const ir::TensorType type = ir::make_contiguous(ir::DType::Float32, {n});
-  KernelStep step;
-  step.name = "scale";
-  step.kernel.function = scale;
-  step.kernel.range = n;
-  step.kernel.grain = 1 << 16;
-  step.inputs = {0};
-  step.input_offsets = {-1};
-  step.input_types = {type};
-  step.outputs = {1};
-  step.output_offsets = {-1};
-  step.output_types = {type};
-  Plan plan;
-  plan.num_values = 2;
-  plan.inputs = {0};
-  plan.outputs = {1};
-  plan.steps.push_back(step);
-  return plan;
+  return testing::one_kernel_plan(scale, n, 1 << 16, "scale");
 }
 
 TEST(OutputPool, AFreedOutputServesTheNextCall) {
