@@ -11,16 +11,6 @@ namespace {
 
 constexpr uint8_t kPoison = 0xFF;
 
-// Bytes from the first element of `type` to the end of its last.
-int64_t span_bytes(const ir::TensorType& type) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < type.rank(); ++d) {
-    if (type.sizes[d] == 0) return 0;
-    last += (type.sizes[d] - 1) * type.strides[d];
-  }
-  return (last + 1) * ir::dtype_size(type.dtype);
-}
-
 // The first byte of `band` (a CPU byte tensor) that is not poison, or -1.
 int64_t first_changed(const at::Tensor& band) {
   const auto* bytes = band.data_ptr<uint8_t>();
@@ -38,7 +28,7 @@ bool bounds_checked() {
 
 at::Tensor GuardedBuffers::allocate(const ir::TensorType& type, c10::Device device,
                                     std::string what) {
-  const int64_t bytes = span_bytes(type);
+  const int64_t bytes = type.storage_bytes();
   at::Tensor all = at::full({kGuardBytes + bytes + kGuardBytes}, kPoison,
                             at::TensorOptions().dtype(at::kByte).device(device));
   const at::ScalarType dtype = to_aten_dtype(type.dtype);

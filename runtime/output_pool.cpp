@@ -89,15 +89,7 @@ void OutputPool::release(void* context) {
 
 at::Tensor pooled_empty(const ir::TensorType& type) {
   const at::ScalarType dtype = to_aten_dtype(type.dtype);
-  int64_t span = 0;
-  for (int64_t d = 0; d < type.rank(); ++d) {
-    if (type.sizes[d] == 0) {
-      span = -1;
-      break;
-    }
-    span += (type.sizes[d] - 1) * type.strides[d];
-  }
-  const size_t bytes = static_cast<size_t>(span + 1) * c10::elementSize(dtype);
+  const auto bytes = static_cast<size_t>(type.storage_bytes());
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, &pool(), /*resizable=*/true);
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
                                                    c10::DispatchKeySet(c10::DispatchKey::CPU),

@@ -98,12 +98,18 @@ TEST(OutputPool, OutputsFreedOnOtherThreadsAndResizedStayIntact) {
   EXPECT_LE(output_pool_free_bytes(), kPoolCapacityBytes);
 }
 
-TEST(OutputPool, SmallOutputsComeFromATensAllocator) {
-  const at::Tensor small = pooled_empty(ir::make_contiguous(ir::DType::Float32, {16}));
-  EXPECT_EQ(small.numel(), 16);
-  const at::Tensor large = pooled_empty(ir::make_contiguous(ir::DType::Float32, {kLarge}));
+// Only blocks of kPooledBytes or more are kept when freed; smaller ones go back to ATen's
+// allocator.
+TEST(OutputPool, OnlyLargeBlocksAreKept) {
+  const size_t before = output_pool_free_bytes();
+  pooled_empty(ir::make_contiguous(ir::DType::Float32, {16}));  // freed at once
+  EXPECT_EQ(output_pool_free_bytes(), before);
+  const int64_t n = 3 * kLarge + 7;  // a size no other test frees
+  at::Tensor large = pooled_empty(ir::make_contiguous(ir::DType::Float32, {n}));
   EXPECT_EQ(large.storage().allocator(), output_pool());
-  EXPECT_EQ(large.sizes(), at::IntArrayRef({kLarge}));
+  EXPECT_EQ(large.sizes(), at::IntArrayRef({n}));
+  large.reset();
+  EXPECT_GE(output_pool_free_bytes(), before + static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace
