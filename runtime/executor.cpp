@@ -5,6 +5,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <chrono>
 #include <optional>
 
 #include "kiln/error.h"
@@ -13,6 +14,7 @@
 #include "runtime/in_place_extern.h"
 #include "runtime/output_pool.h"
 #include "runtime/parallel.h"
+#include "runtime/step_profiler.h"
 
 namespace kiln {
 namespace {
@@ -186,13 +188,28 @@ void launch_on_current_stream(const DeviceKernel& kernel, std::vector<void*>& po
   kernel.launch(pointers, device.index(), guard->getStream(device).native_handle());
 }
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Waits for the work queued on `device` (a GPU step is timed to its end, not its launch).
+void synchronize(c10::Device device) {
+  if (device.is_cpu()) return;
+  const auto* guard = c10::impl::getDeviceGuardImpl(device.type());
+  guard->synchronizeDevice(device.has_index() ? device.index() : guard->getDevice().index());
+}
+
 // `arena` null: a checked run (bounds_check.h), where every planned value has a tensor of its own
-// in its slot, and `guarded` allocates the kernel's other outputs.
-void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
-                std::vector<void*>& pointers, c10::Device device, char* arena,
-                GuardedBuffers* guarded) {
+// in its slot, and `guarded` allocates the kernel's other outputs. Returns the seconds spent
+// re-laying out inputs when `timed` (else 0).
+double run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
+                  std::vector<void*>& pointers, c10::Device device, char* arena,
+                  GuardedBuffers* guarded, bool timed) {
   pointers.clear();
   std::vector<at::Tensor> copies;  // inputs re-laid out for the kernel, alive until it returns
+  double relayout_seconds = 0;
   for (size_t i = 0; i < step.inputs.size(); ++i) {
     if (step.input_offsets[i] >= 0 && arena) {
       pointers.push_back(arena + step.input_offsets[i]);
@@ -203,8 +220,13 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
       pointers.push_back(input.data_ptr());
       continue;
     }
+    const Clock::time_point start = timed ? Clock::now() : Clock::time_point{};
     copies.push_back(empty_like_type(step.input_types[i], device).copy_(input));
     pointers.push_back(copies.back().data_ptr());
+    if (timed) {
+      synchronize(device);
+      relayout_seconds += seconds_since(start);
+    }
   }
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     at::Tensor& output = slots[step.outputs[i]];
@@ -224,6 +246,26 @@ void run_kernel(const KernelStep& step, std::vector<at::Tensor>& slots,
   }
   for (int v : step.release)
     slots[v].reset();
+  return relayout_seconds;
+}
+
+// One step, timed into `profiler` when a profiling session is open. The re-layout copies before a
+// kernel count apart from it.
+void run_step(const Plan& plan, size_t index, std::vector<at::Tensor>& slots,
+              std::vector<void*>& pointers, std::vector<c10::IValue>& stack, char* arena,
+              GuardedBuffers* guarded, StepProfiler* profiler) {
+  const Step& step = plan.steps[index];
+  const Clock::time_point start = profiler ? Clock::now() : Clock::time_point{};
+  double relayout_seconds = 0;
+  if (const auto* kernel = std::get_if<KernelStep>(&step)) {
+    relayout_seconds = run_kernel(*kernel, slots, pointers, plan.device, arena, guarded, profiler);
+  } else {
+    run_extern(std::get<ExternStep>(step), slots, stack);
+  }
+  if (!profiler) return;
+  synchronize(plan.device);
+  profiler->record(plan, index, false, seconds_since(start) - relayout_seconds);
+  if (relayout_seconds > 0) profiler->record(plan, index, true, relayout_seconds);
 }
 
 }  // namespace
@@ -256,14 +298,14 @@ std::vector<at::Tensor> run_plan(const Plan& plan, const std::vector<at::Tensor>
 
   std::vector<c10::IValue> stack;
   std::vector<void*> pointers;
-  for (const Step& step : plan.steps) {
-    if (const auto* kernel = std::get_if<KernelStep>(&step)) {
-      run_kernel(*kernel, slots, pointers, plan.device, arena_data, guarded ? &*guarded : nullptr);
-    } else {
-      run_extern(std::get<ExternStep>(step), slots, stack);
-    }
+  StepProfiler* profiler = StepProfiler::active();
+  if (profiler) synchronize(plan.device);  // the first step's time is its own
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    run_step(plan, i, slots, pointers, stack, arena_data, guarded ? &*guarded : nullptr, profiler);
     // Extern steps too: some are kiln's own code (the Winograd convolution).
-    if (guarded) guarded->check_after(std::visit([](const auto& s) { return s.name; }, step));
+    if (guarded) {
+      guarded->check_after(std::visit([](const auto& s) { return s.name; }, plan.steps[i]));
+    }
   }
 
   std::vector<at::Tensor> outputs;

@@ -19,6 +19,18 @@
 
 namespace kiln {
 
+/// What a step computes, for the profiler (runtime/step_profiler.h) and explain: its class of
+/// work (`convolution`, `gemm`, `elementwise`, `reduction`, `normalization`, `pooling`,
+/// `layout`, `view`, `copy`, `other`) and, for a kernel, the ops fused into it.
+struct StepLabel {
+  std::string category;
+  std::string ops;  // "aten::add.Tensor + aten::relu"; empty for an extern step
+  /// The sizes of its first input and first output, so a profile can match it to another
+  /// runtime's layer.
+  std::vector<int64_t> input_sizes;
+  std::vector<int64_t> output_sizes;
+};
+
 /// An operator called through ATen's dispatcher (boxed), with its constant arguments already in
 /// place. Code generation adds kernel steps beside these.
 struct ExternStep {
@@ -26,7 +38,8 @@ struct ExternStep {
   ExternStep(c10::OperatorHandle op, std::string name) : op(std::move(op)), name(std::move(name)) {}
 
   c10::OperatorHandle op;
-  std::string name;                         // for errors and explain
+  std::string name;  // for errors and explain
+  StepLabel label;
   std::vector<c10::IValue> stack_template;  // constants filled, tensor positions empty
   struct TensorArg {
     int position;  // in the stack
@@ -74,6 +87,7 @@ struct ExternStep {
 /// A generated kernel: reads its input slots, writes its output slots.
 struct KernelStep {
   std::string name;  // for errors and explain
+  StepLabel label;
   CompiledKernel kernel;
   std::vector<int> inputs;
   /// Byte offsets in the arena of planned inputs and outputs (-1: not planned): the kernel gets

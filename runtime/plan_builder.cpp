@@ -8,6 +8,7 @@
 #include "passes/ir/op_table.h"
 #include "runtime/bridge/tensor_bridge.h"
 #include "runtime/in_place_extern.h"
+#include "runtime/step_label.h"
 
 namespace kiln {
 namespace {
@@ -80,6 +81,7 @@ std::optional<ExternStep::View> as_view(const ExternStep& step, const ir::Node& 
 ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
   c10::OperatorHandle functional = find_operator(node.op());
   ExternStep step{functional, node.op()};
+  step.label = label_extern_node(node);
   const bool planned = node.outputs().size() == 1 && memory.is_planned(node.output());
   if (planned) {
     auto out = find_out_variant(functional);
@@ -153,6 +155,7 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<CompiledKer
   }
   KernelStep step;
   step.name = "kernel " + std::to_string(*index);
+  step.label = label_fused_node(node);
   step.kernel = kernels[*index];
   auto offset = [&](const ir::Value* v) {
     return memory.is_planned(v) ? *memory.offsets[v->id()] : -1;

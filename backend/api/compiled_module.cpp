@@ -1,4 +1,5 @@
 #include <atomic>
+#include <chrono>
 
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -165,6 +166,26 @@ Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {
   impl_->specialization_for(inputs)->explain_into(explanation);
   explanation.tally();
   return explanation;
+}
+
+Profile CompiledModule::profile(std::vector<c10::IValue> inputs, int calls) const {
+  if (calls < 1 || calls > 1000000) {
+    throw Error(ErrorKind::InvalidInput,
+                "profile: calls must be 1 to 1000000, got " + std::to_string(calls));
+  }
+  impl_->run(inputs);
+  start_profiling();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  try {
+    for (int i = 0; i < calls; ++i)
+      impl_->run(inputs);
+  } catch (...) {
+    finish_profiling(1, 0);  // closes the session, so the next one can open
+    throw;
+  }
+  const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return finish_profiling(calls, total_ms / calls);
 }
 
 CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options) {

@@ -2,29 +2,10 @@
 #include <map>
 #include <sstream>
 
+#include "backend/api/json_text.h"
 #include "kiln/explain.h"
 
 namespace kiln {
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::ostringstream out;
-  out << '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out << '\\' << c;
-    else if (c == '\n')
-      out << "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec;
-    else
-      out << c;
-  }
-  out << '"';
-  return out.str();
-}
-
-}  // namespace
 
 const char* runs_in_name(RunsIn where) {
   switch (where) {

@@ -24,12 +24,15 @@ std::string usage() {
          "  kiln explain MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--json] [--options "
          "K=V,...]\n"
          "  kiln run MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--iters N] [--options K=V,...]\n"
+         "  kiln profile MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--iters N] [--rows N] "
+         "[--peers] [--json] [--options K=V,...]\n"
          "SHAPE is sizes joined by 'x' (1x3x224x224) or 'scalar'; DTYPE is one of: " +
          joined(input_dtypes()) + " (default float32); int=N passes the integer N\n";
 }
 
 InputSpec parse_input_spec(const std::string& text) {
   InputSpec spec;
+  spec.text = text;
   if (text.rfind("int=", 0) == 0) {
     const std::string digits = text.substr(4);
     const bool negative = !digits.empty() && digits[0] == '-';
@@ -71,29 +74,38 @@ Arguments parse_arguments(const std::vector<std::string>& args) {
   Arguments out;
   if (args.empty()) throw UsageError("no command given");
   out.command = args[0];
-  if (out.command != "explain" && out.command != "run") {
-    throw UsageError("unknown command '" + out.command + "'; allowed: explain, run");
+  if (out.command != "explain" && out.command != "run" && out.command != "profile") {
+    throw UsageError("unknown command '" + out.command + "'; allowed: explain, run, profile");
   }
   auto value_of = [&](size_t& i) -> const std::string& {
     if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value");
     return args[++i];
+  };
+  auto count_of = [&](size_t& i, int max) {
+    const std::string& flag = args[i];
+    const std::string& n = value_of(i);
+    if (!all_digits(n) || std::stoll(n) < 1 || std::stoll(n) > max) {
+      throw UsageError(flag + " '" + n + "': must be an integer from 1 to " + std::to_string(max));
+    }
+    return static_cast<int>(std::stoll(n));
   };
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--input") {
       out.inputs.push_back(parse_input_spec(value_of(i)));
     } else if (arg == "--iters") {
-      const std::string& n = value_of(i);
-      if (!all_digits(n) || std::stoll(n) < 1 || std::stoll(n) > 1000000) {
-        throw UsageError("--iters '" + n + "': must be an integer from 1 to 1000000");
-      }
-      out.iters = static_cast<int>(std::stoll(n));
+      out.iters = count_of(i, 1000000);
+    } else if (arg == "--rows") {
+      out.rows = count_of(i, 1000000);
+    } else if (arg == "--peers") {
+      out.peers = true;
     } else if (arg == "--json") {
       out.json = true;
     } else if (arg == "--options") {
       out.options = value_of(i);
     } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown flag '" + arg + "'; allowed: --input, --iters, --json, --options");
+      throw UsageError("unknown flag '" + arg +
+                       "'; allowed: --input, --iters, --json, --options, --rows, --peers");
     } else if (out.model.empty()) {
       out.model = arg;
     } else {

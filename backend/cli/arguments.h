@@ -20,15 +20,18 @@ struct InputSpec {
   /// `int=N`: a plain integer argument instead of a tensor.
   bool is_int = false;
   int64_t int_value = 0;
+  std::string text;  // as given on the command line
 };
 
 struct Arguments {
-  std::string command;  // "explain" or "run"
+  std::string command;  // "explain", "run" or "profile"
   std::string model;
   std::vector<InputSpec> inputs;
   int iters = 20;
   bool json = false;
   std::string options;  // "key=value,..." for CompileOptions::parse
+  int rows = 25;        // profile: the slowest steps shown
+  bool peers = false;   // profile: OpenVINO and ONNX Runtime side by side
 };
 
 /// "1x3x224x224", "8:int64", "scalar:float64", "int=3". Throws UsageError.

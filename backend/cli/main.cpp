@@ -1,7 +1,13 @@
-// The `kiln` command-line tool: explain where each op of a model runs, or run it under kiln and
-// LibTorch on the same random inputs and compare.
+// The `kiln` command-line tool: explain where each op of a model runs, run it under kiln and
+// LibTorch on the same random inputs and compare, or profile where kiln's time goes.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -114,6 +120,62 @@ int run_model(const Arguments& args, torch::jit::Module& module,
   return 0;
 }
 
+// The peers' side of `kiln profile --peers`: OpenVINO's and ONNX Runtime's own profilers, run
+// by kiln's Python package (`python -m kiln.profile_peers`, with KILN_PYTHON or python3), which
+// prints them beside kiln's profile, read from a temporary file.
+int profile_peers(const Arguments& args, const kiln::Profile& profile) {
+  char path[] = "/tmp/kiln-profile-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) {
+    std::cerr << "kiln: cannot create a temporary file for the peers' profile\n";
+    return 1;
+  }
+  close(fd);
+  std::ofstream(path) << profile.to_json();
+  const char* python = std::getenv("KILN_PYTHON");
+  std::vector<std::string> command = {python && *python ? python : "python3",
+                                      "-m",
+                                      "kiln.profile_peers",
+                                      args.model,
+                                      "--kiln-profile",
+                                      path,
+                                      "--iters",
+                                      std::to_string(args.iters),
+                                      "--rows",
+                                      std::to_string(args.rows)};
+  if (args.json) command.push_back("--json");
+  for (const auto& input : args.inputs) {
+    command.push_back("--input");
+    command.push_back(input.text);
+  }
+  std::vector<char*> argv;
+  for (auto& word : command)
+    argv.push_back(word.data());
+  argv.push_back(nullptr);
+  std::cout << std::flush;
+  pid_t pid = 0;
+  int status = 0;
+  const int spawned = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  if (spawned == 0) waitpid(pid, &status, 0);
+  std::remove(path);
+  if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::cerr << "kiln: the peers' profile did not run (" << command[0]
+              << " -m kiln.profile_peers); set KILN_PYTHON to a Python that has kiln, and "
+                 "openvino or onnxruntime, installed\n";
+    return 1;
+  }
+  return 0;
+}
+
+int profile_model(const Arguments& args, const kiln::CompiledModule& compiled) {
+  torch::NoGradGuard no_grad;
+  const kiln::Profile profile = compiled.profile(random_inputs(args), args.iters);
+  if (!args.json) std::cout << "kiln: " << profile.to_text(args.rows);
+  if (args.peers) return profile_peers(args, profile);  // with --json, it prints kiln's too
+  if (args.json) std::cout << profile.to_json() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,6 +201,7 @@ int main(int argc, char** argv) {
     const auto options = kiln::CompileOptions::parse(args.options);
     const kiln::CompiledModule compiled = kiln::compile(module, options);
     if (args.command == "run") return run_model(args, module, compiled);
+    if (args.command == "profile") return profile_model(args, compiled);
     torch::NoGradGuard no_grad;
     const kiln::Explanation explanation = compiled.explain(random_inputs(args));
     std::cout << (args.json ? explanation.to_json() + "\n" : explanation.to_text());

@@ -10,6 +10,7 @@ from . import _C
 from ._backend import backend
 from ._errors import KilnError
 from ._options import keys as option_keys
+from ._profile import Profile, profile
 from ._stats import reset_stats, stats
 from ._wrapper import CompiledScriptModule, compile, recompile, unwrap
 
@@ -19,6 +20,8 @@ __all__ = [
     "backend",
     "compile",
     "option_keys",
+    "Profile",
+    "profile",
     "recompile",
     "reset_stats",
     "stats",

@@ -11,6 +11,7 @@
 #include "bindings/src/script_module.h"
 #include "kiln/error.h"
 #include "kiln/options.h"
+#include "kiln/profile.h"
 #include "kiln/stats.h"
 
 namespace py = pybind11;
@@ -80,6 +81,16 @@ PYBIND11_MODULE(_C, m) {
       },
       "CUDA code generation here: the NVRTC library in use, its version (major * 1000 + minor * "
       "10), and why kiln cannot generate CUDA kernels (\"\" when it can).");
+  m.def("start_profiling", &start_profiling,
+        "Opens a profiling session: every plan step that runs is timed (kiln.profile).");
+  m.def(
+      "finish_profiling",
+      [](int calls, double call_ms, int rows) {
+        const Profile profile = finish_profiling(calls, call_ms);
+        return std::make_pair(profile.to_json(), profile.to_text(rows));
+      },
+      py::arg("calls"), py::arg("call_ms"), py::arg("rows") = 25,
+      "Closes the session: (JSON, text) of the per-step times, per call of `calls`.");
   m.def("native_ops", &native_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 

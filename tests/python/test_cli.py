@@ -1,12 +1,14 @@
-"""The `kiln` command-line tool: explain, run, and clear errors for bad arguments."""
+"""The `kiln` command-line tool: explain, run, profile, and clear errors for bad arguments."""
 import json
+import os
 import subprocess
+import sys
 
 import pytest
 
 
-def cli(kiln_cli, *args):
-    return subprocess.run([kiln_cli, *args], capture_output=True, text=True, timeout=300)
+def cli(kiln_cli, *args, env=None):
+    return subprocess.run([kiln_cli, *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 def input_args(specs):
@@ -42,9 +44,45 @@ def test_explain_text_names_where_control_flow_runs(kiln_cli, build_dir):
     assert "aten::linear" in result.stdout and "extern ATen" in result.stdout
 
 
+def test_profile_times_every_step(kiln_cli, build_dir):
+    model = str(build_dir / "models" / "cnn_traced.pt")
+    text = cli(kiln_cli, "profile", model, "--input", "2x3x32x32", "--iters", "3", "--rows", "4")
+    assert text.returncode == 0, text.stderr
+    assert "3 calls" in text.stdout and "by category:" in text.stdout
+    assert "convolution" in text.stdout and "more steps" in text.stdout
+    result = cli(kiln_cli, "profile", model, "--input", "2x3x32x32", "--iters", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["calls"] == 3 and report["steps"]
+    assert all(step["runs"] == 3 for step in report["steps"])
+    assert report["steps_ms"] <= report["call_ms"]
+
+
+def test_profile_with_peers_puts_them_side_by_side(kiln_cli, build_dir):
+    """OpenVINO and ONNX Runtime are in the project's environment: both must run."""
+    env = dict(os.environ, KILN_PYTHON=sys.executable)
+    result = cli(kiln_cli, "profile", str(build_dir / "models" / "cnn_traced.pt"),
+                 "--input", "2x3x32x32", "--iters", "3", "--peers", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "OpenVINO f32 (" in result.stdout and "ONNX Runtime (" in result.stdout, result.stdout
+    assert "side by side" in result.stdout and "layer by layer" in result.stdout
+    # Both convolutions of the CNN are matched in both peers.
+    assert "(OpenVINO f32 2, ONNX Runtime 2 of kiln's 2 matched)" in result.stdout, result.stdout
+
+
+def test_profile_peers_without_a_python_says_so(kiln_cli, build_dir):
+    env = dict(os.environ, KILN_PYTHON="/nonexistent/python")
+    result = cli(kiln_cli, "profile", str(build_dir / "models" / "mlp.pt"), "--input", "8x64",
+                 "--iters", "1", "--peers", env=env)
+    assert result.returncode == 1
+    assert "kiln: 1 calls" in result.stdout  # kiln's own profile still printed
+    assert "set KILN_PYTHON" in result.stderr
+
+
 @pytest.mark.parametrize("args, code, message", [
     ([], 2, "no command given"),
-    (["frob", "m.pt"], 2, "unknown command 'frob'; allowed: explain, run"),
+    (["frob", "m.pt"], 2, "unknown command 'frob'; allowed: explain, run, profile"),
+    (["profile", "m.pt", "--rows", "0"], 2, "--rows '0': must be an integer from 1 to 1000000"),
     (["run"], 2, "no model file given"),
     (["run", "missing.pt", "--input", "2x2"], 2, "cannot load 'missing.pt' as a TorchScript module"),
     (["run", "m.pt", "--input", "2by2"], 2, "the shape must be sizes joined by 'x'"),

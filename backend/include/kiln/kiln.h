@@ -17,6 +17,7 @@
 #include "kiln/error.h"
 #include "kiln/explain.h"
 #include "kiln/options.h"
+#include "kiln/profile.h"
 
 #include "kiln/export.h"
 
@@ -38,6 +39,9 @@ class KILN_API CompiledModule {
 
   /// Where each operation runs for these inputs (compiling their specialization if needed).
   Explanation explain(std::vector<c10::IValue> inputs) const;
+  /// Where the time of a call on these inputs goes, plan step by plan step (kiln/profile.h):
+  /// one untimed call (it compiles), then `calls` profiled calls, 1 to 1000000.
+  Profile profile(std::vector<c10::IValue> inputs, int calls = 20) const;
   /// Number of input signatures compiled so far.
   int num_specializations() const;
 

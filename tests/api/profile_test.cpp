@@ -1,0 +1,92 @@
+// CompiledModule::profile and the profiling session: every plan step timed and labelled, the
+// times per call consistent with the whole call, and sessions that do not nest.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kiln/kiln.h"
+#include "support/test_models.h"
+
+namespace kiln {
+namespace {
+
+using testing::load_model;
+
+TEST(Profile, EveryStepOfTheCnnIsTimedAndLabelled) {
+  auto compiled = compile(load_model("cnn_traced"));
+  torch::NoGradGuard no_grad;
+  const Profile profile = compiled.profile({torch::randn({2, 3, 32, 32})}, 5);
+  ASSERT_EQ(profile.calls, 5);
+  ASSERT_FALSE(profile.steps.empty());
+  std::set<std::string> categories;
+  double sum = 0;
+  for (size_t i = 0; i < profile.steps.size(); ++i) {
+    const ProfiledStep& step = profile.steps[i];
+    EXPECT_EQ(step.runs, 5) << step.name;  // one plan, every step once per call
+    EXPECT_GE(step.ms, 0) << step.name;
+    if (i > 0) {
+      EXPECT_LE(step.ms, profile.steps[i - 1].ms) << "not sorted, slowest first";
+    }
+    if (step.name.starts_with("kernel ")) {
+      EXPECT_FALSE(step.ops.empty()) << step.name;
+    }
+    EXPECT_FALSE(step.output_sizes.empty()) << step.name;
+    categories.insert(step.category);
+    sum += step.ms;
+  }
+  // The traced CNN's convolutions run on oneDNN; its image goes into channels-last.
+  EXPECT_TRUE(categories.count("convolution")) << profile.to_text();
+  EXPECT_TRUE(categories.count("layout")) << profile.to_text();
+  EXPECT_NEAR(sum, profile.steps_ms, 1e-9);
+  // The steps run inside the timed calls.
+  EXPECT_LE(profile.steps_ms, profile.call_ms) << profile.to_text();
+  const std::string text = profile.to_text();
+  EXPECT_NE(text.find("5 calls"), std::string::npos) << text;
+  EXPECT_NE(text.find("by category:"), std::string::npos) << text;
+  const std::string json = profile.to_json();
+  EXPECT_NE(json.find("\"category\": \"convolution\""), std::string::npos) << json;
+}
+
+TEST(Profile, AKernelStepNamesTheOpsFusedIntoIt) {
+  auto compiled = compile(load_model("mlp"));
+  torch::NoGradGuard no_grad;
+  const Profile profile = compiled.profile({torch::randn({8, 64})}, 2);
+  bool fused_relu = false;
+  for (const ProfiledStep& step : profile.steps)
+    fused_relu |= step.name.starts_with("kernel ") && step.ops.find("relu") != std::string::npos;
+  EXPECT_TRUE(fused_relu) << profile.to_text();
+}
+
+TEST(Profile, SessionsDoNotNestAndBadCountsAreRefused) {
+  start_profiling();
+  EXPECT_THROW(
+      {
+        try {
+          start_profiling();
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(finish_profiling(0, 1.0), Error);  // closes the session all the same
+  start_profiling();
+  EXPECT_TRUE(finish_profiling(1, 1.0).steps.empty());  // nothing ran
+  auto compiled = compile(load_model("mlp"));
+  EXPECT_THROW(compiled.profile({torch::randn({8, 64})}, 0), Error);
+}
+
+TEST(Profile, ClosedSessionRecordsNothing) {
+  auto compiled = compile(load_model("mlp"));
+  torch::NoGradGuard no_grad;
+  compiled.forward({torch::randn({8, 64})});
+  start_profiling();
+  const Profile empty = finish_profiling(1, 1.0);
+  EXPECT_TRUE(empty.steps.empty());
+  compiled.forward({torch::randn({8, 64})});  // after the session: not counted anywhere
+  start_profiling();
+  EXPECT_TRUE(finish_profiling(1, 1.0).steps.empty());
+}
+
+}  // namespace
+}  // namespace kiln
