@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build python test bench bench-full bench-kernels bench-report models format format-check clean
+.PHONY: all setup build python test bench bench-full bench-kernels bench-profile bench-report models format format-check clean
 
 all: build
 
@@ -53,6 +53,12 @@ bench-full: build python
 # (bench/kernel_cases.py, docs/benchmarking.md).
 bench-kernels: build python models
 	@$(VENV_PY) bench/kernel_cases.py --build $(BUILD)
+
+# kiln.profile on zoo models with OpenVINO's and ONNX Runtime's profilers beside it
+# (docs/profiling.md); CASES=a,b picks the models.
+CASES ?=
+bench-profile: build python
+	@$(BENCH_ENV) $(VENV_PY) bench/profile_zoo.py $(if $(CASES),--cases $(CASES))
 
 # docs/benchmarks.md, docs/benchmarks.png and README.md's table, from bench/results/latest.json
 # (written by `make bench`); RESULT=path names another result file.

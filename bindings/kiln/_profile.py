@@ -4,9 +4,9 @@ are installed. `kiln profile --peers` (the C++ tool) prints the peers' side thro
 kiln.profile_peers, which uses this module.
 
 The layers of the three are matched two ways: by class of work (convolution, gemm, elementwise,
-...), always; and one to one, where each side has as many convolutions (or, in a model without
-them, GEMMs): each such layer with the lighter ops after it, up to the next one, is a segment, and
-the segments of the three are compared in execution order.
+...), always; and layer by layer along a skeleton, the convolutions or the GEMMs (whichever kiln
+runs more of): each such layer with the lighter ops after it, up to the next one, is a segment,
+and segments are paired in execution order where their layers' input and output sizes agree.
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def _match(ours: list, theirs: list) -> list:
 
 def _by_layer(sides: dict, rows: int) -> str:
     count = {c: sum(x["category"] == c for x in sides["kiln"]) for c in ("convolution", "gemm")}
-    anchor = "convolution" if count["convolution"] else "gemm"
+    anchor = max(count, key=count.get)  # a ViT's one patch convolution is no skeleton
     if not count[anchor]:
         return "\nlayer by layer: kiln ran no convolution or GEMM to match the peers' layers by\n"
     segments = {n: _segments(layers, anchor) for n, layers in sides.items()}
