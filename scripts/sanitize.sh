@@ -33,7 +33,7 @@ if [ "$kind" = thread ]; then
   # The runtime and the API, one intra-op thread (the wheel's OpenMP runtime is not
   # instrumented, so its threads would be invisible to TSan): the races that matter are between
   # callers of one CompiledModule.
-  filters[kiln_tests]='Threads.*:Executor*:Compile*:Specialize*:Guards*:RunParallel*:BadInput*:SignatureCache*:OutputPool*'
+  filters[kiln_tests]='Threads.*:Executor*:Compile*:Specialize*:Guards*:RunParallel*:BadInput*:SignatureCache*:OutputPool*:Profile*'
   export OMP_NUM_THREADS=1
 else
   filters[kiln_passes_tests]='*'

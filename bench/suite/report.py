@@ -82,7 +82,7 @@ def geomeans(results: list[dict]) -> dict:
 
 
 def summary_table(results: list[dict]) -> str:
-    lines = [f"{'model':<24}{'kiln ms':>10}{'vs eager':>10}{'vs best inductor':>28}"
+    lines = [f"{'model':<24}{'kiln ms':>10}{'vs eager':>10}{'vs best inductor':>34}"
              f"{'vs best f32 peer':>26}"]
     for s in summaries(results):
         inductor = (f"{s['vs_best_inductor']:.2f}x ({s['best_inductor']})"
@@ -92,7 +92,7 @@ def summary_table(results: list[dict]) -> str:
         else:
             peer = "none matched eager" if s["peers_ran"] else "-"
         lines.append(f"{s['model']:<24}{_fmt(s['kiln_ms'], '.3f'):>10}"
-                     f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>28}{peer:>26}")
+                     f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>34}{peer:>26}")
     return "\n".join(lines)
 
 

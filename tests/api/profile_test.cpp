@@ -2,7 +2,9 @@
 // times per call consistent with the whole call, and sessions that do not nest.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "kiln/kiln.h"
 #include "support/test_models.h"
@@ -86,6 +88,36 @@ TEST(Profile, ClosedSessionRecordsNothing) {
   compiled.forward({torch::randn({8, 64})});  // after the session: not counted anywhere
   start_profiling();
   EXPECT_TRUE(finish_profiling(1, 1.0).steps.empty());
+}
+
+// Sessions open and close while four threads call one compiled module: every step a session saw
+// ran in whole calls of its threads, and nothing crashes or races (make test-tsan runs this).
+TEST(Profile, SessionsOpenAndCloseWhileThreadsCall) {
+  auto compiled = compile(load_model("mlp"));
+  const at::Tensor input = torch::randn({8, 64});
+  compiled.forward({input});
+  std::atomic<bool> stop = false;
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      torch::NoGradGuard no_grad;
+      while (!stop.load())
+        compiled.forward({input});
+    });
+  }
+  size_t steps = 0;
+  for (int session = 0; session < 20; ++session) {
+    start_profiling();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const Profile profile = finish_profiling(1, 1.0);
+    for (const ProfiledStep& step : profile.steps)
+      EXPECT_GE(step.runs, 1) << step.name;
+    steps = std::max(steps, profile.steps.size());
+  }
+  stop = true;
+  for (auto& caller : callers)
+    caller.join();
+  EXPECT_GT(steps, 0u) << "no session saw a step in 20 tries";
 }
 
 }  // namespace
