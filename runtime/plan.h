@@ -20,8 +20,8 @@
 namespace kiln {
 
 /// What a step computes, for the profiler (runtime/step_profiler.h) and explain: its class of
-/// work (`convolution`, `gemm`, `elementwise`, `reduction`, `normalization`, `pooling`,
-/// `layout`, `view`, `copy`, `other`) and, for a kernel, the ops fused into it.
+/// work (`convolution`, `gemm`, `attention`, `elementwise`, `reduction`, `normalization`,
+/// `pooling`, `layout`, `view`, `copy`, `other`) and, for a kernel, the ops fused into it.
 struct StepLabel {
   std::string category;
   std::string ops;  // "aten::add.Tensor + aten::relu"; empty for an extern step

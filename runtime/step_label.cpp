@@ -18,18 +18,23 @@ bool converts_layout(const ir::Node& node) {
   return format && std::holds_alternative<int64_t>(*format);
 }
 
-// The class of one node; `layout` before the op table, which files such copies under `copy`.
+// The class of one node; `layout` before the op table, which files such copies under `copy`, and
+// `attention` for fused attention ops (ATen's scaled_dot_product_* kernels), not in the table.
 std::string category_of(const ir::Node& node) {
   if (converts_layout(node)) return "layout";
+  const std::string& op = node.op();
+  if (op.find("scaled_dot_product") != std::string::npos ||
+      op.find("attention") != std::string::npos)
+    return "attention";
   const ir::OpInfo* info = ir::find_op(node.op());
   return info ? ir::op_kind_name(info->kind) : "other";
 }
 
 // Which class names a kernel that mixes several: the one whose work dominates a kernel's time.
 int weight_of(const std::string& category) {
-  static const char* const order[] = {"layout",        "view",      "copy",
-                                      "elementwise",   "reduction", "pooling",
-                                      "normalization", "gemm",      "convolution"};
+  static const char* const order[] = {"layout",      "view",     "copy",          "elementwise",
+                                      "reduction",   "pooling",  "normalization", "gemm",
+                                      "convolution", "attention"};
   for (int i = 0; i < static_cast<int>(std::size(order)); ++i)
     if (category == order[i]) return i;
   return -1;

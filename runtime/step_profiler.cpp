@@ -57,7 +57,8 @@ void StepProfiler::record(const Plan& plan, size_t step, bool relayout, double s
     std::visit(
         [&](const auto& s) {
           timing.name = relayout ? "re-layout for " + s.name : s.name;
-          timing.label = relayout ? StepLabel{"layout", ""} : s.label;
+          timing.label = s.label;
+          if (relayout) timing.label = {"layout", "", s.label.input_sizes, s.label.input_sizes};
         },
         plan.steps[step]);
   }

@@ -29,7 +29,8 @@ _ELEMENTWISE = {
     "swish", "tanh", "where",
 }  # fmt: skip
 _RULES = [  # (class, substrings of a peer's op type that name it), tried in order
-    ("gemm", ("matmul", "gemm", "fullyconnected", "innerproduct", "attention")),
+    ("attention", ("attention",)),
+    ("gemm", ("matmul", "gemm", "fullyconnected", "innerproduct")),
     ("layout", ("reorder", "transpose")),
     ("normalization", ("softmax", "norm", "mvn")),
     ("pooling", ("pool",)),

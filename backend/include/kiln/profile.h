@@ -17,8 +17,8 @@ struct ProfiledStep {
   int plan = 0;          // plans numbered in the order they first ran
   int step = 0;          // the step's index in its plan
   std::string name;      // "kernel 3", "mkldnn::_convolution_pointwise", "re-layout for kernel 3"
-  std::string category;  // convolution, gemm, elementwise, reduction, normalization, pooling,
-                         // layout, view, copy or other
+  std::string category;  // convolution, gemm, attention, elementwise, reduction,
+                         // normalization, pooling, layout, view, copy or other
   std::string ops;       // a kernel's fused ops, joined by " + "; empty for other steps
   std::vector<int64_t> input_sizes;   // of its first input
   std::vector<int64_t> output_sizes;  // of its first output

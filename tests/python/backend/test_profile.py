@@ -69,6 +69,7 @@ def test_a_failed_call_closes_the_session():
 @pytest.mark.parametrize("op, expected", [
     ("Convolution", "convolution"), ("GroupConvolution", "convolution"), ("Conv", "convolution"),
     ("Convert", "copy"), ("FullyConnected", "gemm"), ("MatMul", "gemm"), ("Gemm", "gemm"),
+    ("ScaledDotProductAttention", "attention"), ("MultiHeadAttention", "attention"),
     ("Reorder", "layout"), ("ReorderOutput", "layout"), ("Softmax", "normalization"),
     ("MVN", "normalization"), ("GlobalAveragePool", "pooling"), ("Subgraph", "elementwise"),
     ("Relu", "elementwise"), ("Reshape", "view"), ("NonMaxSuppression", "other"),
