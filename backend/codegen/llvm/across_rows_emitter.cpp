@@ -1,5 +1,7 @@
 #include "backend/codegen/llvm/across_rows_emitter.h"
 
+#include <algorithm>
+
 #include "backend/codegen/llvm/emitter_core.h"
 #include "backend/codegen/llvm/moments.h"
 
@@ -22,13 +24,19 @@ class AcrossRowsEmitter final : public EmitterCore {
   // last row dim as emit_elementwise walks its innermost dim. Each block of rows is one vector
   // position along that dim; the reduced dims are walked one element at a time. Blocks are
   // kAcrossRowsUnroll vectors wide (LLVM splits the wide type into independent registers, so
-  // sums have that many chains), then one vector, then single rows.
+  // sums have that many chains), then one vector, then a half and a quarter vector, then single
+  // rows. The narrower vectors matter: each leftover row walks every reduced element on its own,
+  // scalar, and leftovers are common (40, 24 or 144 channels, or 72 rows a thread).
   void emit_reducing_across_rows() {
     constexpr int kAcrossRowsUnroll = 4;
     const int last_row = kernel_.row_rank() - 1;
+    std::vector<int> widths = {width_ * kAcrossRowsUnroll, width_};
+    for (int narrower = width_ / 2; narrower >= 4; narrower /= 2)
+      widths.push_back(narrower);
+    widths.push_back(1);
     walk_runs(last_row, [&](llvm::Value* first, llvm::Value* stop, const Offsets& offsets) {
       llvm::Value* next = first;
-      for (int width : {width_ * kAcrossRowsUnroll, width_, 1}) {
+      for (int width : widths) {
         next = loop(next, stop, width, [&](llvm::Value* j) {
           emit_row_block(Position{width, j, &offsets, last_row});
         });
@@ -42,8 +50,11 @@ class AcrossRowsEmitter final : public EmitterCore {
     values_->forget_elements();
     compute_row_values(at_row);
     // Reductions that do not read each other's results walk the reduced dims together.
-    for (const RowPass& pass : row_passes(kernel_, width_, /*one_pass=*/false)) {
-      const std::vector<llvm::Value*> results = reduce_across_rows(pass.reductions, at_row);
+    const std::vector<RowPass> passes = row_passes(kernel_, width_, /*one_pass=*/false);
+    const std::vector<bool> early =
+        passes.size() == 1 ? stores_without_reductions() : std::vector<bool>(kernel_.stores.size());
+    for (const RowPass& pass : passes) {
+      const std::vector<llvm::Value*> results = reduce_across_rows(pass.reductions, at_row, early);
       for (size_t r = 0; r < results.size(); ++r)
         values_->set_row_value(pass.reductions[r], results[r]);
       compute_row_values(at_row);
@@ -52,12 +63,34 @@ class AcrossRowsEmitter final : public EmitterCore {
       if (kernel::stores_per_element(kernel_, kernel_.stores[s])) continue;
       values_->store(static_cast<int>(s), at_row);
     }
+    if (std::find(early.begin(), early.end(), false) == early.end()) return;
     walk_reduced_dims(*at_row.offsets, kernel_.row_rank(), [&](const Offsets& at) {
       const Position element{at_row.width, at_row.index, &at, at_row.dim};
       for (size_t s = 0; s < kernel_.stores.size(); ++s)
-        if (kernel::stores_per_element(kernel_, kernel_.stores[s]))
+        if (!early[s] && kernel::stores_per_element(kernel_, kernel_.stores[s]))
           values_->store(static_cast<int>(s), element);
     });
+  }
+
+  /// The per-element stores of values that read no reduction (the activation before a squeeze-
+  /// excitation's mean): made in the reduction's own walk, while the element value is in a
+  /// register, instead of a second walk that loads the inputs and computes it again. Not when an
+  /// output may share an input's memory: a later walk would read the stored value.
+  std::vector<bool> stores_without_reductions() const {
+    std::vector<bool> early(kernel_.stores.size(), false);
+    if (!kernel_.in_place.empty()) return early;
+    std::vector<bool> reads_reduction(kernel_.exprs.size(), false);
+    for (size_t id = 0; id < kernel_.exprs.size(); ++id) {
+      const kernel::Expr& e = kernel_.exprs[id];
+      reads_reduction[id] = e.op == Op::Reduce;
+      for (int arg : e.args)
+        reads_reduction[id] = reads_reduction[id] || reads_reduction[arg];
+    }
+    for (size_t s = 0; s < kernel_.stores.size(); ++s) {
+      const kernel::Store& store = kernel_.stores[s];
+      early[s] = kernel::stores_per_element(kernel_, store) && !reads_reduction[store.value];
+    }
+    return early;
   }
 
   /// Runs body(offsets) at every element of dims [dim, end_dim), one at a time, with the offsets
@@ -79,8 +112,9 @@ class AcrossRowsEmitter final : public EmitterCore {
   /// Reductions (`ids`, none reading another's result) with one lane per row: each accumulator
   /// is a vector across the block's rows, so nothing is folded horizontally; the element values
   /// they share are computed once. Float max/min OR a per-lane "saw NaN" mask.
-  std::vector<llvm::Value*> reduce_across_rows(const std::vector<int>& ids,
-                                               const Position& at_row) {
+  /// `early`: per store, whether to make it here, at each element (stores_without_reductions).
+  std::vector<llvm::Value*> reduce_across_rows(const std::vector<int>& ids, const Position& at_row,
+                                               const std::vector<bool>& early) {
     struct Accumulator {
       const kernel::Expr* e;
       bool track_nan;
@@ -108,13 +142,15 @@ class AcrossRowsEmitter final : public EmitterCore {
       accs.push_back(a);
     }
     auto add = [&](bool into_partial, const Offsets& at) {
+      const Position element{width, at_row.index, &at, at_row.dim};
       for (const Accumulator& a : accs) {
         llvm::AllocaInst* into = into_partial ? a.partial : a.acc;
-        llvm::Value* v =
-            values_->value(a.e->args[0], Position{width, at_row.index, &at, at_row.dim});
+        llvm::Value* v = values_->value(a.e->args[0], element);
         b_.CreateStore(combine(a.e->reduce, a.e->dtype, get(into), v), into);
         if (a.track_nan) b_.CreateStore(b_.CreateOr(get(a.nan), b_.CreateFCmpUNO(v, v)), a.nan);
       }
+      for (size_t s = 0; s < early.size(); ++s)
+        if (early[s]) values_->store(static_cast<int>(s), element);
     };
     // Each lane adds its row's elements one after another, so a float sum adds them in chunks
     // of kChunk: the error bound is (n / kChunk + kChunk) ulp-sized steps instead of n. (A max
