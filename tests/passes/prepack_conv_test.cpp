@@ -56,24 +56,32 @@ TEST(PrepackConvTest, AnActivationStaysWhenTheConvolutionHasOtherReaders) {
   EXPECT_NE(printed.find("aten::relu(%y)"), std::string::npos) << printed;
 }
 
+// A [1, 12, 8, 8] convolution %y, then `residual` (which defines %i), their sum %s and `after`
+// (which returns %r). %v, a weight that is a graph input, makes a convolution prepack_conv leaves.
+std::string conv_add(const std::string& residual, const std::string& after, int groups = 1) {
+  return "graph(%x : f32[1,12,8,8]{768,1,96,12}, %v : f32[12,12,1,1]):\n"
+         "  %w : f32[12," +
+         std::to_string(12 / groups) +
+         ",3,3] = prim::Constant() {index=0}\n"
+         "  %y : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+         "padding=[1,1], dilation=[1,1], groups=" +
+         std::to_string(groups) + "}\n" + residual +
+         "  %s : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%i, %y) {alpha=1}\n" + after +
+         "  return (%r)\n";
+}
+
+const char* const kResidualConv =
+    "  %i : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %v) {bias=None, stride=[1,1], "
+    "padding=[0,0], dilation=[1,1], groups=1}\n";
+
 TEST(PrepackConvTest, AResidualAddAndItsReluRunInsideTheConvolution) {
-  // The other operand is computed after the convolution (as ResNet's downsample path is), so
-  // the fused node takes the add's place.
+  // The other operand, another convolution's output, is computed after the convolution (as
+  // ResNet's downsample path is), so the fused node takes the add's place.
   auto g = ir::parse_graph(
-      "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
-      "  %w : f32[12,12,3,3] = prim::Constant() {index=0}\n"
-      "  %y : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
-      "padding=[1,1], dilation=[1,1], groups=1}\n"
-      "  %i : f32[1,12,8,8]{768,1,96,12} = aten::mul.Scalar(%x) {other=2.0}\n"
-      "  %s : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%i, %y) {alpha=1}\n"
-      "  %r : f32[1,12,8,8]{768,1,96,12} = aten::relu(%s)\n"
-      "  return (%r)\n");
+      conv_add(kResidualConv, "  %r : f32[1,12,8,8]{768,1,96,12} = aten::relu(%s)\n"));
   EXPECT_EQ(prepack_conv(*g), 1);
   const std::string printed = ir::print_graph(*g);
-  EXPECT_NE(printed.find("  %i : f32[1,12,8,8]{768,1,96,12} = aten::mul.Scalar(%x) {other=2.0}\n"
-                         "  %w_mkldnn"),
-            std::string::npos)
-      << printed;
+  EXPECT_NE(printed.find(std::string(kResidualConv) + "  %w_mkldnn"), std::string::npos) << printed;
   EXPECT_NE(printed.find("%r : f32[1,12,8,8]{768,1,96,12} = mkldnn::_convolution_pointwise.binary("
                          "%x, %i, %w_packed) {B=None, padding=[1,1], stride=[1,1], "
                          "dilation=[1,1], groups=1, binary_attr=\"add\", alpha=None, "
@@ -84,21 +92,33 @@ TEST(PrepackConvTest, AResidualAddAndItsReluRunInsideTheConvolution) {
   EXPECT_EQ(printed.find("aten::relu"), std::string::npos) << printed;
 }
 
+TEST(PrepackConvTest, AResidualThatCannotBeWrittenOverStaysOutsideTheConvolution) {
+  // oneDNN's binary form copies a residual it cannot write over (a kernel's output lives in the
+  // memory plan's arena; one read after the add lives on), and then costs more than the plain
+  // convolution and an add kernel after it.
+  const std::string scaled =
+      "  %i : f32[1,12,8,8]{768,1,96,12} = aten::mul.Scalar(%x) {other=2.0}\n";
+  const std::string relu = "  %r : f32[1,12,8,8]{768,1,96,12} = aten::relu(%s)\n";
+  const std::string read_later =
+      "  %t : f32[1,12,8,8]{768,1,96,12} = aten::relu(%s)\n"
+      "  %r : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%t, %i) {alpha=1}\n";
+  for (const auto& [residual, after] :
+       {std::pair{scaled, relu}, std::pair{std::string(kResidualConv), read_later}}) {
+    auto g = ir::parse_graph(conv_add(residual, after));
+    EXPECT_EQ(prepack_conv(*g), 1);
+    const std::string printed = ir::print_graph(*g);
+    EXPECT_EQ(printed.find(".binary"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("aten::add.Tensor(%i, %y)"), std::string::npos) << printed;
+  }
+}
+
 TEST(PrepackConvTest, AHardtanhAfterAResidualAddStaysOutsideTheConvolution) {
   // oneDNN's binary form takes relu alone after its add: anything else is rejected when it runs.
   for (const int groups : {1, 3}) {
-    auto g = ir::parse_graph(
-        "graph(%x : f32[1,12,8,8]{768,1,96,12}):\n"
-        "  %w : f32[12," +
-        std::to_string(12 / groups) +
-        ",3,3] = prim::Constant() {index=0}\n"
-        "  %y : f32[1,12,8,8]{768,1,96,12} = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
-        "padding=[1,1], dilation=[1,1], groups=" +
-        std::to_string(groups) +
-        "}\n"
-        "  %s : f32[1,12,8,8]{768,1,96,12} = aten::add.Tensor(%x, %y) {alpha=1}\n"
-        "  %r : f32[1,12,8,8]{768,1,96,12} = aten::hardtanh(%s) {min_val=-1.0, max_val=1.0}\n"
-        "  return (%r)\n");
+    auto g = ir::parse_graph(conv_add(
+        kResidualConv,
+        "  %r : f32[1,12,8,8]{768,1,96,12} = aten::hardtanh(%s) {min_val=-1.0, max_val=1.0}\n",
+        groups));
     EXPECT_EQ(prepack_conv(*g), 1);
     const std::string printed = ir::print_graph(*g);
     EXPECT_NE(printed.find("binary_attr=\"add\", alpha=None, unary_attr=None"), std::string::npos)

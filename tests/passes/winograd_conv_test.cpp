@@ -51,11 +51,12 @@ TEST(WinogradConvTest, A3x3ConvolutionAndItsReluBecomeOneWinogradConvolution) {
 
 TEST(WinogradConvTest, AResidualAddBecomesTheOtherOperand) {
   const std::string printed = rewritten(
-      "graph(%x : f32[1,64,8,8]{4096,1,512,64}):\n"
+      "graph(%x : f32[1,64,8,8]{4096,1,512,64}, %v : f32[64,64,1,1]):\n"
       "  %w : f32[64,64,3,3] = prim::Constant() {index=0}\n"
       "  %y : f32[1,64,8,8]{4096,1,512,64} = aten::conv2d(%x, %w) {bias=None, "
       "stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n"
-      "  %i : f32[1,64,8,8]{4096,1,512,64} = aten::mul.Scalar(%x) {other=2.0}\n"
+      "  %i : f32[1,64,8,8]{4096,1,512,64} = aten::conv2d(%x, %v) {bias=None, "
+      "stride=[1,1], padding=[0,0], dilation=[1,1], groups=1}\n"
       "  %s : f32[1,64,8,8]{4096,1,512,64} = aten::add.Tensor(%i, %y) {alpha=1}\n"
       "  %r : f32[1,64,8,8]{4096,1,512,64} = aten::relu(%s)\n"
       "  return (%r)\n",
