@@ -7,6 +7,7 @@
 #include "passes/assign_layout.h"
 #include "passes/fold_constants.h"
 #include "passes/ir/op_table.h"
+#include "passes/winograd_conv.h"
 
 namespace kiln {
 namespace {
@@ -111,7 +112,9 @@ class ConvPrepacker {
     Value* result = conv.output();
     Node* residual = sole_user(conv.output());
     Value* other = residual ? residual_operand(*residual, conv.output()) : nullptr;
-    if (other && !written_in_place(other, *residual)) other = nullptr;
+    if (other && !written_in_place(other, *residual) && !winograd_takes(conv, *weight)) {
+      other = nullptr;
+    }
     Node* anchor = &conv;
     if (other) {
       result = residual->output();

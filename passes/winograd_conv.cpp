@@ -75,6 +75,23 @@ bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
          kPoints * tiles * (channels + out_channels) <= tile_limit;
 }
 
+}  // namespace
+
+bool winograd_takes(const ir::Node& conv, const ir::Value& weight) {
+  if (!ints_are(conv, "padding", {1, 1}) || !ints_are(conv, "stride", {1, 1}) ||
+      !ints_are(conv, "dilation", {1, 1})) {
+    return false;
+  }
+  const auto* groups = std::get_if<int64_t>(conv.find_attr("groups"));
+  const ir::TensorType& w = weight.type();
+  const std::vector<int64_t>& x = conv.input(0)->type().sizes;
+  return groups && *groups == 1 && w.rank() == 4 && w.sizes[2] == 3 && w.sizes[3] == 3 &&
+         w.dtype == ir::DType::Float32 && x.size() == 4 && w.sizes[1] == x[1] &&
+         wins(x, w.sizes[0]);
+}
+
+namespace {
+
 class WinogradRewriter {
  public:
   explicit WinogradRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {}
@@ -92,25 +109,15 @@ class WinogradRewriter {
   bool rewrite(Node& conv) {
     const bool binary = conv.op() == "mkldnn::_convolution_pointwise.binary";
     if (!binary && conv.op() != "mkldnn::_convolution_pointwise") return false;
-    if (!ints_are(conv, "padding", {1, 1}) || !ints_are(conv, "stride", {1, 1}) ||
-        !ints_are(conv, "dilation", {1, 1})) {
-      return false;
-    }
-    const auto* groups = std::get_if<int64_t>(conv.find_attr("groups"));
     const char* activation = activation_of(conv);
-    if (!groups || *groups != 1 || !activation) return false;
+    if (!activation) return false;
     // Inputs: x, [other,] packed weight[, bias]; a missing bias is the attr B=None.
     const size_t weight_at = binary ? 2 : 1;
     if (conv.inputs().size() <= weight_at) return false;
     Value* packed = conv.input(weight_at);
     Value* weight = dense_weight(packed);
-    if (!weight) return false;
+    if (!weight || !winograd_takes(conv, *weight)) return false;
     const ir::TensorType& w = weight->type();
-    const std::vector<int64_t>& x = conv.input(0)->type().sizes;
-    if (w.rank() != 4 || w.sizes[2] != 3 || w.sizes[3] != 3 || w.dtype != ir::DType::Float32 ||
-        x.size() != 4 || w.sizes[1] != x[1] || !wins(x, w.sizes[0])) {
-      return false;
-    }
 
     ir::TensorType transformed = w;
     transformed.sizes = {kPoints, w.sizes[1], w.sizes[0]};

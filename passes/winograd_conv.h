@@ -34,4 +34,9 @@ namespace kiln {
 /// Returns the number of convolutions rewritten.
 int winograd_conv(ir::Graph& graph);
 
+/// Whether winograd_conv would take this convolution (`aten::conv2d` or oneDNN's, before or
+/// after prepack_conv) by its filter, settings and sizes. prepack_conv asks, because a Winograd
+/// convolution adds a residual in its output transform at no cost, wherever the residual lives.
+bool winograd_takes(const ir::Node& conv, const ir::Value& weight);
+
 }  // namespace kiln
