@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -124,10 +125,12 @@ int run_model(const Arguments& args, torch::jit::Module& module,
 // by kiln's Python package (`python -m kiln.profile_peers`, with KILN_PYTHON or python3), which
 // prints them beside kiln's profile, read from a temporary file.
 int profile_peers(const Arguments& args, const kiln::Profile& profile) {
-  char path[] = "/tmp/kiln-profile-XXXXXX";
-  const int fd = mkstemp(path);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  std::string path = dir + "/kiln-profile-XXXXXX";
+  const int fd = mkstemp(path.data());
   if (fd < 0) {
-    std::cerr << "kiln: cannot create a temporary file for the peers' profile\n";
+    std::cerr << "kiln: cannot create a temporary file in " << dir
+              << " for the peers' profile; set TMPDIR to a writable directory\n";
     return 1;
   }
   close(fd);
@@ -157,7 +160,7 @@ int profile_peers(const Arguments& args, const kiln::Profile& profile) {
   int status = 0;
   const int spawned = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
   if (spawned == 0) waitpid(pid, &status, 0);
-  std::remove(path);
+  std::remove(path.c_str());
   if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::cerr << "kiln: the peers' profile did not run (" << command[0]
               << " -m kiln.profile_peers); set KILN_PYTHON to a Python that has kiln, and "

@@ -99,7 +99,7 @@ def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, r
     kiln = json.loads(report[0])
     peer_results = {}
     if peers:
-        if isinstance(original, torch.nn.Module | torch.jit.ScriptModule):
+        if isinstance(original, torch.nn.Module):  # ScriptModules too
             peer_results = profile_peers(original, inputs, calls, warmup)
         else:
             peer_results = {"peers": "not run: fn is not a module (pass the nn.Module itself)"}
