@@ -22,6 +22,7 @@
 #include "passes/ir/verifier.h"
 #include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
+#include "passes/onednn_conv.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
 #include "passes/split_reductions.h"
@@ -132,23 +133,13 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"canonicalize",
-                                                 "fold_batch_norm",
-                                                 "decompose_batch_norm",
-                                                 "decompose_group_norm",
-                                                 "assign_layout",
-                                                 "prepack_linear",
-                                                 "prepack_conv",
-                                                 "winograd_conv",
-                                                 "fold_constants",
-                                                 "eliminate_dead_code",
-                                                 "eliminate_common_subexpressions",
-                                                 "fuse_reductions",
-                                                 "fuse_epilogue",
-                                                 "fuse_elementwise",
-                                                 "lower_kernels",
-                                                 "split_reductions",
-                                                 "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",         "fold_batch_norm",     "decompose_batch_norm",
+      "decompose_group_norm", "assign_layout",       "prepack_linear",
+      "prepack_conv",         "winograd_conv",       "onednn_conv",
+      "fold_constants",       "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions",      "fuse_epilogue",       "fuse_elementwise",
+      "lower_kernels",        "split_reductions",    "plan_memory"};
   return names;
 }
 
@@ -180,9 +171,13 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   // convolutions take channels-last inputs); fold_constants packs the weights.
   if (options.prepack_onednn && options.evaluate_constant) {
     passes.run("prepack_linear", "", [&] { prepack_linear(graph); });
-    passes.run("prepack_conv", "", [&] { prepack_conv(graph); });
+    passes.run("prepack_conv", "", [&] {
+      prepack_conv(graph, options.own_onednn_conv && !options.disabled.contains("onednn_conv"));
+    });
     // On prepack_conv's oneDNN convolutions: the 3x3 ones where Winograd is measured to win.
     passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
+    // The rest on primitives kiln keeps, not ATen's op that creates one every call.
+    if (options.own_onednn_conv) passes.run("onednn_conv", "", [&] { onednn_conv(graph); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

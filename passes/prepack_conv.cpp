@@ -70,7 +70,8 @@ std::string post_op(const Node& user, std::vector<double>& scalars) {
 
 class ConvPrepacker {
  public:
-  explicit ConvPrepacker(ir::Graph& graph) : graph_(graph) {
+  ConvPrepacker(ir::Graph& graph, bool residual_anywhere)
+      : graph_(graph), residual_anywhere_(residual_anywhere) {
     for (Node* node : graph.nodes())
       for (const Value* in : node->inputs())
         users_[in].push_back(node);
@@ -112,7 +113,8 @@ class ConvPrepacker {
     Value* result = conv.output();
     Node* residual = sole_user(conv.output());
     Value* other = residual ? residual_operand(*residual, conv.output()) : nullptr;
-    if (other && !written_in_place(other, *residual) && !winograd_takes(conv, *weight)) {
+    if (other && !residual_anywhere_ && !written_in_place(other, *residual) &&
+        !winograd_takes(conv, *weight)) {
       other = nullptr;
     }
     Node* anchor = &conv;
@@ -205,7 +207,7 @@ class ConvPrepacker {
 
   /// For `add.Tensor(conv, other)` (either order, alpha 1) with `other` of the convolution's
   /// type: `other`, which oneDNN then adds to the convolution's result.
-  static Value* residual_operand(const Node& add, const Value* conv) {
+  Value* residual_operand(const Node& add, const Value* conv) const {
     if (add.op() != "aten::add.Tensor" || add.inputs().size() != 2) return nullptr;
     const ir::Attr* alpha = add.find_attr("alpha");
     const auto* int_alpha = alpha ? std::get_if<int64_t>(alpha) : nullptr;
@@ -216,23 +218,35 @@ class ConvPrepacker {
     Value* other = add.input(0) == conv ? add.input(1) : add.input(0);
     if (other == conv || other->type() != conv->type()) return nullptr;
     if (add.output()->type() != conv->type()) return nullptr;
-    // oneDNN's functional binary form cannot describe an output of one pixel per image ("could
-    // not create a memory" for [N, C, 1, 1], whatever the strides): such an add stays outside.
+    // ATen's functional binary form cannot describe an output of one pixel per image ("could
+    // not create a memory" for [N, C, 1, 1], whatever the strides): such an add stays outside,
+    // unless kiln's own primitive will run the convolution.
     const std::vector<int64_t>& sizes = conv->type().sizes;
-    if (std::all_of(sizes.begin() + 2, sizes.end(), [](int64_t s) { return s == 1; }))
+    if (!residual_anywhere_ &&
+        std::all_of(sizes.begin() + 2, sizes.end(), [](int64_t s) { return s == 1; }))
       return nullptr;
     return other;
   }
 
   ir::Graph& graph_;
+  const bool residual_anywhere_;
   std::unordered_map<const Value*, std::vector<Node*>> users_;
   std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace
 
-int prepack_conv(ir::Graph& graph) {
-  return ConvPrepacker(graph).run();
+int prepack_conv(ir::Graph& graph, bool residual_anywhere) {
+  return ConvPrepacker(graph, residual_anywhere).run();
+}
+
+ir::Value* prepacked_dense_weight(const ir::Value& packed) {
+  const Node* reorder = packed.producer();
+  if (!reorder || reorder->op() != "aten::mkldnn_reorder_conv2d_weight") return nullptr;
+  const Node* to_mkldnn = reorder->input(0)->producer();
+  if (!to_mkldnn || to_mkldnn->op() != "aten::to_mkldnn") return nullptr;
+  Value* weight = to_mkldnn->input(0);
+  return from_constants(weight) ? weight : nullptr;
 }
 
 }  // namespace kiln

@@ -26,7 +26,14 @@
 
 namespace kiln {
 
-/// Returns the number of convolutions rewritten.
-int prepack_conv(ir::Graph& graph);
+/// Returns the number of convolutions rewritten. `residual_anywhere`: a residual add joins its
+/// convolution wherever its other operand lives, because the onednn_conv pass will run the
+/// convolution on kiln's own oneDNN primitive, whose binary post-op reads the operand where it
+/// lies (ATen's op copies it unless it can write over it: see written_in_place).
+int prepack_conv(ir::Graph& graph, bool residual_anywhere = false);
+
+/// The dense frozen weight behind a packed weight prepack_conv made (to_mkldnn +
+/// mkldnn_reorder_conv2d_weight), or null when `packed` is not one.
+ir::Value* prepacked_dense_weight(const ir::Value& packed);
 
 }  // namespace kiln

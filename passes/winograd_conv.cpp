@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "passes/fold_constants.h"
+#include "passes/prepack_conv.h"
 
 namespace kiln {
 namespace {
@@ -46,16 +47,6 @@ const char* activation_of(const Node& conv) {
   if (is_none(conv.find_attr("unary_attr"))) return "none";
   const std::string* unary = string_attr(conv, "unary_attr");
   return unary && *unary == "relu" ? "relu" : nullptr;
-}
-
-/// The dense frozen weight behind prepack_conv's to_mkldnn + mkldnn_reorder_conv2d_weight.
-Value* dense_weight(const Value* packed) {
-  const Node* reorder = packed->producer();
-  if (!reorder || reorder->op() != "aten::mkldnn_reorder_conv2d_weight") return nullptr;
-  const Node* to_mkldnn = reorder->input(0)->producer();
-  if (!to_mkldnn || to_mkldnn->op() != "aten::to_mkldnn") return nullptr;
-  Value* weight = to_mkldnn->input(0);
-  return from_constants(weight) ? weight : nullptr;
 }
 
 /// Whether F(4x4, 3x3) is measured to beat oneDNN's direct convolution for these sizes: the
@@ -115,7 +106,7 @@ class WinogradRewriter {
     const size_t weight_at = binary ? 2 : 1;
     if (conv.inputs().size() <= weight_at) return false;
     Value* packed = conv.input(weight_at);
-    Value* weight = dense_weight(packed);
+    Value* weight = prepacked_dense_weight(*packed);
     if (!weight || !winograd_takes(conv, *weight)) return false;
     const ir::TensorType& w = weight->type();
 

@@ -32,6 +32,17 @@ bool has_onednn_ops() {
   return available;
 }
 
+// onednn_conv's: registered where kiln was built with its own oneDNN (cmake/OneDNN.cmake).
+bool has_own_onednn_conv() {
+  static const bool available = [] {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    return dispatcher.findSchema({"kiln::onednn_conv2d", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_conv2d", "out"}) &&
+           dispatcher.findSchema({"kiln::onednn_conv2d_weight", ""});
+  }();
+  return available;
+}
+
 codegen::CodegenRequest codegen_request(c10::Device device, const std::string& dump_prefix) {
   codegen::CodegenRequest request;
   request.dump_prefix = dump_prefix;
@@ -59,6 +70,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
   // oneDNN's linear records no autograd history either.
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
+  pipeline.own_onednn_conv = pipeline.prepack_onednn && has_own_onednn_conv();
   const codegen::CodeGenerator* generator = code_generator_for(device);
   pipeline.fusion = options.fusion && generator;
   pipeline.strict = options.strict;

@@ -35,8 +35,11 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
         const auto* post = std::get_if<std::string>(node.find_attr(name));
         if (post && *post != "none") entry.why += ", with its " + *post + " inside";
       }
-    } else if (node.op() == "kiln::winograd_conv2d") {
-      entry.why = "convolution: Winograd F(4x4, 3x3), its filter transformed at compile time";
+    } else if (node.op() == "kiln::winograd_conv2d" || node.op() == "kiln::onednn_conv2d") {
+      entry.why = node.op() == "kiln::winograd_conv2d"
+                      ? "convolution: Winograd F(4x4, 3x3), its filter transformed at compile time"
+                      : "convolution: kiln's oneDNN primitive, made once, on a weight packed at "
+                        "compile time";
       if (!node.find_attr("other")) entry.why += ", with its residual add inside";
       const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
       if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";

@@ -12,6 +12,11 @@ import kiln
 from child import run_child
 from models import ConvNet, assert_close
 
+# Frozen convolutions run on kiln's own oneDNN primitives where kiln was built with them
+# (cmake/OneDNN.cmake), else on ATen's oneDNN op.
+_OWN_ONEDNN = hasattr(torch.ops.kiln, "onednn_conv2d")
+_ONEDNN_CONV = "kiln::onednn_conv2d" if _OWN_ONEDNN else "mkldnn::_convolution_pointwise"
+
 
 def _randomize_batch_norms(model):
     # Fresh batch norms are the identity; folding them would test nothing.
@@ -98,7 +103,7 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
         ops = [e["op"] for e in entries]
         assert "aten::batch_norm" not in ops and "aten::relu" not in ops, ops
         assert ops.count("kiln::winograd_conv2d") == 7, ops
-        assert sum(op.startswith("mkldnn::_convolution_pointwise") for op in ops) == 13, ops
+        assert ops.count(_ONEDNN_CONV) == 13, ops
         assert sum("residual add inside" in e["why"] for e in entries) == 8, entries
         assert not any(op.startswith("aten::add") for op in ops), ops
 
@@ -290,10 +295,11 @@ def test_wide_3x3_convolutions_run_by_winograd(tmp_path):
     assert "mkldnn::_convolution" not in ir and "kiln::winograd_weight" not in ir, ir
 
 
-def test_residual_adds_write_over_the_dying_identity(tmp_path):
-    # ResNet-18's 8 residual adds run inside its convolutions; in the oneDNN ones each identity
-    # dies there, so the in-place form runs and nothing is copied (the functional form copies the
-    # identity); the Winograd ones add it in their output transform.
+def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
+    # ResNet-18's 8 residual adds run inside its convolutions and no feature map is copied: kiln's
+    # own oneDNN convolutions read the identity where it lies (a binary post-op); ATen's op, where
+    # kiln is built without them, runs in place over the dying identity (its functional form
+    # copies it); the Winograd ones add it in their output transform.
     model = _vision("resnet18")
     x = torch.randn(2, 3, 64, 64)
     before = x.clone()
@@ -307,13 +313,16 @@ def test_residual_adds_write_over_the_dying_identity(tmp_path):
     assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert torch.equal(x, before)
     ir = _final_ir(tmp_path)
-    onednn_residuals = ir.count("= mkldnn::_convolution_pointwise.binary(")
-    winograd_residuals = sum("other=None" not in line for line in ir.splitlines()
-                             if "= kiln::winograd_conv2d(" in line)
-    assert onednn_residuals > 0 and onednn_residuals + winograd_residuals == 8, ir
+    residuals = {op: sum("other=None" not in line for line in ir.splitlines() if f"= {op}(" in line)
+                 for op in ("kiln::onednn_conv2d", "kiln::winograd_conv2d")}
+    onednn_residuals = (residuals["kiln::onednn_conv2d"] if _OWN_ONEDNN
+                        else ir.count("= mkldnn::_convolution_pointwise.binary("))
+    assert onednn_residuals > 0, ir
+    assert onednn_residuals + residuals["kiln::winograd_conv2d"] == 8, ir
     names = [e.name for e in prof.events()]
-    assert names.count("mkldnn::_convolution_pointwise_") == onednn_residuals, names
-    assert "mkldnn::_convolution_pointwise.binary" not in names
+    if not _OWN_ONEDNN:
+        assert names.count("mkldnn::_convolution_pointwise_") == onednn_residuals, names
+        assert "mkldnn::_convolution_pointwise.binary" not in names
     feature_map_copies = [e for e in prof.events()
                           if e.name == "aten::copy_" and len(e.input_shapes[0]) == 4]
     assert not feature_map_copies, feature_map_copies
@@ -321,7 +330,7 @@ def test_residual_adds_write_over_the_dying_identity(tmp_path):
 
 PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
           "assign_layout", "prepack_linear", "prepack_conv",
-          "winograd_conv",
+          "winograd_conv", "onednn_conv",
           "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
@@ -500,9 +509,19 @@ def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):
         compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
         assert_close(compiled(x), expected, atol=1e-5, rtol=1e-4)
     ir = _final_ir(tmp_path)
-    # conv1's relu runs inside it. conv2's residual is the max pool's output, which the
-    # convolution cannot be written over: the add and the relu after it run as a kernel.
-    assert ir.count("= mkldnn::_convolution_pointwise(") == 2, ir
-    assert ir.count("= mkldnn::_convolution_pointwise.binary(") == 0, ir
-    assert ' attr="relu"' in ir and "aten::conv2d" not in ir, ir
+    assert "aten::conv2d" not in ir, ir
     assert "aten::to_mkldnn" not in ir and "aten::mkldnn_reorder_conv2d_weight" not in ir, ir
+    if _OWN_ONEDNN:
+        # conv1's relu runs inside it; conv2's residual (the max pool's output) and the relu
+        # after it too: kiln's primitive reads the residual where it lies.
+        convs = [line for line in ir.splitlines() if "= kiln::onednn_conv2d(" in line]
+        assert len(convs) == 2, ir
+        assert sum("other=None" not in line for line in convs) == 1, ir
+        assert all('activation="relu"' in line for line in convs), ir
+        assert "aten::add" not in ir and "kiln::onednn_conv2d_weight" not in ir, ir
+    else:
+        # conv1's relu runs inside it. conv2's residual is the max pool's output, which ATen's
+        # op cannot be written over: the add and the relu after it run as a kernel.
+        assert ir.count("= mkldnn::_convolution_pointwise(") == 2, ir
+        assert ir.count("= mkldnn::_convolution_pointwise.binary(") == 0, ir
+        assert ' attr="relu"' in ir, ir

@@ -1,0 +1,34 @@
+// kiln's own oneDNN convolutions (CPU, float32, channels-last): the oneDNN convolutions that
+// prepack_conv made and winograd_conv left run as kiln::onednn_conv2d (runtime/onednn_conv.h),
+// whose oneDNN primitive is created once per shape instead of on every call. ATen's
+// `mkldnn::_convolution_pointwise` spends ~25 us a call creating it: measured on 2 threads, a
+// 120->32-channel 1x1 convolution of one pixel (a squeeze-excitation gate) took 30 us through
+// ATen and 2.2 us on a kept primitive, a 184-channel 14x14 depthwise one 36 us and 8 us;
+// MobileNetV3-Large has 62 convolutions.
+//
+//   %w_mkldnn = aten::to_mkldnn(%w) {dtype=None}
+//   %w_packed = aten::mkldnn_reorder_conv2d_weight(%w_mkldnn) {..., input_size=[1,72,56,56]}
+//   %y = mkldnn::_convolution_pointwise(%x, %w_packed, %b) {padding, stride, dilation, groups,
+//                                        attr="relu", scalars=[], algorithm=""}
+// becomes
+//   %w_onednn : f32[...] = kiln::onednn_conv2d_weight(%w) {input_size=[1,72,56,56], stride,
+//                            padding, dilation, groups, bias=true, residual=false,
+//                            activation="relu", scalars=[]}                          (folded)
+//   %y = kiln::onednn_conv2d(%x, %w, %w_onednn, %b) {other=None, stride, padding, dilation,
+//                             groups, activation="relu", scalars=[]}
+//
+// `_convolution_pointwise.binary`'s residual operand becomes `other`, added by a oneDNN binary
+// post-op that reads it where it lies (ATen's binary form copies it into the output first). The
+// dense %w stays: the weight is packed again where the thread count changed oneDNN's layout.
+// Runs where the runtime registered kiln::onednn_conv2d (PipelineOptions::own_onednn_conv);
+// KILN_DISABLE=onednn_conv keeps ATen's op.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// Returns the number of convolutions rewritten.
+int onednn_conv(ir::Graph& graph);
+
+}  // namespace kiln

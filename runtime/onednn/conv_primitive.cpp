@@ -1,0 +1,239 @@
+#include "runtime/onednn/conv_primitive.h"
+
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// Each thread runs on its own stream and scratchpad: a primitive made with a user scratchpad can
+/// run on several threads at once.
+struct ThreadContext {
+  dnnl::stream stream{cpu_engine()};
+  void* scratchpad = nullptr;
+  size_t scratchpad_bytes = 0;
+
+  ~ThreadContext() { std::free(scratchpad); }
+
+  void* scratch(size_t bytes) {
+    if (bytes > scratchpad_bytes) {
+      std::free(scratchpad);
+      scratchpad_bytes = (bytes + 63) / 64 * 64;
+      scratchpad = std::aligned_alloc(64, scratchpad_bytes);
+      if (!scratchpad) throw std::bad_alloc();
+    }
+    return scratchpad;
+  }
+};
+
+ThreadContext& thread_context() {
+  thread_local ThreadContext context;
+  return context;
+}
+
+memory::desc nhwc(const std::array<int64_t, 4>& sizes) {
+  return memory::desc(memory::dims(sizes.begin(), sizes.end()), memory::data_type::f32, Tag::nhwc);
+}
+
+/// The dense weight as oneDNN names its dimensions: [K, C, kh, kw], or [G, K/G, C/G, kh, kw].
+memory::desc dense_weight(const ConvSpec& spec) {
+  const auto& w = spec.weight;
+  if (spec.groups == 1)
+    return memory::desc({w[0], w[1], w[2], w[3]}, memory::data_type::f32, Tag::oihw);
+  return memory::desc({spec.groups, w[0] / spec.groups, w[1], w[2], w[3]}, memory::data_type::f32,
+                      Tag::goihw);
+}
+
+uint64_t mix(uint64_t seed, uint64_t value) {
+  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+
+/// A layout's identity: its sizes, strides and blocking.
+uint64_t layout_of(const memory::desc& desc) {
+  uint64_t h = mix(0, static_cast<uint64_t>(desc.get_format_kind()));
+  h = mix(h, static_cast<uint64_t>(desc.get_data_type()));
+  h = mix(h, desc.get_size());
+  for (auto d : desc.get_dims())
+    h = mix(h, d);
+  if (desc.get_format_kind() != memory::format_kind::blocked) return h;
+  for (auto s : desc.get_strides())
+    h = mix(h, s);
+  h = mix(h, desc.get_inner_nblks());
+  for (auto b : desc.get_inner_blks())
+    h = mix(h, b);
+  for (auto i : desc.get_inner_idxs())
+    h = mix(h, i);
+  return h;
+}
+
+struct SpecHash {
+  size_t operator()(const ConvSpec& s) const {
+    uint64_t h = 0;
+    for (auto v : s.input)
+      h = mix(h, v);
+    for (auto v : s.weight)
+      h = mix(h, v);
+    for (auto v : s.stride)
+      h = mix(h, v);
+    for (auto v : s.padding)
+      h = mix(h, v);
+    for (auto v : s.dilation)
+      h = mix(h, v);
+    h = mix(h, s.groups);
+    h = mix(h, (s.bias ? 1 : 0) | (s.residual ? 2 : 0) | (static_cast<int>(s.activation) << 2));
+    h = mix(h, std::hash<float>()(s.lo));
+    h = mix(h, std::hash<float>()(s.hi));
+    return mix(h, s.threads);
+  }
+};
+
+}  // namespace
+
+std::array<int64_t, 4> ConvSpec::output() const {
+  std::array<int64_t, 4> out{input[0], weight[0], 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = dilation[d] * (weight[2 + d] - 1) + 1;
+    out[2 + d] = (input[2 + d] + 2 * padding[d] - extent) / stride[d] + 1;
+  }
+  return out;
+}
+
+std::string ConvSpec::problem() const {
+  for (auto v : input)
+    if (v <= 0) return "every input size must be positive";
+  for (auto v : weight)
+    if (v <= 0) return "every weight size must be positive";
+  if (groups <= 0 || input[1] != weight[1] * groups || weight[0] % groups != 0)
+    return "the weight's channels do not match the input's over " + std::to_string(groups) +
+           " groups";
+  for (int d = 0; d < 2; ++d) {
+    if (stride[d] <= 0 || dilation[d] <= 0 || padding[d] < 0)
+      return "strides and dilations must be positive, paddings not negative";
+  }
+  const auto out = output();
+  if (out[2] <= 0 || out[3] <= 0) return "the output would be empty";
+  if (threads <= 0) return "the thread count must be positive";
+  return "";
+}
+
+struct ConvPrimitive::State {
+  ConvSpec spec;
+  dnnl::convolution_forward::primitive_desc descriptor;
+  dnnl::convolution_forward primitive;
+  memory::desc source, weights, bias, destination;
+};
+
+ConvPrimitive::ConvPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ConvPrimitive::~ConvPrimitive() = default;
+
+std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<ConvSpec, std::shared_ptr<const ConvPrimitive>, SpecHash> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = made.find(spec); it != made.end()) return it->second;
+  }
+  if (std::string problem = spec.problem(); !problem.empty()) {
+    throw std::invalid_argument("oneDNN convolution: " + problem);
+  }
+  auto state = std::make_unique<State>();
+  state->spec = spec;
+  state->source = nhwc(spec.input);
+  state->destination = nhwc(spec.output());
+  state->bias = memory::desc({spec.weight[0]}, memory::data_type::f32, Tag::x);
+  memory::desc any_weights = dense_weight(spec);
+  any_weights = memory::desc(any_weights.get_dims(), memory::data_type::f32, Tag::any);
+
+  dnnl::post_ops post_ops;
+  if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->destination);
+  if (spec.activation == Activation::Relu) {
+    post_ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  } else if (spec.activation == Activation::Clip) {
+    post_ops.append_eltwise(dnnl::algorithm::eltwise_clip, spec.lo, spec.hi);
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(post_ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // oneDNN's dilation counts the gaps: 0 is a dense kernel.
+  const memory::dims dilation = {spec.dilation[0] - 1, spec.dilation[1] - 1};
+  const memory::dims stride = {spec.stride[0], spec.stride[1]};
+  const memory::dims padding = {spec.padding[0], spec.padding[1]};
+  try {
+    if (spec.bias) {
+      state->descriptor = dnnl::convolution_forward::primitive_desc(
+          cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          state->source, any_weights, state->bias, state->destination, stride, dilation, padding,
+          padding, attr);
+    } else {
+      state->descriptor = dnnl::convolution_forward::primitive_desc(
+          cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          state->source, any_weights, state->destination, stride, dilation, padding, padding, attr);
+    }
+    state->primitive = dnnl::convolution_forward(state->descriptor);
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("oneDNN has no convolution for this case: ") + e.what());
+  }
+  state->weights = state->descriptor.weights_desc();
+  std::shared_ptr<const ConvPrimitive> made_now(new ConvPrimitive(std::move(state)));
+  std::lock_guard<std::mutex> lock(mutex);
+  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+}
+
+size_t ConvPrimitive::packed_weight_bytes() const {
+  return state_->weights.get_size();
+}
+
+uint64_t ConvPrimitive::packed_weight_layout() const {
+  return layout_of(state_->weights);
+}
+
+void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
+  const auto& engine = cpu_engine();
+  memory from(dense_weight(state_->spec), engine, const_cast<float*>(dense));
+  memory to(state_->weights, engine, packed);
+  dnnl::stream& stream = thread_context().stream;
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+}
+
+void ConvPrimitive::run(const float* input, const void* packed_weight, const float* bias,
+                        const float* residual, float* output) const {
+  const auto& engine = cpu_engine();
+  ThreadContext& context = thread_context();
+  const State& s = *state_;
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
+      {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
+      {DNNL_ARG_DST, memory(s.destination, engine, output)},
+  };
+  if (s.spec.bias) args.emplace(DNNL_ARG_BIAS, memory(s.bias, engine, const_cast<float*>(bias)));
+  if (s.spec.residual) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                 memory(s.destination, engine, const_cast<float*>(residual)));
+  }
+  const memory::desc scratch = s.descriptor.scratchpad_desc();
+  if (scratch.get_size() > 0) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch, engine, context.scratch(scratch.get_size())));
+  }
+  s.primitive.execute(context.stream, args);
+  context.stream.wait();
+}
+
+std::string ConvPrimitive::implementation() const {
+  return state_->descriptor.impl_info_str();
+}
+
+}  // namespace kiln::onednn

@@ -1,0 +1,236 @@
+#include "runtime/onednn_conv.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/onednn/conv_primitive.h"
+
+namespace kiln {
+namespace {
+
+using onednn::Activation;
+using onednn::ConvPrimitive;
+using onednn::ConvSpec;
+
+constexpr int64_t kHeaderFloats = 16;  // 64 bytes: the layout's identity, then its size
+
+template <size_t N>
+std::array<int64_t, N> fixed(at::IntArrayRef values, const char* what) {
+  TORCH_CHECK(values.size() == N, "kiln::onednn_conv2d: ", what, " must have ", N, " values, got ",
+              values);
+  std::array<int64_t, N> out{};
+  std::copy(values.begin(), values.end(), out.begin());
+  return out;
+}
+
+void set_activation(ConvSpec& spec, std::string_view activation,
+                    const std::vector<double>& scalars) {
+  if (activation == "none") {
+    spec.activation = Activation::None;
+  } else if (activation == "relu") {
+    spec.activation = Activation::Relu;
+  } else if (activation == "hardtanh") {
+    TORCH_CHECK(scalars.size() == 2, "kiln::onednn_conv2d: hardtanh takes scalars [min, max], got ",
+                scalars.size(), " values");
+    spec.activation = Activation::Clip;
+    spec.lo = static_cast<float>(scalars[0]);
+    spec.hi = static_cast<float>(scalars[1]);
+  } else {
+    TORCH_CHECK(false,
+                "kiln::onednn_conv2d: activation must be \"none\", \"relu\" or "
+                "\"hardtanh\", got \"",
+                activation, "\"");
+  }
+}
+
+ConvSpec make_spec(at::IntArrayRef input_size, const at::Tensor& weight, at::IntArrayRef stride,
+                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
+                   bool residual, std::string_view activation, const std::vector<double>& scalars) {
+  TORCH_CHECK(weight.dim() == 4 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
+              "kiln::onednn_conv2d: weight must be a 4-D float32 CPU tensor, got ", weight.sizes(),
+              " ", weight.scalar_type());
+  ConvSpec spec;
+  spec.input = fixed<4>(input_size, "the input size");
+  spec.weight = fixed<4>(weight.sizes(), "the weight's size");
+  spec.stride = fixed<2>(stride, "stride");
+  spec.padding = fixed<2>(padding, "padding");
+  spec.dilation = fixed<2>(dilation, "dilation");
+  spec.groups = groups;
+  spec.bias = bias;
+  spec.residual = residual;
+  set_activation(spec, activation, scalars);
+  spec.threads = at::get_num_threads();
+  const std::string problem = spec.problem();
+  TORCH_CHECK(problem.empty(), "kiln::onednn_conv2d: ", problem, " (input ", input_size,
+              ", weight ", weight.sizes(), ", groups ", groups, ")");
+  return spec;
+}
+
+bool dense_channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+struct PackedHeader {
+  uint64_t layout;
+  uint64_t bytes;
+};
+
+PackedHeader header_of(const at::Tensor& packed) {
+  TORCH_CHECK(packed.dim() == 1 && packed.scalar_type() == at::kFloat && packed.is_contiguous() &&
+                  packed.numel() >= kHeaderFloats,
+              "kiln::onednn_conv2d: packed must be kiln::onednn_conv2d_weight(weight, ...)");
+  PackedHeader header;
+  std::memcpy(&header, packed.const_data_ptr<float>(), sizeof header);
+  TORCH_CHECK(static_cast<uint64_t>(packed.numel() - kHeaderFloats) * 4 >= header.bytes,
+              "kiln::onednn_conv2d: packed is shorter than its header says");
+  return header;
+}
+
+}  // namespace
+
+at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
+                                std::string_view activation, const std::vector<double>& scalars) {
+  const ConvSpec spec = make_spec(input_size, weight, stride, padding, dilation, groups, bias,
+                                  residual, activation, scalars);
+  auto primitive = ConvPrimitive::get(spec);
+  const PackedHeader header{primitive->packed_weight_layout(), primitive->packed_weight_bytes()};
+  const int64_t floats = kHeaderFloats + static_cast<int64_t>((header.bytes + 3) / 4);
+  at::Tensor packed = at::zeros({floats}, weight.options());
+  std::memcpy(packed.data_ptr<float>(), &header, sizeof header);
+  const at::Tensor dense = weight.contiguous();
+  primitive->pack_weight(dense.const_data_ptr<float>(), packed.data_ptr<float>() + kHeaderFloats);
+  return packed;
+}
+
+at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                              std::string_view activation, const std::vector<double>& scalars,
+                              at::Tensor& out) {
+  TORCH_CHECK(input.dim() == 4 && input.scalar_type() == at::kFloat && input.is_cpu(),
+              "kiln::onednn_conv2d: input must be a 4-D float32 CPU tensor, got ", input.sizes(),
+              " ", input.scalar_type());
+  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_other = other.has_value() && other->defined();
+  const ConvSpec spec = make_spec(input.sizes(), weight, stride, padding, dilation, groups,
+                                  has_bias, has_other, activation, scalars);
+  const auto output_size = spec.output();
+  const std::vector<int64_t> out_sizes(output_size.begin(), output_size.end());
+  if (has_bias) {
+    TORCH_CHECK(bias->dim() == 1 && bias->numel() == spec.weight[0] &&
+                    bias->scalar_type() == at::kFloat && bias->is_cpu(),
+                "kiln::onednn_conv2d: bias must be a float32 CPU vector of ", spec.weight[0],
+                " values, got ", bias->sizes(), " ", bias->scalar_type());
+  }
+  if (has_other) {
+    TORCH_CHECK(other->sizes() == at::IntArrayRef(out_sizes) &&
+                    other->scalar_type() == at::kFloat && other->is_cpu(),
+                "kiln::onednn_conv2d: other must be a float32 CPU tensor of the output's sizes ",
+                out_sizes, ", got ", other->sizes(), " ", other->scalar_type(), " on ",
+                other->device());
+  }
+  TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
+              "kiln::onednn_conv2d: out must be a float32 CPU tensor");
+  auto primitive = ConvPrimitive::get(spec);
+  const PackedHeader header = header_of(packed);
+  at::Tensor repacked;
+  const float* weight_data = packed.const_data_ptr<float>() + kHeaderFloats;
+  if (header.layout != primitive->packed_weight_layout()) {
+    // Packed for another thread count, with another blocking: pack the dense weight again.
+    repacked = at::empty({static_cast<int64_t>((primitive->packed_weight_bytes() + 3) / 4)},
+                         weight.options());
+    primitive->pack_weight(weight.contiguous().const_data_ptr<float>(), repacked.data_ptr<float>());
+    weight_data = repacked.const_data_ptr<float>();
+  }
+  const at::Tensor x =
+      dense_channels_last(input) ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor residual;
+  if (has_other) {
+    residual =
+        dense_channels_last(*other) ? *other : other->contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
+  if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
+  at::Tensor target = out;
+  if (!dense_channels_last(out) || (has_other && out.is_same(residual)) || out.is_same(x)) {
+    target = at::empty(out_sizes, out.options().memory_format(at::MemoryFormat::ChannelsLast));
+  }
+  primitive->run(x.const_data_ptr<float>(), weight_data,
+                 has_bias ? b.const_data_ptr<float>() : nullptr,
+                 has_other ? residual.const_data_ptr<float>() : nullptr, target.data_ptr<float>());
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+namespace {
+
+at::Tensor weight_op(const at::Tensor& weight, at::IntArrayRef input_size, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
+                     bool residual, c10::string_view activation, at::ArrayRef<double> scalars) {
+  return onednn_conv2d_weight(weight, input_size, stride, padding, dilation, groups, bias, residual,
+                              std::string_view(activation), scalars.vec());
+}
+
+at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
+                        const std::optional<at::Tensor>& bias,
+                        const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                        c10::string_view activation, at::ArrayRef<double> scalars,
+                        at::Tensor& out) {
+  return onednn_conv2d_out(input, weight, packed, bias, other, stride, padding, dilation, groups,
+                           std::string_view(activation), scalars.vec(), out);
+}
+
+at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
+                   const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& other,
+                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                   int64_t groups, c10::string_view activation, at::ArrayRef<double> scalars) {
+  // Sized here, so the out= form finds a channels-last output to write into directly.
+  std::vector<int64_t> sizes = {input.dim() > 0 ? input.size(0) : 0, weight.size(0)};
+  const bool well_formed = input.dim() == 4 && weight.dim() == 4 && stride.size() == 2 &&
+                           padding.size() == 2 && dilation.size() == 2 && stride[0] > 0 &&
+                           stride[1] > 0;
+  for (int d = 0; d < 2 && well_formed; ++d) {
+    const int64_t extent = dilation[d] * (weight.size(2 + d) - 1) + 1;
+    sizes.push_back(
+        std::max<int64_t>((input.size(2 + d) + 2 * padding[d] - extent) / stride[d] + 1, 0));
+  }
+  at::Tensor out =
+      sizes.size() == 4
+          ? at::empty(sizes, input.options().memory_format(at::MemoryFormat::ChannelsLast))
+          : at::empty({0}, input.options());
+  return conv_out_op(input, weight, packed, bias, other, stride, padding, dilation, groups,
+                     activation, scalars, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(kiln, m) {
+  m.def(
+      "onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding, "
+      "int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars) "
+      "-> Tensor");
+  m.def(
+      "onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "
+      "int[] stride, int[] padding, int[] dilation, int groups, str activation, "
+      "float[] scalars) -> Tensor");
+  m.def(
+      "onednn_conv2d.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
+      "Tensor? other, int[] stride, int[] padding, int[] dilation, int groups, str activation, "
+      "float[] scalars, *, Tensor(a!) out) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("onednn_conv2d_weight", &weight_op);
+  m.impl("onednn_conv2d", &conv_op);
+  m.impl("onednn_conv2d.out", &conv_out_op);
+}
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+#pragma once
+
+// kiln's own oneDNN convolutions (CPU, float32, channels-last): the `onednn_conv` pass turns
+// prepack_conv's `mkldnn::_convolution_pointwise` nodes into these. The primitive is created once
+// per shape and thread count (runtime/onednn/conv_primitive.h) instead of on every call, as ATen's
+// op does; the weight is packed at compile time, into the layout that primitive reads.
+//
+// Registered with ATen's dispatcher as (CPU):
+//   kiln::onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding,
+//       int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars)
+//       -> Tensor
+//   kiln::onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other,
+//       int[] stride, int[] padding, int[] dilation, int groups, str activation,
+//       float[] scalars) -> Tensor                                       (and its .out overload)
+//
+// activation(conv2d(input, weight, bias) + other): `activation` is "none", "relu" or
+// "hardtanh" (scalars = [min, max]). `packed` is onednn_conv2d_weight(weight, ...) for the same
+// sizes and settings: a float32 vector holding a 64-byte header (the layout's identity) and the
+// weight in oneDNN's blocked layout. Where the thread count at run time differs from the one the
+// weight was packed for and oneDNN's layout with it, the dense `weight` is packed again on every
+// call (slower, same results). Built only with KILN_WITH_ONEDNN (cmake/OneDNN.cmake); without
+// it the ops are not registered and prepack_conv's convolutions stay ATen's.
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace kiln {
+
+at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
+                                std::string_view activation, const std::vector<double>& scalars);
+
+at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                              std::string_view activation, const std::vector<double>& scalars,
+                              at::Tensor& out);
+
+}  // namespace kiln

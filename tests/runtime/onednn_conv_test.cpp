@@ -1,0 +1,154 @@
+// kiln::onednn_conv2d (runtime/onednn_conv.h) against ATen's convolution in float64: dense,
+// depthwise and grouped filters, strides, padding and dilation, one-pixel inputs, every epilogue,
+// the out= form into any layout, a weight packed for another thread count, and the errors.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#ifdef KILN_WITH_ONEDNN
+#include "runtime/onednn_conv.h"
+#endif
+
+namespace kiln {
+namespace {
+
+#ifdef KILN_WITH_ONEDNN
+
+struct Case {
+  int64_t n, c, k, h, w, kernel, stride, padding, dilation, groups;
+};
+
+// Inputs and weights of unit scale over the filter's fan-in: outputs of unit scale, where float32
+// accumulation in another order than float64's differs by ~1e-6. A wrong tap or channel is off
+// by O(1).
+void expect_close(const at::Tensor& got, const at::Tensor& want) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
+  EXPECT_LE(error, 1e-5 * (1 + want.abs().max().item<double>())) << "at sizes " << want.sizes();
+}
+
+struct Conv {
+  Case s;
+  at::Tensor x, w, b, other;
+
+  explicit Conv(const Case& c) : s(c) {
+    x = at::randn({s.n, s.c, s.h, s.w}).contiguous(at::MemoryFormat::ChannelsLast);
+    const double fan_in = double(s.c / s.groups * s.kernel * s.kernel);
+    w = at::randn({s.k, s.c / s.groups, s.kernel, s.kernel}) / std::sqrt(fan_in);
+    b = at::randn({s.k});
+    other = at::randn(reference(false).sizes()).contiguous(at::MemoryFormat::ChannelsLast);
+  }
+
+  at::Tensor reference(bool bias) const {
+    return at::conv2d(x.to(at::kDouble), w.to(at::kDouble), bias ? b.to(at::kDouble) : at::Tensor(),
+                      s.stride, s.padding, s.dilation, s.groups);
+  }
+
+  at::Tensor packed(bool bias, bool residual, const std::string& activation,
+                    const std::vector<double>& scalars = {}) const {
+    return onednn_conv2d_weight(w, x.sizes(), {s.stride, s.stride}, {s.padding, s.padding},
+                                {s.dilation, s.dilation}, s.groups, bias, residual, activation,
+                                scalars);
+  }
+
+  at::Tensor run(bool bias, bool residual, const std::string& activation,
+                 const std::vector<double>& scalars = {}) const {
+    at::Tensor out = at::empty(other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
+    return onednn_conv2d_out(x, w, packed(bias, residual, activation, scalars),
+                             bias ? std::optional<at::Tensor>(b) : std::nullopt,
+                             residual ? std::optional<at::Tensor>(other) : std::nullopt,
+                             {s.stride, s.stride}, {s.padding, s.padding}, {s.dilation, s.dilation},
+                             s.groups, activation, scalars, out);
+  }
+};
+
+TEST(OneDnnConv, MatchesAtenConvolutionWithEveryEpilogue) {
+  at::manual_seed(0);
+  for (const Case& s : {
+           Case{1, 16, 24, 9, 9, 3, 1, 1, 1, 1},     // dense 3x3
+           Case{2, 72, 72, 14, 13, 3, 2, 1, 1, 72},  // depthwise, stride 2
+           Case{1, 40, 40, 11, 11, 5, 1, 2, 1, 40},  // depthwise 5x5
+           Case{1, 120, 32, 1, 1, 1, 1, 0, 1, 1},    // a squeeze-excitation gate: one pixel
+           Case{3, 48, 96, 7, 5, 3, 1, 1, 1, 6},     // grouped
+           Case{1, 8, 12, 12, 12, 3, 1, 2, 2, 1},    // dilated
+           Case{2, 3, 16, 17, 17, 3, 2, 1, 1, 1},    // a stem: 3 channels
+       }) {
+    SCOPED_TRACE(testing::Message()
+                 << s.n << "x" << s.c << "x" << s.h << "x" << s.w << " -> " << s.k << ", kernel "
+                 << s.kernel << ", stride " << s.stride << ", groups " << s.groups);
+    const Conv conv(s);
+    const at::Tensor plain = conv.reference(false), biased = conv.reference(true);
+    const at::Tensor other = conv.other.to(at::kDouble);
+    expect_close(conv.run(false, false, "none"), plain);
+    expect_close(conv.run(true, false, "none"), biased);
+    expect_close(conv.run(true, false, "relu"), at::relu(biased));
+    expect_close(conv.run(true, false, "hardtanh", {0.0, 6.0}), at::clamp(biased, 0.0, 6.0));
+    expect_close(conv.run(true, true, "relu"), at::relu(biased + other));
+    const at::Tensor y = conv.run(false, true, "none");
+    expect_close(y, plain + other);
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
+  at::manual_seed(1);
+  Conv conv(Case{2, 20, 24, 10, 7, 3, 1, 1, 1, 1});
+  conv.x = conv.x.contiguous();  // NCHW
+  conv.other = conv.other.contiguous();
+  at::Tensor out = at::full({2, 24, 10, 7}, std::nan(""));  // NCHW, poisoned
+  onednn_conv2d_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
+                    {1, 1}, {1, 1}, 1, "none", {}, out);
+  EXPECT_TRUE(out.is_contiguous());
+  expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
+}
+
+TEST(OneDnnConv, AWeightPackedForAnotherThreadCountIsPackedAgain) {
+  at::manual_seed(2);
+  const Conv conv(Case{1, 64, 64, 28, 28, 1, 1, 0, 1, 1});
+  const int threads = at::get_num_threads();
+  at::set_num_threads(threads == 1 ? 2 : 1);
+  const at::Tensor packed = conv.packed(true, false, "relu");
+  at::set_num_threads(threads);
+  at::Tensor out = at::empty({1, 64, 28, 28}).contiguous(at::MemoryFormat::ChannelsLast);
+  onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
+                    {}, out);
+  expect_close(out, at::relu(conv.reference(true)));
+}
+
+TEST(OneDnnConv, BadArgumentsAreClearErrors) {
+  const Conv conv(Case{1, 8, 8, 6, 6, 3, 1, 1, 1, 1});
+  const at::Tensor packed = conv.packed(false, false, "none");
+  at::Tensor out = at::empty({0});
+  const auto run = [&](const at::Tensor& x, const at::Tensor& p, const std::string& activation,
+                       int64_t groups = 1) {
+    onednn_conv2d_out(x, conv.w, p, std::nullopt, std::nullopt, {1, 1}, {1, 1}, {1, 1}, groups,
+                      activation, {}, out);
+  };
+  EXPECT_THROW(
+      {
+        try {
+          run(conv.x, packed, "gelu");
+        } catch (const c10::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("activation must be"), std::string::npos);
+          throw;
+        }
+      },
+      c10::Error);
+  EXPECT_THROW(run(conv.x.to(at::kDouble), packed, "none"), c10::Error);
+  EXPECT_THROW(run(conv.x, at::zeros({4}), "none"), c10::Error);           // not a packed weight
+  EXPECT_THROW(run(conv.x, packed, "none", 3), c10::Error);                // 8 channels in 3 groups
+  EXPECT_THROW(run(at::randn({1, 5, 6, 6}), packed, "none"), c10::Error);  // channels
+  EXPECT_THROW(run(conv.x, packed, "hardtanh"), c10::Error);  // hardtanh without its bounds
+}
+
+#else
+
+TEST(OneDnnConv, NotBuilt) {
+  GTEST_SKIP() << "built without kiln's oneDNN (KILN_WITH_ONEDNN)";
+}
+
+#endif
+
+}  // namespace
+}  // namespace kiln
