@@ -21,9 +21,11 @@ int64_t bytes(const ir::TensorType& type) {
 }
 
 // A weight transform that a pass added to be computed once, whatever it weighs: the Winograd
-// filter (winograd_conv) is 4x its weight, a oneDNN weight (onednn_conv) padded to whole blocks.
+// filter (winograd_conv) is 4x its weight, a weight for kiln's oneDNN primitives (onednn_conv,
+// prepack_linear) padded to whole blocks.
 bool grows_by_design(const ir::Node& node) {
-  return node.op() == "kiln::winograd_weight" || node.op() == "kiln::onednn_conv2d_weight";
+  return node.op() == "kiln::winograd_weight" || node.op() == "kiln::onednn_conv2d_weight" ||
+         node.op() == "kiln::onednn_linear_weight";
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 // `_convolution_pointwise.binary`'s residual operand becomes `other`, added by a oneDNN binary
 // post-op that reads it where it lies (ATen's binary form copies it into the output first). The
 // dense %w stays: the weight is packed again where the thread count changed oneDNN's layout.
-// Runs where the runtime registered kiln::onednn_conv2d (PipelineOptions::own_onednn_conv);
+// Runs where the runtime registered kiln::onednn_conv2d (PipelineOptions::own_onednn);
 // KILN_DISABLE=onednn_conv keeps ATen's op.
 #pragma once
 

@@ -37,9 +37,9 @@ struct PipelineOptions {
   TypeInferrer infer_types;
   /// prepack_linear and prepack_conv run: the runtime has oneDNN's ops and no autograd is needed.
   bool prepack_onednn = false;
-  /// The runtime has kiln's own oneDNN convolutions (kiln::onednn_conv2d): prepack_conv's
-  /// convolutions run on them (onednn_conv).
-  bool own_onednn_conv = false;
+  /// The runtime has kiln's own oneDNN primitives (kiln::onednn_conv2d, kiln::onednn_linear):
+  /// prepack_linear's linears and prepack_conv's convolutions run on them (onednn_conv).
+  bool own_onednn = false;
   /// Where the plan runs, and so its generated kernels: a fusion group whose tensors are on
   /// another device (a region that moves values with `.to()`) runs op by op through ATen.
   /// decompose_group_norm runs only on the CPU: on CUDA kiln's reduction kernels walk a row once

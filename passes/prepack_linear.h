@@ -28,7 +28,15 @@ namespace kiln {
 
 inline constexpr int64_t kMinPrepackedMacs = int64_t{1} << 22;
 
-/// Returns the number of linears rewritten.
-int prepack_linear(ir::Graph& graph);
+/// Returns the number of linears rewritten. `own_primitive`: the runtime has kiln's own oneDNN
+/// matmul (runtime/onednn_linear.h), whose primitive is made once per shape, not on every call:
+/// the linears become
+///   %w_onednn = kiln::onednn_linear_weight(%w) {rows=128, bias=true}               (folded)
+///   %y = kiln::onednn_linear(%x, %w, %w_onednn, %b)
+/// and, with no fixed cost to amortize, every linear that kiln does not lower to its own kernel
+/// is taken, however small (kMinOwnPrimitiveMacs).
+int prepack_linear(ir::Graph& graph, bool own_primitive = false);
+
+inline constexpr int64_t kMinOwnPrimitiveMacs = 0;
 
 }  // namespace kiln

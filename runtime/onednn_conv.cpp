@@ -5,9 +5,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/onednn/conv_primitive.h"
+#include "runtime/onednn_packed.h"
 
 namespace kiln {
 namespace {
@@ -15,8 +15,6 @@ namespace {
 using onednn::Activation;
 using onednn::ConvPrimitive;
 using onednn::ConvSpec;
-
-constexpr int64_t kHeaderFloats = 16;  // 64 bytes: the layout's identity, then its size
 
 template <size_t N>
 std::array<int64_t, N> fixed(at::IntArrayRef values, const char* what) {
@@ -74,22 +72,6 @@ bool dense_channels_last(const at::Tensor& t) {
   return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-struct PackedHeader {
-  uint64_t layout;
-  uint64_t bytes;
-};
-
-PackedHeader header_of(const at::Tensor& packed) {
-  TORCH_CHECK(packed.dim() == 1 && packed.scalar_type() == at::kFloat && packed.is_contiguous() &&
-                  packed.numel() >= kHeaderFloats,
-              "kiln::onednn_conv2d: packed must be kiln::onednn_conv2d_weight(weight, ...)");
-  PackedHeader header;
-  std::memcpy(&header, packed.const_data_ptr<float>(), sizeof header);
-  TORCH_CHECK(static_cast<uint64_t>(packed.numel() - kHeaderFloats) * 4 >= header.bytes,
-              "kiln::onednn_conv2d: packed is shorter than its header says");
-  return header;
-}
-
 }  // namespace
 
 at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
@@ -98,14 +80,7 @@ at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_
                                 std::string_view activation, const std::vector<double>& scalars) {
   const ConvSpec spec = make_spec(input_size, weight, stride, padding, dilation, groups, bias,
                                   residual, activation, scalars);
-  auto primitive = ConvPrimitive::get(spec);
-  const PackedHeader header{primitive->packed_weight_layout(), primitive->packed_weight_bytes()};
-  const int64_t floats = kHeaderFloats + static_cast<int64_t>((header.bytes + 3) / 4);
-  at::Tensor packed = at::zeros({floats}, weight.options());
-  std::memcpy(packed.data_ptr<float>(), &header, sizeof header);
-  const at::Tensor dense = weight.contiguous();
-  primitive->pack_weight(dense.const_data_ptr<float>(), packed.data_ptr<float>() + kHeaderFloats);
-  return packed;
+  return pack_for(*ConvPrimitive::get(spec), weight);
 }
 
 at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
@@ -139,16 +114,9 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
               "kiln::onednn_conv2d: out must be a float32 CPU tensor");
   auto primitive = ConvPrimitive::get(spec);
-  const PackedHeader header = header_of(packed);
   at::Tensor repacked;
-  const float* weight_data = packed.const_data_ptr<float>() + kHeaderFloats;
-  if (header.layout != primitive->packed_weight_layout()) {
-    // Packed for another thread count, with another blocking: pack the dense weight again.
-    repacked = at::empty({static_cast<int64_t>((primitive->packed_weight_bytes() + 3) / 4)},
-                         weight.options());
-    primitive->pack_weight(weight.contiguous().const_data_ptr<float>(), repacked.data_ptr<float>());
-    weight_data = repacked.const_data_ptr<float>();
-  }
+  const void* weight_data =
+      packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
   const at::Tensor x =
       dense_channels_last(input) ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor residual;

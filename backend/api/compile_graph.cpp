@@ -32,13 +32,17 @@ bool has_onednn_ops() {
   return available;
 }
 
-// onednn_conv's: registered where kiln was built with its own oneDNN (cmake/OneDNN.cmake).
-bool has_own_onednn_conv() {
+// onednn_conv's and prepack_linear's: registered where kiln was built with its own oneDNN
+// (cmake/OneDNN.cmake).
+bool has_own_onednn() {
   static const bool available = [] {
     auto& dispatcher = c10::Dispatcher::singleton();
     return dispatcher.findSchema({"kiln::onednn_conv2d", ""}) &&
            dispatcher.findSchema({"kiln::onednn_conv2d", "out"}) &&
-           dispatcher.findSchema({"kiln::onednn_conv2d_weight", ""});
+           dispatcher.findSchema({"kiln::onednn_conv2d_weight", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_linear", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_linear", "out"}) &&
+           dispatcher.findSchema({"kiln::onednn_linear_weight", ""});
   }();
   return available;
 }
@@ -70,7 +74,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   if (plan_memory) pipeline.can_write_into_buffer = can_write_into_buffer;
   // oneDNN's linear records no autograd history either.
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
-  pipeline.own_onednn_conv = pipeline.prepack_onednn && has_own_onednn_conv();
+  pipeline.own_onednn = pipeline.prepack_onednn && has_own_onednn();
   const codegen::CodeGenerator* generator = code_generator_for(device);
   pipeline.fusion = options.fusion && generator;
   pipeline.strict = options.strict;

@@ -28,6 +28,10 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
     if (node.op() == "mkldnn::_linear_pointwise") {
       entry.why = "gemm: oneDNN's matmul on a weight prepacked at compile time";
+    } else if (node.op() == "kiln::onednn_linear") {
+      entry.why =
+          "gemm: kiln's oneDNN matmul primitive, made once, on a weight packed at compile "
+          "time";
     } else if (node.op().starts_with("mkldnn::_convolution_pointwise")) {
       entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
       if (node.find_attr("binary_attr")) entry.why += ", with its residual add inside";

@@ -41,8 +41,12 @@ at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& in
   at::Tensor result = run_node_alone(node, types, inputs, device).at(0);
   // A weight in oneDNN's opaque layout (prepack_linear) has no strides; its type keeps the
   // dense sizes and only oneDNN's ops read it. A weight onednn_conv packed is as long as
-  // oneDNN's blocks make it (its type says the least it can be); only kiln::onednn_conv2d reads it.
-  if (result.is_mkldnn() || node.op() == "kiln::onednn_conv2d_weight") return result;
+  // oneDNN's blocks make it (its type says the least it can be); only kiln::onednn_conv2d reads it,
+  // and the same for kiln::onednn_linear's.
+  if (result.is_mkldnn() || node.op() == "kiln::onednn_conv2d_weight" ||
+      node.op() == "kiln::onednn_linear_weight") {
+    return result;
+  }
   // The constant must have exactly the type the graph gave the node.
   const ir::TensorType& type = node.output()->type();
   if (result.sizes().vec() != type.sizes || result.strides().vec() != type.strides) {

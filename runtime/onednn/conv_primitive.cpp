@@ -1,48 +1,17 @@
 #include "runtime/onednn/conv_primitive.h"
 
-#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include "runtime/onednn/context.h"
 
 namespace kiln::onednn {
 namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-/// Each thread runs on its own stream and scratchpad: a primitive made with a user scratchpad can
-/// run on several threads at once.
-struct ThreadContext {
-  dnnl::stream stream{cpu_engine()};
-  void* scratchpad = nullptr;
-  size_t scratchpad_bytes = 0;
-
-  ~ThreadContext() { std::free(scratchpad); }
-
-  void* scratch(size_t bytes) {
-    if (bytes > scratchpad_bytes) {
-      std::free(scratchpad);
-      scratchpad_bytes = (bytes + 63) / 64 * 64;
-      scratchpad = std::aligned_alloc(64, scratchpad_bytes);
-      if (!scratchpad) throw std::bad_alloc();
-    }
-    return scratchpad;
-  }
-};
-
-ThreadContext& thread_context() {
-  thread_local ThreadContext context;
-  return context;
-}
 
 memory::desc nhwc(const std::array<int64_t, 4>& sizes) {
   return memory::desc(memory::dims(sizes.begin(), sizes.end()), memory::data_type::f32, Tag::nhwc);
@@ -55,28 +24,6 @@ memory::desc dense_weight(const ConvSpec& spec) {
     return memory::desc({w[0], w[1], w[2], w[3]}, memory::data_type::f32, Tag::oihw);
   return memory::desc({spec.groups, w[0] / spec.groups, w[1], w[2], w[3]}, memory::data_type::f32,
                       Tag::goihw);
-}
-
-uint64_t mix(uint64_t seed, uint64_t value) {
-  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
-}
-
-/// A layout's identity: its sizes, strides and blocking.
-uint64_t layout_of(const memory::desc& desc) {
-  uint64_t h = mix(0, static_cast<uint64_t>(desc.get_format_kind()));
-  h = mix(h, static_cast<uint64_t>(desc.get_data_type()));
-  h = mix(h, desc.get_size());
-  for (auto d : desc.get_dims())
-    h = mix(h, d);
-  if (desc.get_format_kind() != memory::format_kind::blocked) return h;
-  for (auto s : desc.get_strides())
-    h = mix(h, s);
-  h = mix(h, desc.get_inner_nblks());
-  for (auto b : desc.get_inner_blks())
-    h = mix(h, b);
-  for (auto i : desc.get_inner_idxs())
-    h = mix(h, i);
-  return h;
 }
 
 struct SpecHash {
@@ -201,18 +148,12 @@ uint64_t ConvPrimitive::packed_weight_layout() const {
 }
 
 void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
-  const auto& engine = cpu_engine();
-  memory from(dense_weight(state_->spec), engine, const_cast<float*>(dense));
-  memory to(state_->weights, engine, packed);
-  dnnl::stream& stream = thread_context().stream;
-  dnnl::reorder(from, to).execute(stream, from, to);
-  stream.wait();
+  reorder(dense_weight(state_->spec), dense, state_->weights, packed);
 }
 
 void ConvPrimitive::run(const float* input, const void* packed_weight, const float* bias,
                         const float* residual, float* output) const {
-  const auto& engine = cpu_engine();
-  ThreadContext& context = thread_context();
+  const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
@@ -224,12 +165,7 @@ void ConvPrimitive::run(const float* input, const void* packed_weight, const flo
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                  memory(s.destination, engine, const_cast<float*>(residual)));
   }
-  const memory::desc scratch = s.descriptor.scratchpad_desc();
-  if (scratch.get_size() > 0) {
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch, engine, context.scratch(scratch.get_size())));
-  }
-  s.primitive.execute(context.stream, args);
-  context.stream.wait();
+  execute(s.primitive, s.descriptor.scratchpad_desc(), args);
 }
 
 std::string ConvPrimitive::implementation() const {

@@ -31,6 +31,33 @@ TEST(PrepackLinearTest, AFrozenWeightIsReorderedOnceForOneDnnsMatmul) {
             "  return (%y)\n");
 }
 
+TEST(PrepackLinearTest, WithItsOwnPrimitiveTheDenseWeightStaysBesideThePackedOne) {
+  auto g = ir::parse_graph(kLinear);
+  EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 1);
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[128,768]):\n"
+            "  %w : f32[3072,768] = prim::Constant() {index=0}\n"
+            "  %b : f32[3072] = prim::Constant() {index=1}\n"
+            "  %w_onednn : f32[2359312] = kiln::onednn_linear_weight(%w) {rows=128, bias=true}\n"
+            "  %y : f32[128,3072] = kiln::onednn_linear(%x, %w, %w_onednn, %b)\n"
+            "  return (%y)\n");
+}
+
+TEST(PrepackLinearTest, WithItsOwnPrimitiveSmallLinearsArePackedToo) {
+  // 16 x 32 x 32 multiply-adds: below kMinPrepackedMacs, where ATen's op costs more than it saves.
+  const char* small =
+      "graph(%x : f32[16,32]):\n"
+      "  %w : f32[32,32] = prim::Constant() {index=0}\n"
+      "  %y : f32[16,32] = aten::linear(%x, %w) {bias=None}\n"
+      "  return (%y)\n";
+  EXPECT_EQ(prepack_linear(*ir::parse_graph(small)), 0);
+  auto g = ir::parse_graph(small);
+  EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("kiln::onednn_linear(%x, %w, %w_onednn) {bias=None}"), std::string::npos)
+      << printed;
+}
+
 TEST(PrepackLinearTest, ALinearWithoutBiasPassesNone) {
   auto g = ir::parse_graph(
       "graph(%x : f32[2,64,768]):\n"

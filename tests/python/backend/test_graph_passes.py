@@ -12,10 +12,11 @@ import kiln
 from child import run_child
 from models import ConvNet, assert_close
 
-# Frozen convolutions run on kiln's own oneDNN primitives where kiln was built with them
-# (cmake/OneDNN.cmake), else on ATen's oneDNN op.
+# Frozen convolutions and linears run on kiln's own oneDNN primitives where kiln was built with
+# them (cmake/OneDNN.cmake), else on ATen's oneDNN ops.
 _OWN_ONEDNN = hasattr(torch.ops.kiln, "onednn_conv2d")
 _ONEDNN_CONV = "kiln::onednn_conv2d" if _OWN_ONEDNN else "mkldnn::_convolution_pointwise"
+_ONEDNN_LINEAR = "kiln::onednn_linear" if _OWN_ONEDNN else "mkldnn::_linear_pointwise"
 
 
 def _randomize_batch_norms(model):
@@ -386,7 +387,9 @@ def test_matmul_of_a_transposed_weight_becomes_linear_with_an_epilogue():
         assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
     explanation = json.loads(compiled.explain(x))
     ops = [e["op"] for e in explanation["entries"]]
-    assert "aten::matmul" not in ops and ops.count("aten::linear") == 2, ops
+    # Small linears: ATen's, or kiln's own oneDNN matmul, which has no fixed cost to amortize.
+    linear = _ONEDNN_LINEAR if _OWN_ONEDNN else "aten::linear"
+    assert "aten::matmul" not in ops and ops.count(linear) == 2, ops
     where = {e["op"]: e["where"] for e in explanation["entries"]}
     assert where["aten::tanh"] == "fused kernel", where
     # The first epilogue reads the GEMM output, an arena buffer that dies there, and writes
@@ -481,11 +484,12 @@ def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(make_mo
         scripted = kiln.compile(torch.jit.script(model))
         assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
     ir = _final_ir(tmp_path)
-    assert ir.count("mkldnn::_linear_pointwise(") == 2 and product not in ir, ir
+    assert ir.count(f"{_ONEDNN_LINEAR}(") == 2 and product not in ir, ir
     # The packed (and transposed) weights are constants, computed once.
-    assert "mkldnn::_reorder_linear_weight" not in ir and "aten::t(" not in ir, ir
+    assert "_reorder_linear_weight" not in ir and "onednn_linear_weight" not in ir, ir
+    assert "aten::t(" not in ir, ir
     ops = _explained_ops(scripted, x)
-    assert ops.count("mkldnn::_linear_pointwise") == 2 and product not in ops, ops
+    assert ops.count(_ONEDNN_LINEAR) == 2 and product not in ops, ops
 
 
 def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
@@ -498,7 +502,7 @@ def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
     model(x).sum().backward()
     assert_close(expected_grad, x.grad, atol=1e-4, rtol=1e-4)
     ir = "".join(open(tmp_path / f).read() for f in os.listdir(tmp_path) if f.endswith(".kir"))
-    assert "mkldnn::" not in ir
+    assert "mkldnn::" not in ir and "kiln::onednn" not in ir
 
 
 def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):

@@ -1,0 +1,86 @@
+#include "runtime/onednn/context.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace kiln::onednn {
+namespace {
+
+struct ThreadContext {
+  dnnl::stream stream{cpu_engine()};
+  void* scratchpad = nullptr;
+  size_t scratchpad_bytes = 0;
+
+  ~ThreadContext() { std::free(scratchpad); }
+
+  void* scratch(size_t bytes) {
+    if (bytes > scratchpad_bytes) {
+      std::free(scratchpad);
+      scratchpad = nullptr;
+      scratchpad_bytes = 0;
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      scratchpad = std::aligned_alloc(64, rounded);
+      if (!scratchpad) throw std::bad_alloc();
+      scratchpad_bytes = rounded;
+    }
+    return scratchpad;
+  }
+};
+
+ThreadContext& thread_context() {
+  thread_local ThreadContext context;
+  return context;
+}
+
+}  // namespace
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
+             std::unordered_map<int, dnnl::memory>& args) {
+  ThreadContext& context = thread_context();
+  if (scratchpad.get_size() > 0) {
+    args.insert_or_assign(
+        DNNL_ARG_SCRATCHPAD,
+        dnnl::memory(scratchpad, cpu_engine(), context.scratch(scratchpad.get_size())));
+  }
+  primitive.execute(context.stream, args);
+  context.stream.wait();
+}
+
+void reorder(const dnnl::memory::desc& from_desc, const void* from,
+             const dnnl::memory::desc& to_desc, void* to) {
+  const dnnl::engine& engine = cpu_engine();
+  dnnl::memory source(from_desc, engine, const_cast<void*>(from));
+  dnnl::memory target(to_desc, engine, to);
+  dnnl::stream& stream = thread_context().stream;
+  dnnl::reorder(source, target).execute(stream, source, target);
+  stream.wait();
+}
+
+uint64_t mix(uint64_t seed, uint64_t value) {
+  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+
+uint64_t layout_of(const dnnl::memory::desc& desc) {
+  using dnnl::memory;
+  uint64_t h = mix(0, static_cast<uint64_t>(desc.get_format_kind()));
+  h = mix(h, static_cast<uint64_t>(desc.get_data_type()));
+  h = mix(h, desc.get_size());
+  for (auto d : desc.get_dims())
+    h = mix(h, d);
+  if (desc.get_format_kind() != memory::format_kind::blocked) return h;
+  for (auto s : desc.get_strides())
+    h = mix(h, s);
+  h = mix(h, desc.get_inner_nblks());
+  for (auto b : desc.get_inner_blks())
+    h = mix(h, b);
+  for (auto i : desc.get_inner_idxs())
+    h = mix(h, i);
+  return h;
+}
+
+}  // namespace kiln::onednn

@@ -1,0 +1,106 @@
+#include "runtime/onednn/matmul_primitive.h"
+
+#include <mutex>
+#include <stdexcept>
+
+#include "runtime/onednn/context.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+struct SpecHash {
+  size_t operator()(const MatmulSpec& s) const {
+    return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), s.bias), s.threads);
+  }
+};
+
+/// w[n, k] row-major, as the [k, n] matrix the product reads.
+memory::desc dense_weight(const MatmulSpec& spec) {
+  return memory::desc({spec.k, spec.n}, memory::data_type::f32, Tag::ba);
+}
+
+}  // namespace
+
+std::string MatmulSpec::problem() const {
+  if (rows <= 0 || k <= 0 || n <= 0) return "every size must be positive";
+  if (threads <= 0) return "the thread count must be positive";
+  return "";
+}
+
+struct MatmulPrimitive::State {
+  MatmulSpec spec;
+  dnnl::matmul::primitive_desc descriptor;
+  dnnl::matmul primitive;
+  memory::desc source, weights, bias, destination;
+};
+
+MatmulPrimitive::MatmulPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
+MatmulPrimitive::~MatmulPrimitive() = default;
+
+std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<MatmulSpec, std::shared_ptr<const MatmulPrimitive>, SpecHash> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = made.find(spec); it != made.end()) return it->second;
+  }
+  if (std::string problem = spec.problem(); !problem.empty()) {
+    throw std::invalid_argument("oneDNN matmul: " + problem);
+  }
+  auto state = std::make_unique<State>();
+  state->spec = spec;
+  state->source = memory::desc({spec.rows, spec.k}, memory::data_type::f32, Tag::ab);
+  state->destination = memory::desc({spec.rows, spec.n}, memory::data_type::f32, Tag::ab);
+  state->bias = memory::desc({1, spec.n}, memory::data_type::f32, Tag::ab);
+  const memory::desc any_weights({spec.k, spec.n}, memory::data_type::f32, Tag::any);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  try {
+    state->descriptor = spec.bias
+                            ? dnnl::matmul::primitive_desc(cpu_engine(), state->source, any_weights,
+                                                           state->bias, state->destination, attr)
+                            : dnnl::matmul::primitive_desc(cpu_engine(), state->source, any_weights,
+                                                           state->destination, attr);
+    state->primitive = dnnl::matmul(state->descriptor);
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("oneDNN has no matmul for this case: ") + e.what());
+  }
+  state->weights = state->descriptor.weights_desc();
+  std::shared_ptr<const MatmulPrimitive> made_now(new MatmulPrimitive(std::move(state)));
+  std::lock_guard<std::mutex> lock(mutex);
+  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+}
+
+size_t MatmulPrimitive::packed_weight_bytes() const {
+  return state_->weights.get_size();
+}
+
+uint64_t MatmulPrimitive::packed_weight_layout() const {
+  return layout_of(state_->weights);
+}
+
+void MatmulPrimitive::pack_weight(const float* dense, void* packed) const {
+  reorder(dense_weight(state_->spec), dense, state_->weights, packed);
+}
+
+void MatmulPrimitive::run(const float* input, const void* packed_weight, const float* bias,
+                          float* output) const {
+  const dnnl::engine& engine = cpu_engine();
+  const State& s = *state_;
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
+      {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
+      {DNNL_ARG_DST, memory(s.destination, engine, output)},
+  };
+  if (s.spec.bias) args.emplace(DNNL_ARG_BIAS, memory(s.bias, engine, const_cast<float*>(bias)));
+  execute(s.primitive, s.descriptor.scratchpad_desc(), args);
+}
+
+std::string MatmulPrimitive::implementation() const {
+  return state_->descriptor.impl_info_str();
+}
+
+}  // namespace kiln::onednn

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kiln::onednn {
+
+/// One float32 linear layer, y[rows, n] = x[rows, k] w[n, k]^T + b, row-major x and y, as kiln's
+/// `onednn_linear` pass describes it. The thread count is part of its identity, as for
+/// ConvSpec: oneDNN blocks the weight for the threads it will run on.
+struct MatmulSpec {
+  int64_t rows = 0, k = 0, n = 0;
+  bool bias = false;
+  int threads = 1;
+
+  /// Empty when oneDNN can run it; otherwise what is wrong with it.
+  std::string problem() const;
+  bool operator==(const MatmulSpec&) const = default;
+};
+
+/// A oneDNN matmul primitive created once per MatmulSpec (ATen's `mkldnn::_linear_pointwise`
+/// creates one on every call, ~20 us) and run on raw pointers; thread-safe like ConvPrimitive.
+class MatmulPrimitive {
+ public:
+  /// The primitive for `spec`, made on first use and kept for the life of the process. Throws
+  /// std::invalid_argument when spec.problem() is not empty, std::runtime_error when oneDNN has
+  /// no implementation for it.
+  static std::shared_ptr<const MatmulPrimitive> get(const MatmulSpec& spec);
+
+  ~MatmulPrimitive();
+  MatmulPrimitive(const MatmulPrimitive&) = delete;
+  MatmulPrimitive& operator=(const MatmulPrimitive&) = delete;
+
+  size_t packed_weight_bytes() const;
+  uint64_t packed_weight_layout() const;
+  /// Reorders a dense row-major [n, k] weight (a linear layer's) into `packed`.
+  void pack_weight(const float* dense, void* packed) const;
+  /// output = input packed_weight^T (+ bias).
+  void run(const float* input, const void* packed_weight, const float* bias, float* output) const;
+  std::string implementation() const;
+
+ private:
+  struct State;
+  explicit MatmulPrimitive(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kiln::onednn

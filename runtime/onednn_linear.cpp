@@ -1,0 +1,103 @@
+#include "runtime/onednn_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "runtime/onednn/matmul_primitive.h"
+#include "runtime/onednn_packed.h"
+
+namespace kiln {
+namespace {
+
+using onednn::MatmulPrimitive;
+using onednn::MatmulSpec;
+
+MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
+              "kiln::onednn_linear: weight must be a 2-D float32 CPU tensor, got ", weight.sizes(),
+              " ", weight.scalar_type());
+  MatmulSpec spec;
+  spec.rows = rows;
+  spec.n = weight.size(0);
+  spec.k = weight.size(1);
+  spec.bias = bias;
+  spec.threads = at::get_num_threads();
+  const std::string problem = spec.problem();
+  TORCH_CHECK(problem.empty(), "kiln::onednn_linear: ", problem, " (", rows, " rows, weight ",
+              weight.sizes(), ")");
+  return spec;
+}
+
+}  // namespace
+
+at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias) {
+  return pack_for(*MatmulPrimitive::get(make_spec(rows, weight, bias)), weight);
+}
+
+at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              at::Tensor& out) {
+  TORCH_CHECK(input.dim() >= 1 && input.scalar_type() == at::kFloat && input.is_cpu(),
+              "kiln::onednn_linear: input must be a float32 CPU tensor, got ", input.sizes(), " ",
+              input.scalar_type());
+  TORCH_CHECK(weight.dim() == 2 && input.size(-1) == weight.size(1),
+              "kiln::onednn_linear: input's last dim ", input.size(-1),
+              " must be the weight's second, got weight ", weight.sizes());
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias) {
+    TORCH_CHECK(bias->dim() == 1 && bias->numel() == weight.size(0) &&
+                    bias->scalar_type() == at::kFloat && bias->is_cpu(),
+                "kiln::onednn_linear: bias must be a float32 CPU vector of ", weight.size(0),
+                " values, got ", bias->sizes(), " ", bias->scalar_type());
+  }
+  TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
+              "kiln::onednn_linear: out must be a float32 CPU tensor");
+  std::vector<int64_t> out_sizes = input.sizes().vec();
+  out_sizes.back() = weight.size(0);
+  if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
+  const int64_t rows = input.numel() / std::max<int64_t>(input.size(-1), 1);
+  if (rows == 0 || weight.size(1) == 0) {  // nothing to multiply: the bias, or zeros
+    return has_bias ? out.copy_(bias->expand(out_sizes)) : out.zero_();
+  }
+  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias));
+  at::Tensor repacked;
+  const void* weight_data =
+      packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_linear");
+  const at::Tensor x = input.contiguous();
+  const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
+  at::Tensor target =
+      out.is_contiguous() && !out.is_same(x) ? out : at::empty(out_sizes, out.options());
+  primitive->run(x.const_data_ptr<float>(), weight_data,
+                 has_bias ? b.const_data_ptr<float>() : nullptr, target.data_ptr<float>());
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+namespace {
+
+at::Tensor linear_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
+                     const std::optional<at::Tensor>& bias) {
+  std::vector<int64_t> sizes = input.sizes().vec();
+  if (!sizes.empty() && weight.dim() == 2) sizes.back() = weight.size(0);
+  at::Tensor out = at::empty(sizes, input.options());
+  return onednn_linear_out(input, weight, packed, bias, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(kiln, m) {
+  m.def("onednn_linear_weight(Tensor weight, int rows, bool bias) -> Tensor");
+  m.def("onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias) -> Tensor");
+  m.def(
+      "onednn_linear.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, *, "
+      "Tensor(a!) out) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("onednn_linear_weight", &onednn_linear_weight);
+  m.impl("onednn_linear", &linear_op);
+  m.impl("onednn_linear.out", &onednn_linear_out);
+}
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// kiln::onednn_linear (runtime/onednn_linear.h) against ATen's linear in float64: 2-D and 3-D
+// inputs, one row and odd sizes, with and without bias, the out= form into any layout, empty
+// inputs, and the errors.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#ifdef KILN_WITH_ONEDNN
+#include "runtime/onednn_linear.h"
+#endif
+
+namespace kiln {
+namespace {
+
+#ifdef KILN_WITH_ONEDNN
+
+// Unit-scale inputs, weights scaled by 1/sqrt(k): outputs of unit scale, where float32 sums in
+// another order than float64's differ by ~1e-6.
+void expect_close(const at::Tensor& got, const at::Tensor& want) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
+  EXPECT_LE(error, 1e-5 * (1 + want.abs().max().item<double>())) << "at sizes " << want.sizes();
+}
+
+at::Tensor run(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
+  const int64_t rows = x.numel() / x.size(-1);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = w.size(0);
+  at::Tensor out = at::empty(sizes);
+  return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, out);
+}
+
+TEST(OneDnnLinear, MatchesAtenLinear) {
+  at::manual_seed(0);
+  for (const auto& [x_sizes, n] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+           {{1, 256}, 512}, {{7, 33}, 65}, {{2, 64, 192}, 576}, {{3, 5, 16}, 1}}) {
+    const at::Tensor x = at::randn(x_sizes);
+    const at::Tensor w = at::randn({n, x_sizes.back()}) / std::sqrt(double(x_sizes.back()));
+    const at::Tensor b = at::randn({n});
+    SCOPED_TRACE(testing::Message() << x.sizes() << " x " << w.sizes());
+    expect_close(run(x, w, b), at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
+    expect_close(run(x, w, std::nullopt), at::linear(x.to(at::kDouble), w.to(at::kDouble)));
+  }
+}
+
+TEST(OneDnnLinear, TakesAnyInputLayoutAndWritesAnyOutLayout) {
+  at::manual_seed(1);
+  const at::Tensor x = at::randn({24, 40}).t();  // [40, 24], not contiguous
+  const at::Tensor w = at::randn({16, 24}) / 5.0;
+  at::Tensor out = at::full({16, 40}, std::nan("")).t();  // [40, 16], not contiguous, poisoned
+  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, out);
+  expect_close(out, at::linear(x.to(at::kDouble), w.to(at::kDouble)));
+}
+
+TEST(OneDnnLinear, NoRowsGiveAnEmptyOutput) {
+  const at::Tensor w = at::randn({8, 4});
+  at::Tensor out = at::empty({0});
+  onednn_linear_out(at::randn({0, 4}), w, onednn_linear_weight(w, 1, true), at::ones({8}), out);
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{0, 8}));
+}
+
+TEST(OneDnnLinear, BadArgumentsAreClearErrors) {
+  const at::Tensor w = at::randn({8, 4});
+  const at::Tensor packed = onednn_linear_weight(w, 2, false);
+  at::Tensor out = at::empty({0});
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, out), c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, out),
+               c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, out),
+               c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), out), c10::Error);
+}
+
+#else
+
+TEST(OneDnnLinear, NotBuilt) {
+  GTEST_SKIP() << "built without kiln's oneDNN (KILN_WITH_ONEDNN)";
+}
+
+#endif
+
+}  // namespace
+}  // namespace kiln
