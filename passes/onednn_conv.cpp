@@ -1,5 +1,6 @@
 #include "passes/onednn_conv.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -43,9 +44,57 @@ bool read_activation(const Node& conv, bool binary, std::string& activation,
   return false;
 }
 
+/// A number attribute (int or float), or nothing.
+std::optional<double> number(const Node& node, const char* name) {
+  const ir::Attr* attr = node.find_attr(name);
+  if (!attr) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(attr)) return *d;
+  return std::nullopt;
+}
+
+bool is_scalar_op(const Node& node, const char* op, double other) {
+  if (node.op() != op || number(node, "other") != other) return false;
+  return !node.find_attr("alpha") || number(node, "alpha") == 1.0;
+}
+
+/// clamp(x) {min=lo, max=None} (hi absent) or {min=None, max=hi} (lo absent).
+bool is_one_sided_clamp(const Node& node, std::optional<double> lo, std::optional<double> hi) {
+  if (node.op() != "aten::clamp") return false;
+  return number(node, "min") == lo && number(node, "max") == hi &&
+         is_none(node.find_attr(lo ? "max" : "min"));
+}
+
+/// Whether two types describe the same memory: equal but for the strides of dims of size 1
+/// (a [N, C, 1, 1] squeeze-excitation gate is as channels-last as it is contiguous).
+bool same_layout(const ir::TensorType& a, const ir::TensorType& b) {
+  if (a.sizes != b.sizes || a.dtype != b.dtype || !(a.device == b.device) ||
+      a.strides.size() != b.strides.size()) {
+    return false;
+  }
+  for (size_t d = 0; d < a.sizes.size(); ++d) {
+    if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
+/// An activation after a convolution that oneDNN applies as a post-op, as the graph spells it
+/// (whole, or as torch.compile decomposes it), with the nodes it takes and its result.
+struct Activation {
+  std::string name;
+  std::vector<Node*> nodes;
+  Value* result = nullptr;
+};
+
 class OneDnnConvRewriter {
  public:
-  explicit OneDnnConvRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {}
+  explicit OneDnnConvRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {
+    for (Node* node : graph.nodes())
+      for (const Value* in : node->inputs())
+        users_[in].push_back(node);
+    for (const Value* out : graph.outputs())
+      users_[out].push_back(nullptr);
+  }
 
   int run() {
     int rewritten = 0;
@@ -63,6 +112,9 @@ class OneDnnConvRewriter {
     std::string activation;
     std::vector<double> scalars;
     if (!read_activation(conv, binary, activation, scalars)) return false;
+    std::optional<Activation> after;
+    if (activation == "none") after = activation_after(conv.output());
+    if (after) activation = after->name;
     // Inputs: x, [other,] packed weight[, bias]; a missing bias is the attr B=None.
     const size_t weight_at = binary ? 2 : 1;
     if (conv.inputs().size() <= weight_at) return false;
@@ -106,13 +158,85 @@ class OneDnnConvRewriter {
     attrs.emplace_back("scalars", scalars);
     Node* onednn = graph_.append("kiln::onednn_conv2d", std::move(inputs), {conv.output()->type()},
                                  std::move(attrs));
-    onednn->output()->set_name(conv.output()->name());
+    Value* result = after ? after->result : conv.output();
+    onednn->output()->set_name(result->name());
     graph_.move_before(pack, &conv);
     graph_.move_before(onednn, &conv);
-    graph_.replace_all_uses(conv.output(), onednn->output());
+    graph_.replace_all_uses(result, onednn->output());
     removed_.insert(&conv);
+    if (after) removed_.insert(after->nodes.begin(), after->nodes.end());
     drop_if_unread(packed);
     return true;
+  }
+
+  /// The nodes reading `value`; a null one for a graph output.
+  const std::vector<Node*>& users(const Value* value) { return users_[value]; }
+
+  /// The one node reading `value`, if it is `op` and keeps its type.
+  Node* sole(const Value* value, const char* op) {
+    const auto& readers = users(value);
+    if (readers.size() != 1 || !readers[0] || readers[0]->op() != op) return nullptr;
+    return same_layout(readers[0]->output()->type(), value->type()) ? readers[0] : nullptr;
+  }
+
+  /// For `add` = y + 3 followed by clamp(min=0) and clamp(max=6), each read only by the next:
+  /// the last clamp.
+  Node* relu6_of_plus_3(Node* add, const Value* y) {
+    if (!is_scalar_op(*add, "aten::add.Scalar", 3) || add->input(0) != y ||
+        !same_layout(add->output()->type(), y->type())) {
+      return nullptr;
+    }
+    Node* low = sole(add->output(), "aten::clamp");
+    Node* high = low ? sole(low->output(), "aten::clamp") : nullptr;
+    if (!high || !is_one_sided_clamp(*low, 0.0, std::nullopt) ||
+        !is_one_sided_clamp(*high, std::nullopt, 6.0)) {
+      return nullptr;
+    }
+    return high;
+  }
+
+  /// SiLU (x * sigmoid(x), or aten::silu), sigmoid, hardswish (x * clamp(clamp(x + 3, 0), max=6)
+  /// / 6, or aten::hardswish) or hardsigmoid (clamp(clamp(x + 3, 0), max=6) / 6, or
+  /// aten::hardsigmoid) reading `y` and nothing else reading what it computes on the way.
+  std::optional<Activation> activation_after(Value* y) {
+    for (const auto& [op, name] : {std::pair{"aten::silu", "silu"},
+                                   {"aten::sigmoid", "sigmoid"},
+                                   {"aten::hardswish", "hardswish"},
+                                   {"aten::hardsigmoid", "hardsigmoid"}}) {
+      if (Node* whole = sole(y, op)) return Activation{name, {whole}, whole->output()};
+    }
+    const auto& readers = users(y);
+    // relu6(x + 3) / 6: the add alone reads y.
+    if (readers.size() == 1 && readers[0]) {
+      Node* high = relu6_of_plus_3(readers[0], y);
+      Node* divide = high ? sole(high->output(), "aten::div.Scalar") : nullptr;
+      if (!divide || !is_scalar_op(*divide, "aten::div.Scalar", 6)) return std::nullopt;
+      return Activation{
+          "hardsigmoid", {readers[0], high->input(0)->producer(), high, divide}, divide->output()};
+    }
+    if (readers.size() != 2 || !readers[0] || !readers[1]) return std::nullopt;
+    // x * sigmoid(x): the sigmoid and the product read y.
+    for (int first : {0, 1}) {
+      Node* sigmoid = readers[first];
+      Node* product = readers[1 - first];
+      if (sigmoid->op() == "aten::sigmoid" &&
+          sole(sigmoid->output(), "aten::mul.Tensor") == product && product->inputs().size() == 2 &&
+          same_layout(product->output()->type(), y->type())) {
+        return Activation{"silu", {sigmoid, product}, product->output()};
+      }
+    }
+    // x * relu6(x + 3) / 6: the add and the product read y.
+    for (int first : {0, 1}) {
+      Node* add = readers[first];
+      Node* product = readers[1 - first];
+      Node* high = relu6_of_plus_3(add, y);
+      if (!high || sole(high->output(), "aten::mul.Tensor") != product) continue;
+      Node* low = high->input(0)->producer();
+      Node* divide = sole(product->output(), "aten::div.Scalar");
+      if (!divide || !is_scalar_op(*divide, "aten::div.Scalar", 6)) continue;
+      return Activation{"hardswish", {add, low, high, product, divide}, divide->output()};
+    }
+    return std::nullopt;
   }
 
   /// Removes the packing chain behind `packed` once the rewritten convolution was its only reader.
@@ -125,6 +249,7 @@ class OneDnnConvRewriter {
 
   ir::Graph& graph_;
   std::unordered_map<const Value*, int> readers_;
+  std::unordered_map<const Value*, std::vector<Node*>> users_;
   std::unordered_set<const Node*> removed_;
 };
 

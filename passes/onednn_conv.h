@@ -17,6 +17,9 @@
 //   %y = kiln::onednn_conv2d(%x, %w, %w_onednn, %b) {other=None, stride, padding, dilation,
 //                             groups, activation="relu", scalars=[]}
 //
+// A SiLU, sigmoid, hardswish or hardsigmoid that alone reads the result, whole or as
+// torch.compile decomposes it (x * sigmoid(x); x * clamp(clamp(x + 3, 0), max=6) / 6), becomes
+// its post-op too: `activation="silu"`, "sigmoid", "hardswish", "hardsigmoid".
 // `_convolution_pointwise.binary`'s residual operand becomes `other`, added by a oneDNN binary
 // post-op that reads it where it lies (ATen's binary form copies it into the output first). The
 // dense %w stays: the weight is packed again where the thread count changed oneDNN's layout.

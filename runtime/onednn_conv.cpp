@@ -37,10 +37,18 @@ void set_activation(ConvSpec& spec, std::string_view activation,
     spec.activation = Activation::Clip;
     spec.lo = static_cast<float>(scalars[0]);
     spec.hi = static_cast<float>(scalars[1]);
+  } else if (activation == "silu") {
+    spec.activation = Activation::Silu;
+  } else if (activation == "sigmoid") {
+    spec.activation = Activation::Sigmoid;
+  } else if (activation == "hardswish") {
+    spec.activation = Activation::Hardswish;
+  } else if (activation == "hardsigmoid") {
+    spec.activation = Activation::Hardsigmoid;
   } else {
     TORCH_CHECK(false,
-                "kiln::onednn_conv2d: activation must be \"none\", \"relu\" or "
-                "\"hardtanh\", got \"",
+                "kiln::onednn_conv2d: activation must be \"none\", \"relu\", \"hardtanh\", "
+                "\"silu\", \"sigmoid\", \"hardswish\" or \"hardsigmoid\", got \"",
                 activation, "\"");
   }
 }

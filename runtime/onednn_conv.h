@@ -13,13 +13,14 @@
 //       int[] stride, int[] padding, int[] dilation, int groups, str activation,
 //       float[] scalars) -> Tensor                                       (and its .out overload)
 //
-// activation(conv2d(input, weight, bias) + other): `activation` is "none", "relu" or
-// "hardtanh" (scalars = [min, max]). `packed` is onednn_conv2d_weight(weight, ...) for the same
-// sizes and settings: a float32 vector holding a 64-byte header (the layout's identity) and the
-// weight in oneDNN's blocked layout. Where the thread count at run time differs from the one the
-// weight was packed for and oneDNN's layout with it, the dense `weight` is packed again on every
-// call (slower, same results). Built only with KILN_WITH_ONEDNN (cmake/OneDNN.cmake); without
-// it the ops are not registered and prepack_conv's convolutions stay ATen's.
+// activation(conv2d(input, weight, bias) + other): `activation` is "none", "relu", "hardtanh"
+// (scalars = [min, max]), "silu", "sigmoid", "hardswish" or "hardsigmoid". `packed` is
+// onednn_conv2d_weight(weight, ...) for the same sizes and settings: a float32 vector holding a
+// 64-byte header (the layout's identity) and the weight in oneDNN's blocked layout. Where the
+// thread count at run time differs from the one the weight was packed for and oneDNN's layout with
+// it, the dense `weight` is packed again on every call (slower, same results). Built only with
+// KILN_WITH_ONEDNN (cmake/OneDNN.cmake); without it the ops are not registered and prepack_conv's
+// convolutions stay ATen's.
 
 #include <optional>
 #include <string_view>

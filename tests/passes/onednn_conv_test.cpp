@@ -122,6 +122,89 @@ TEST(OneDnnConvTest, WithoutResidualAnywhereSuchAnAddStaysOutside) {
   EXPECT_NE(printed.find("residual=false"), std::string::npos) << printed;
 }
 
+// A 1x1 convolution of 16 channels at `side` x `side`, then `rest` (reading %y, returning %r).
+std::string conv_then(const std::string& rest, int64_t side = 8) {
+  return "graph(%x : " + cl(16, side) +
+         "):\n"
+         "  %w : f32[16,16,1,1] = prim::Constant() {index=0}\n"
+         "  %y : " +
+         cl(16, side) +
+         " = aten::conv2d(%x, %w) {bias=None, stride=[1,1], "
+         "padding=[0,0], dilation=[1,1], groups=1}\n" +
+         rest + "  return (%r)\n";
+}
+
+std::string activation_of(const std::string& printed) {
+  const auto at = printed.find("kiln::onednn_conv2d(");
+  const auto begin = printed.find("activation=\"", at);
+  if (at == std::string::npos || begin == std::string::npos) return "";
+  const auto end = printed.find('"', begin + 12);
+  return printed.substr(begin + 12, end - begin - 12);
+}
+
+TEST(OneDnnConvTest, ActivationsAsTorchCompileDecomposesThemRunInside) {
+  const std::string t = cl(16);
+  const std::string silu =
+      "  %s : " + t + " = aten::sigmoid(%y)\n  %r : " + t + " = aten::mul.Tensor(%y, %s)\n";
+  const std::string relu6_plus_3 = "  %a : " + t +
+                                   " = aten::add.Scalar(%y) {other=3, alpha=1}\n"
+                                   "  %l : " +
+                                   t +
+                                   " = aten::clamp(%a) {min=0, max=None}\n"
+                                   "  %h : " +
+                                   t + " = aten::clamp(%l) {min=None, max=6}\n";
+  const std::string hardswish = relu6_plus_3 + "  %m : " + t +
+                                " = aten::mul.Tensor(%y, %h)\n"
+                                "  %r : " +
+                                t + " = aten::div.Scalar(%m) {other=6}\n";
+  const std::string hardsigmoid =
+      relu6_plus_3 + "  %r : " + t + " = aten::div.Scalar(%h) {other=6}\n";
+  for (const auto& [rest, expected] : {std::pair{silu, "silu"},
+                                       {hardswish, "hardswish"},
+                                       {hardsigmoid, "hardsigmoid"},
+                                       {"  %r : " + t + " = aten::sigmoid(%y)\n", "sigmoid"},
+                                       {"  %r : " + t + " = aten::hardswish(%y)\n", "hardswish"}}) {
+    const std::string printed = rewritten(conv_then(rest), 1);
+    EXPECT_EQ(activation_of(printed), expected) << printed;
+    EXPECT_NE(printed.find("%r : " + t + " = kiln::onednn_conv2d("), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("aten::"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("activation=\"" + std::string(expected) + "\", scalars=[]}\n  %r"),
+              std::string::npos)
+        << "the packed weight is packed for the same post-op: " << printed;
+  }
+}
+
+TEST(OneDnnConvTest, ASqueezeExcitationGateOfOnePixelTakesItsContiguousSigmoid) {
+  // [1, 16, 1, 1]: the sigmoid's output is typed contiguous, the convolution's channels-last;
+  // for one pixel both are the same memory.
+  const std::string printed =
+      rewritten(conv_then("  %r : f32[1,16,1,1] = aten::sigmoid(%y)\n", 1), 1);
+  EXPECT_EQ(activation_of(printed), "sigmoid") << printed;
+}
+
+TEST(OneDnnConvTest, AnActivationWhosePiecesAreReadElsewhereStaysOutside) {
+  const std::string t = cl(16);
+  for (const std::string& rest :
+       {// the sigmoid is read again
+        "  %s : " + t + " = aten::sigmoid(%y)\n  %m : " + t +
+            " = aten::mul.Tensor(%y, %s)\n  %r : " + t +
+            " = aten::add.Tensor(%m, %s) "
+            "{alpha=1}\n",
+        // y is read by a third node
+        "  %s : " + t + " = aten::sigmoid(%y)\n  %m : " + t +
+            " = aten::mul.Tensor(%y, %s)\n  %r : " + t +
+            " = aten::add.Tensor(%m, %y) "
+            "{alpha=1}\n",
+        // not hardswish: + 2
+        "  %a : " + t + " = aten::add.Scalar(%y) {other=2, alpha=1}\n  %l : " + t +
+            " = aten::clamp(%a) {min=0, max=None}\n  %h : " + t +
+            " = aten::clamp(%l) {min=None, max=6}\n  %r : " + t +
+            " = aten::div.Scalar(%h) {other=6}\n"}) {
+    const std::string printed = rewritten(conv_then(rest), 1);
+    EXPECT_EQ(activation_of(printed), "none") << printed;
+  }
+}
+
 TEST(OneDnnConvTest, LeavesWinogradsConvolutionsAlone) {
   const std::string printed =
       rewritten("graph(%x : " + cl(64) +

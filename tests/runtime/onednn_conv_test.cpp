@@ -1,5 +1,6 @@
 // kiln::onednn_conv2d (runtime/onednn_conv.h) against ATen's convolution in float64: dense,
-// depthwise and grouped filters, strides, padding and dilation, one-pixel inputs, every epilogue,
+// depthwise and grouped filters, strides, padding and dilation, one-pixel inputs, every
+// activation and epilogue,
 // the out= form into any layout, a weight packed for another thread count, and the errors.
 #include <gtest/gtest.h>
 
@@ -85,6 +86,11 @@ TEST(OneDnnConv, MatchesAtenConvolutionWithEveryEpilogue) {
     expect_close(conv.run(true, false, "relu"), at::relu(biased));
     expect_close(conv.run(true, false, "hardtanh", {0.0, 6.0}), at::clamp(biased, 0.0, 6.0));
     expect_close(conv.run(true, true, "relu"), at::relu(biased + other));
+    expect_close(conv.run(true, false, "silu"), at::silu(biased));
+    expect_close(conv.run(true, false, "sigmoid"), at::sigmoid(biased));
+    expect_close(conv.run(true, false, "hardswish"), at::hardswish(biased));
+    expect_close(conv.run(true, false, "hardsigmoid"), at::hardsigmoid(biased));
+    expect_close(conv.run(true, true, "silu"), at::silu(biased + other));
     const at::Tensor y = conv.run(false, true, "none");
     expect_close(y, plain + other);
     EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
