@@ -125,8 +125,11 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
+  // A dense NCHW input (a network's image, whose channels-last copy onednn_conv took out of the
+  // graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
+  const bool nchw = !dense_channels_last(input) && input.is_contiguous();
   const at::Tensor x =
-      dense_channels_last(input) ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
+      dense_channels_last(input) || nchw ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor residual;
   if (has_other) {
     residual =
@@ -138,9 +141,9 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   if (!dense_channels_last(out) || (has_other && out.is_same(residual)) || out.is_same(x)) {
     target = at::empty(out_sizes, out.options().memory_format(at::MemoryFormat::ChannelsLast));
   }
-  primitive->run(x.const_data_ptr<float>(), weight_data,
-                 has_bias ? b.const_data_ptr<float>() : nullptr,
-                 has_other ? residual.const_data_ptr<float>() : nullptr, target.data_ptr<float>());
+  primitive->run(
+      x.const_data_ptr<float>(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
+      has_other ? residual.const_data_ptr<float>() : nullptr, target.data_ptr<float>(), nchw);
   if (!target.is_same(out)) out.copy_(target);
   return out;
 }

@@ -6,25 +6,32 @@
 namespace kiln::onednn {
 namespace {
 
+/// A 64-byte aligned buffer that grows to the largest size asked of it.
+class Buffer {
+ public:
+  ~Buffer() { std::free(data_); }
+
+  void* at_least(size_t bytes) {
+    if (bytes > size_) {
+      std::free(data_);
+      data_ = nullptr;
+      size_ = 0;
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      data_ = std::aligned_alloc(64, rounded);
+      if (!data_) throw std::bad_alloc();
+      size_ = rounded;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct ThreadContext {
   dnnl::stream stream{cpu_engine()};
-  void* scratchpad = nullptr;
-  size_t scratchpad_bytes = 0;
-
-  ~ThreadContext() { std::free(scratchpad); }
-
-  void* scratch(size_t bytes) {
-    if (bytes > scratchpad_bytes) {
-      std::free(scratchpad);
-      scratchpad = nullptr;
-      scratchpad_bytes = 0;
-      const size_t rounded = (bytes + 63) / 64 * 64;
-      scratchpad = std::aligned_alloc(64, rounded);
-      if (!scratchpad) throw std::bad_alloc();
-      scratchpad_bytes = rounded;
-    }
-    return scratchpad;
-  }
+  Buffer scratchpad, staging;
 };
 
 ThreadContext& thread_context() {
@@ -45,10 +52,14 @@ void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratch
   if (scratchpad.get_size() > 0) {
     args.insert_or_assign(
         DNNL_ARG_SCRATCHPAD,
-        dnnl::memory(scratchpad, cpu_engine(), context.scratch(scratchpad.get_size())));
+        dnnl::memory(scratchpad, cpu_engine(), context.scratchpad.at_least(scratchpad.get_size())));
   }
   primitive.execute(context.stream, args);
   context.stream.wait();
+}
+
+void* staging(size_t bytes) {
+  return thread_context().staging.at_least(bytes);
 }
 
 void reorder(const dnnl::memory::desc& from_desc, const void* from,

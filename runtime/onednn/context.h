@@ -19,6 +19,10 @@ const dnnl::engine& cpu_engine();
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
              std::unordered_map<int, dnnl::memory>& args);
 
+/// This thread's staging buffer of at least `bytes` (64-byte aligned), for an input converted
+/// before a primitive reads it; valid until this thread's next call.
+void* staging(size_t bytes);
+
 /// Copies `from` (laid out as `from_desc`) into `to` (laid out as `to_desc`).
 void reorder(const dnnl::memory::desc& from_desc, const void* from,
              const dnnl::memory::desc& to_desc, void* to);

@@ -81,6 +81,10 @@ struct ConvPrimitive::State {
   dnnl::convolution_forward::primitive_desc descriptor;
   dnnl::convolution_forward primitive;
   memory::desc source, weights, bias, destination;
+  // The reorder from a dense NCHW input, made on the first such call.
+  mutable std::once_flag nchw_once;
+  mutable memory::desc nchw;
+  mutable dnnl::reorder from_nchw;
 };
 
 ConvPrimitive::ConvPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -169,9 +173,23 @@ void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
 }
 
 void ConvPrimitive::run(const float* input, const void* packed_weight, const float* bias,
-                        const float* residual, float* output) const {
+                        const float* residual, float* output, bool input_nchw) const {
   const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
+  if (input_nchw) {
+    std::call_once(state_->nchw_once, [&] {
+      const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
+      state_->nchw = memory::desc(dims, memory::data_type::f32, Tag::nchw);
+      state_->from_nchw =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, state_->nchw, engine, s.source));
+    });
+    void* converted = staging(s.source.get_size());
+    std::unordered_map<int, memory> reorder_args = {
+        {DNNL_ARG_FROM, memory(s.nchw, engine, const_cast<float*>(input))},
+        {DNNL_ARG_TO, memory(s.source, engine, converted)}};
+    execute(s.from_nchw, memory::desc(), reorder_args);
+    input = static_cast<const float*>(converted);
+  }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
       {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},

