@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -18,6 +19,17 @@ inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t
   t.sizes = std::move(sizes);
   t.strides = ir::contiguous_strides(t.sizes);
   return t;
+}
+
+/// The nodes that read each value, once per input slot, with a null one per graph output.
+inline std::unordered_map<const ir::Value*, std::vector<ir::Node*>> readers_of(ir::Graph& graph) {
+  std::unordered_map<const ir::Value*, std::vector<ir::Node*>> readers;
+  for (ir::Node* node : graph.nodes())
+    for (const ir::Value* in : node->inputs())
+      readers[in].push_back(node);
+  for (const ir::Value* out : graph.outputs())
+    readers[out].push_back(nullptr);
+  return readers;
 }
 
 /// Walks a graph's nodes in order; a subclass's rewrite() of one it applies to appends the new

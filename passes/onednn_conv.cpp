@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "passes/assign_layout.h"
+#include "passes/node_rewriter.h"
 #include "passes/prepack_conv.h"
 
 namespace kiln {
@@ -87,29 +88,19 @@ struct Activation {
   Value* result = nullptr;
 };
 
-class OneDnnConvRewriter {
+class OneDnnConvRewriter : public NodeRewriter {
  public:
-  explicit OneDnnConvRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {
-    for (Node* node : graph.nodes())
-      for (const Value* in : node->inputs())
-        users_[in].push_back(node);
-    for (const Value* out : graph.outputs())
-      users_[out].push_back(nullptr);
-  }
-
-  int run() {
-    int rewritten = 0;
-    for (Node* conv : graph_.nodes()) {
-      if (rewrite(*conv)) ++rewritten;
-    }
-    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
-    return rewritten;
-  }
+  explicit OneDnnConvRewriter(ir::Graph& graph)
+      : NodeRewriter(graph), readers_(ir::count_uses(graph)), users_(readers_of(graph)) {}
 
  private:
-  bool rewrite(Node& conv) {
+  bool applies(const Node& node) const override {
+    return node.op() == "mkldnn::_convolution_pointwise" ||
+           node.op() == "mkldnn::_convolution_pointwise.binary";
+  }
+
+  bool rewrite(Node& conv) override {
     const bool binary = conv.op() == "mkldnn::_convolution_pointwise.binary";
-    if (!binary && conv.op() != "mkldnn::_convolution_pointwise") return false;
     std::string activation;
     std::vector<double> scalars;
     if (!read_activation(conv, binary, activation, scalars)) return false;
@@ -166,7 +157,7 @@ class OneDnnConvRewriter {
     graph_.replace_all_uses(result, onednn->output());
     removed_.insert(&conv);
     if (after) removed_.insert(after->nodes.begin(), after->nodes.end());
-    drop_if_unread(packed);
+    release_packed_weight(*packed, readers_, removed_);
     return true;
   }
 
@@ -262,18 +253,8 @@ class OneDnnConvRewriter {
     return std::nullopt;
   }
 
-  /// Removes the packing chain behind `packed` once the rewritten convolution was its only reader.
-  void drop_if_unread(Value* packed) {
-    if (--readers_[packed] > 0) return;
-    Node* reorder = packed->producer();
-    removed_.insert(reorder);
-    if (--readers_[reorder->input(0)] == 0) removed_.insert(reorder->input(0)->producer());
-  }
-
-  ir::Graph& graph_;
   std::unordered_map<const Value*, int> readers_;
   std::unordered_map<const Value*, std::vector<Node*>> users_;
-  std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "passes/assign_layout.h"
 #include "passes/fold_constants.h"
 #include "passes/ir/op_table.h"
+#include "passes/node_rewriter.h"
 #include "passes/winograd_conv.h"
 
 namespace kiln {
@@ -71,13 +72,7 @@ std::string post_op(const Node& user, std::vector<double>& scalars) {
 class ConvPrepacker {
  public:
   ConvPrepacker(ir::Graph& graph, bool residual_anywhere)
-      : graph_(graph), residual_anywhere_(residual_anywhere) {
-    for (Node* node : graph.nodes())
-      for (const Value* in : node->inputs())
-        users_[in].push_back(node);
-    for (const Value* out : graph.outputs())
-      users_[out].push_back(nullptr);
-  }
+      : graph_(graph), residual_anywhere_(residual_anywhere), users_(readers_of(graph)) {}
 
   int run() {
     int rewritten = 0;
@@ -238,6 +233,14 @@ class ConvPrepacker {
 
 int prepack_conv(ir::Graph& graph, bool residual_anywhere) {
   return ConvPrepacker(graph, residual_anywhere).run();
+}
+
+void release_packed_weight(ir::Value& packed, std::unordered_map<const ir::Value*, int>& readers,
+                           std::unordered_set<const ir::Node*>& removed) {
+  if (--readers[&packed] > 0) return;
+  Node* reorder = packed.producer();
+  removed.insert(reorder);
+  if (--readers[reorder->input(0)] == 0) removed.insert(reorder->input(0)->producer());
 }
 
 ir::Value* prepacked_dense_weight(const ir::Value& packed) {

@@ -22,6 +22,9 @@
 // Runs where prepack_linear does (oneDNN present, no autograd); the weights are held twice.
 #pragma once
 
+#include <unordered_map>
+#include <unordered_set>
+
 #include "passes/ir/graph.h"
 
 namespace kiln {
@@ -35,5 +38,11 @@ int prepack_conv(ir::Graph& graph, bool residual_anywhere = false);
 /// The dense frozen weight behind a packed weight prepack_conv made (to_mkldnn +
 /// mkldnn_reorder_conv2d_weight), or null when `packed` is not one.
 ir::Value* prepacked_dense_weight(const ir::Value& packed);
+
+/// For a pass that rewrites prepack_conv's convolutions into ops of its own: one reader of
+/// `packed` is gone (`readers` counts those left); past the last, its packing chain goes into
+/// `removed`.
+void release_packed_weight(ir::Value& packed, std::unordered_map<const ir::Value*, int>& readers,
+                           std::unordered_set<const ir::Node*>& removed);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "passes/fold_constants.h"
+#include "passes/node_rewriter.h"
 #include "passes/prepack_conv.h"
 
 namespace kiln {
@@ -83,23 +84,19 @@ bool winograd_takes(const ir::Node& conv, const ir::Value& weight) {
 
 namespace {
 
-class WinogradRewriter {
+class WinogradRewriter : public NodeRewriter {
  public:
-  explicit WinogradRewriter(ir::Graph& graph) : graph_(graph), readers_(ir::count_uses(graph)) {}
-
-  int run() {
-    int rewritten = 0;
-    for (Node* conv : graph_.nodes()) {
-      if (rewrite(*conv)) ++rewritten;
-    }
-    graph_.remove_nodes_if([&](const Node& n) { return removed_.contains(&n); });
-    return rewritten;
-  }
+  explicit WinogradRewriter(ir::Graph& graph)
+      : NodeRewriter(graph), readers_(ir::count_uses(graph)) {}
 
  private:
-  bool rewrite(Node& conv) {
+  bool applies(const Node& node) const override {
+    return node.op() == "mkldnn::_convolution_pointwise" ||
+           node.op() == "mkldnn::_convolution_pointwise.binary";
+  }
+
+  bool rewrite(Node& conv) override {
     const bool binary = conv.op() == "mkldnn::_convolution_pointwise.binary";
-    if (!binary && conv.op() != "mkldnn::_convolution_pointwise") return false;
     const char* activation = activation_of(conv);
     if (!activation) return false;
     // Inputs: x, [other,] packed weight[, bias]; a missing bias is the attr B=None.
@@ -138,21 +135,11 @@ class WinogradRewriter {
     graph_.move_before(winograd, &conv);
     graph_.replace_all_uses(conv.output(), winograd->output());
     removed_.insert(&conv);
-    drop_if_unread(packed);
+    release_packed_weight(*packed, readers_, removed_);
     return true;
   }
 
-  /// Removes the packing chain behind `packed` once the rewritten convolution was its only reader.
-  void drop_if_unread(Value* packed) {
-    if (--readers_[packed] > 0) return;
-    Node* reorder = packed->producer();
-    removed_.insert(reorder);
-    if (--readers_[reorder->input(0)] == 0) removed_.insert(reorder->input(0)->producer());
-  }
-
-  ir::Graph& graph_;
   std::unordered_map<const Value*, int> readers_;
-  std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace

@@ -171,20 +171,16 @@ at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& other,
                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                    int64_t groups, c10::string_view activation, at::ArrayRef<double> scalars) {
-  // Sized here, so the out= form finds a channels-last output to write into directly.
-  std::vector<int64_t> sizes = {input.dim() > 0 ? input.size(0) : 0, weight.size(0)};
-  const bool well_formed = input.dim() == 4 && weight.dim() == 4 && stride.size() == 2 &&
-                           padding.size() == 2 && dilation.size() == 2 && stride[0] > 0 &&
-                           stride[1] > 0;
-  for (int d = 0; d < 2 && well_formed; ++d) {
-    const int64_t extent = dilation[d] * (weight.size(2 + d) - 1) + 1;
-    sizes.push_back(
-        std::max<int64_t>((input.size(2 + d) + 2 * padding[d] - extent) / stride[d] + 1, 0));
-  }
-  at::Tensor out =
-      sizes.size() == 4
-          ? at::empty(sizes, input.options().memory_format(at::MemoryFormat::ChannelsLast))
-          : at::empty({0}, input.options());
+  // Sized here, so the out= form finds a channels-last output to write into directly. make_spec
+  // checks the arguments as the out= form would.
+  TORCH_CHECK(input.dim() == 4, "kiln::onednn_conv2d: input must be 4-D, got ", input.sizes());
+  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_other = other.has_value() && other->defined();
+  const auto sizes = make_spec(input.sizes(), weight, stride, padding, dilation, groups, has_bias,
+                               has_other, std::string_view(activation), scalars.vec())
+                         .output();
+  at::Tensor out = at::empty(std::vector<int64_t>(sizes.begin(), sizes.end()),
+                             input.options().memory_format(at::MemoryFormat::ChannelsLast));
   return conv_out_op(input, weight, packed, bias, other, stride, padding, dilation, groups,
                      activation, scalars, out);
 }

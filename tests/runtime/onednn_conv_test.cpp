@@ -122,6 +122,20 @@ TEST(OneDnnConv, AWeightPackedForAnotherThreadCountIsPackedAgain) {
   expect_close(out, at::relu(conv.reference(true)));
 }
 
+TEST(OneDnnConv, AWeightPackedForAnotherLayoutIsPackedAgainFromTheDenseOne) {
+  // A header naming another layout (as after a thread-count change): the op must not read the
+  // packed bytes as this primitive's layout, but pack the dense weight again.
+  at::manual_seed(3);
+  const Conv conv(Case{1, 32, 48, 9, 9, 3, 1, 1, 1, 1});
+  at::Tensor packed = conv.packed(true, false, "relu").clone();
+  packed.narrow(0, 0, 2).fill_(0);                       // the layout's identity (8 bytes)
+  packed.narrow(0, 16, packed.numel() - 16).fill_(1e6);  // poisoned weights
+  at::Tensor out = at::empty({1, 48, 9, 9}).contiguous(at::MemoryFormat::ChannelsLast);
+  onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, "relu",
+                    {}, out);
+  expect_close(out, at::relu(conv.reference(true)));
+}
+
 TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   const Conv conv(Case{1, 8, 8, 6, 6, 3, 1, 1, 1, 1});
   const at::Tensor packed = conv.packed(false, false, "none");
