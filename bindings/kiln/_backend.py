@@ -2,7 +2,9 @@
 
 Dynamo hands over a Torch-level FX graph; AOTAutograd decomposes it to core ATen (less the ops
 that kiln/_decompositions.py keeps whole) and splits training graphs into a forward and a
-backward graph, and kiln compiles each (kiln/_fx.py).
+backward graph, and kiln compiles each (kiln/_fx.py). A training graph's two compiled graphs
+run from kiln's own autograd Function where AOTAutograd's runtime has nothing to do for it
+(kiln/_training.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from . import _cuda_graphs, _decompositions, _fx, _options, _stats
+from . import _cuda_graphs, _decompositions, _fx, _options, _stats, _training
 from ._errors import KilnError
 
 _graph_ids = itertools.count()
@@ -83,11 +85,13 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     inference = not torch.is_grad_enabled()  # dynamo guards on grad mode
     if inference:
         _decompositions.keep_interpolate_whole(gm)
-    compiler = aot_autograd(
+    compilers = dict(
         fw_compiler=_fx_compiler(values, "forward"),
         bw_compiler=_fx_compiler(values, "backward"),
         inference_compiler=_fx_compiler(values, "inference"),
         decompositions=_decompositions.decomposition_table(
             _decompositions.runs_on_cpu(example_inputs, values.get("target")), inference),
     )
-    return compiler(gm, example_inputs)
+    if not inference and _training.runtime_choice() == "kiln":
+        return _training.compile_training(gm, example_inputs, **compilers)
+    return aot_autograd(**compilers)(gm, example_inputs)

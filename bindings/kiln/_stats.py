@@ -7,7 +7,8 @@ import threading
 from . import _C
 
 _lock = threading.Lock()
-_python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0}
+_python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0,
+           "kiln_autograd_graphs": 0}
 
 
 def add(key: str, amount: int = 1) -> None:
@@ -22,6 +23,8 @@ def stats() -> dict:
     regions: parts of them kiln compiles; eager_ops: ops left to eager PyTorch (kiln cannot
     compile them); graph_fallbacks: graphs that failed to compile and run eagerly;
     cuda_graphs: graphs captured as CUDA graphs (mode="reduce-overhead" on CUDA);
+    kiln_autograd_graphs: training graphs whose forward and backward run from kiln's own
+    autograd Function rather than AOTAutograd's runtime wrappers;
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; reused_kernels: distinct kernels among those that came
     from code compiled for an earlier specialization (the kernel cache), not compiled again;
