@@ -88,7 +88,9 @@ def _gpt2_block(batch):
     def build():
         from transformers import GPT2Config
         from transformers.models.gpt2.modeling_gpt2 import GPT2Block
-        config = _standalone(GPT2Config())  # GPT-2 small: hidden 768, 12 heads
+        # GPT-2 small: hidden 768, 12 heads. No dropout, so that a training step's result can
+        # be checked against eager's (inference never drops).
+        config = _standalone(GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
         return FirstOutput(GPT2Block(config)), (torch.randn(batch, 128, config.n_embd),)
     return build
 
@@ -123,6 +125,7 @@ CASES = [
     Case("mobilenet_v2_b1", _vision("mobilenet_v2", 1), FULL, atol=1e-3),
     Case("resnet50_b1", _vision("resnet50", 1), FULL, atol=1e-3),
     Case("gpt2_block_s128", _gpt2_block(1), FULL, atol=1e-3),
+    Case("train_gpt2_block_s128", _gpt2_block(1), FULL, training=True, atol=1e-3),
     Case("vit_tiny_b1", _vit_tiny(1), FULL, atol=1e-3),
     Case("resnet18_b8", _vision("resnet18", 8), FULL, atol=1e-3),
     Case("mobilenet_v2_b8", _vision("mobilenet_v2", 8), FULL, atol=1e-3),
