@@ -108,8 +108,6 @@ def _why_not(metadata, example_inputs) -> str:
         return "an input is not a plain tensor (a size, a subclass or backward state)"
     if any(isinstance(s, torch.SymInt) for x in example_inputs for s in x.shape):
         return "symbolic sizes"
-    if len({id(x) for x in example_inputs}) != len(example_inputs):
-        return "one tensor is passed as two inputs"
     if torch._C._is_any_autocast_enabled():
         return "autocast is on"
     if metadata.tokens or metadata.num_backward_tokens:
@@ -167,8 +165,7 @@ def _autograd_function(forward_graph, backward_graph, layout: _Layout):
                     "its forward was compiled with it off; compile with it on")
             tangents = [coerce_to_expected_memory_format(grads[i], expected)
                         for i, expected in zip(layout.tangent_outputs, layout.tangent_formats)]
-            saved = ctx.saved_tensors
-            return tuple(backward_graph([*saved, *ctx.unchecked, *tangents]))
+            return tuple(backward_graph([*ctx.saved_tensors, *ctx.unchecked, *tangents]))
 
     return KilnTrainingGraph
 
@@ -212,10 +209,5 @@ def compile_training(gm: torch.fx.GraphModule, example_inputs, *, fw_compiler, b
     if isinstance(layout, str):
         _log.debug("kiln: a training graph keeps AOTAutograd's runtime: %s", layout)
         return general
-    function = _autograd_function(capture.forward, capture.backward, layout)
     _stats.add("kiln_autograd_graphs")
-
-    def run(*inputs):
-        return function.apply(*inputs)
-
-    return run
+    return _autograd_function(capture.forward, capture.backward, layout).apply
