@@ -74,3 +74,23 @@ def test_weights_stay_inputs_with_freezing_disabled():
         "    torch.testing.assert_close(torch.compile(m, backend='kiln')(x), m(x), atol=1e-4, rtol=1e-4)\n"
         "print(kiln.stats()['frozen_weights'])\n")
     assert run_child(code, disabled="freeze_weights").split()[-1] == "0"
+
+
+def test_weights_freeze_with_modules_not_inlined():
+    # The setting the README gives for batch-1 latency: dynamo keeps the parameters as module
+    # attributes (guarded through the module) instead of one guarded input each. AOTAutograd
+    # still hands them to kiln as the graph's static inputs, frozen the same way, and a change
+    # is still seen.
+    model = _model()
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    with torch._dynamo.config.patch(inline_inbuilt_nn_modules=False), torch.no_grad():
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="kiln")
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        assert kiln.stats()["frozen_weights"] == 14, kiln.stats()
+        model.conv1.weight.add_(0.25)
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        model.fc.weight.data = torch.randn_like(model.fc.weight)
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
