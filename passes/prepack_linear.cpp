@@ -2,12 +2,14 @@
 
 #include "passes/fold_constants.h"
 #include "passes/kernel/lower_ops.h"
+#include "passes/node_rewriter.h"
 
 namespace kiln {
 namespace {
 
 using ir::Node;
 using ir::TensorType;
+using ReadersMap = std::unordered_map<const ir::Value*, std::vector<Node*>>;
 
 bool is_cpu_float32(const TensorType& type) {
   return type.dtype == ir::DType::Float32 && type.device.kind == ir::DeviceKind::CPU;
@@ -34,27 +36,85 @@ bool worth_prepacking(const Node& node, int64_t min_macs) {
   return rows * n * k >= min_macs;
 }
 
+/// An activation oneDNN's matmul applies as a post-op (runtime/onednn_linear.h): the node and
+/// the op's name for it.
+struct Activation {
+  Node* node = nullptr;
+  std::string name = "none";
+};
+
+/// The activation that alone reads `y` (not a graph output), in y's type: relu, gelu (erf or
+/// tanh), silu or sigmoid; none otherwise.
+Activation activation_after(const ir::Value* y, const ReadersMap& readers) {
+  const auto found = readers.find(y);
+  if (found == readers.end() || found->second.size() != 1 || !found->second[0]) return {};
+  Node* node = found->second[0];
+  if (node->input(0) != y || node->output()->type() != y->type()) return {};
+  if (node->op() == "aten::relu") return {node, "relu"};
+  if (node->op() == "aten::silu") return {node, "silu"};
+  if (node->op() == "aten::sigmoid") return {node, "sigmoid"};
+  if (node->op() != "aten::gelu") return {};
+  const auto* approximate = std::get_if<std::string>(node->find_attr("approximate"));
+  if (!approximate || *approximate == "none") return {node, "gelu"};
+  if (*approximate == "tanh") return {node, "gelu_tanh"};
+  return {};
+}
+
 // The packed weight's header (runtime/onednn_packed.h).
 constexpr int64_t kPackedHeaderFloats = 16;
 
-// kiln::onednn_linear in place of `linear` (runtime/onednn_linear.h); the dense weight stays an
-// input, to pack again where the thread count changed oneDNN's layout.
-Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows) {
+/// The node that alone reads a bias-free linear's product `y` and adds a float32 vector of its
+/// outputs to it (core ATen's linear over a non-contiguous 3-D input: a matmul, then the bias
+/// added), with that vector; nothing otherwise.
+std::pair<Node*, ir::Value*> bias_add_after(const Node& linear, const ReadersMap& readers) {
+  const ir::Value* y = linear.output();
+  const auto found = readers.find(y);
+  if (linear.inputs().size() > 2 || found == readers.end() || found->second.size() != 1 ||
+      !found->second[0]) {
+    return {};
+  }
+  Node* add = found->second[0];
+  if (add->op() != "aten::add.Tensor" || add->inputs().size() != 2 ||
+      add->output()->type() != y->type()) {
+    return {};
+  }
+  if (const ir::Attr* alpha = add->find_attr("alpha")) {
+    const auto* i = std::get_if<int64_t>(alpha);
+    const auto* d = std::get_if<double>(alpha);
+    if (!(i && *i == 1) && !(d && *d == 1.0)) return {};
+  }
+  ir::Value* other = add->input(0) == y ? add->input(1) : add->input(0);
+  const TensorType& b = other->type();
+  if (other == y || !is_cpu_float32(b) || b.rank() != 1 || b.sizes[0] != y->type().sizes.back() ||
+      b.strides[0] != 1) {
+    return {};
+  }
+  return {add, other};
+}
+
+// kiln::onednn_linear in place of `linear` (runtime/onednn_linear.h), with `bias` (the linear's
+// own, or one added after it, or null) and `activation`; the dense weight stays an input, to
+// pack again where the thread count changed oneDNN's layout.
+Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_value,
+                 const std::string& activation) {
   ir::Value* weight = linear.input(1);
-  const bool bias = linear.inputs().size() > 2;
+  const bool bias = bias_value != nullptr;
   ir::TensorType packed_type = weight->type();  // the least it can be: oneDNN pads blocks
   packed_type.sizes = {kPackedHeaderFloats + weight->type().numel()};
   packed_type.strides = {1};
-  Node* packed = graph.append("kiln::onednn_linear_weight", {weight}, {packed_type},
-                              {{"rows", rows}, {"bias", bias}});
+  ir::AttrList weight_attrs = {{"rows", rows}, {"bias", bias}};
+  if (activation != "none") weight_attrs.emplace_back("activation", activation);
+  Node* packed =
+      graph.append("kiln::onednn_linear_weight", {weight}, {packed_type}, std::move(weight_attrs));
   packed->output()->set_name(weight->name() + "_onednn");
   std::vector<ir::Value*> inputs = {linear.input(0), weight, packed->output()};
   ir::AttrList attrs;
   if (bias) {
-    inputs.push_back(linear.input(2));
+    inputs.push_back(bias_value);
   } else {
     attrs.emplace_back("bias", ir::NoneAttr{});
   }
+  if (activation != "none") attrs.emplace_back("activation", activation);
   Node* matmul = graph.append("kiln::onednn_linear", std::move(inputs), {linear.output()->type()},
                               std::move(attrs));
   graph.move_before(packed, &linear);
@@ -69,15 +129,30 @@ int prepack_linear(ir::Graph& graph, bool own_primitive) {
   for (Node* node : graph.nodes()) {
     if (worth_prepacking(*node, min_macs)) linears.push_back(node);
   }
+  const ReadersMap readers = own_primitive ? readers_of(graph) : ReadersMap{};
+  std::vector<Node*> absorbed;  // bias adds and activations now inside a kiln::onednn_linear
   for (Node* linear : linears) {
     const TensorType& x = linear->input(0)->type();
     ir::Value* weight = linear->input(1);
     const int64_t rows = x.numel() / x.sizes.back();
     if (own_primitive) {
-      Node* matmul = own_matmul(graph, *linear, rows);
-      matmul->output()->set_name(linear->output()->name());
-      graph.move_before(matmul, linear);
-      graph.replace_all_uses(linear->output(), matmul->output());
+      ir::Value* bias = linear->inputs().size() > 2 ? linear->input(2) : nullptr;
+      ir::Value* result = linear->output();
+      if (auto [add, added] = bias_add_after(*linear, readers); add) {
+        bias = added;
+        result = add->output();
+        absorbed.push_back(add);
+      }
+      const Activation after = activation_after(result, readers);
+      if (after.node) {
+        result = after.node->output();
+        absorbed.push_back(after.node);
+      }
+      Node* matmul = own_matmul(graph, *linear, rows, bias, after.name);
+      matmul->output()->set_name(result->name());
+      // Where the last node it replaces was: past every input, the added bias's included.
+      graph.move_before(matmul, result->producer());
+      graph.replace_all_uses(result, matmul->output());
       continue;
     }
     Node* packed = graph.append("mkldnn::_reorder_linear_weight", {weight}, {weight->type()},
@@ -101,7 +176,8 @@ int prepack_linear(ir::Graph& graph, bool own_primitive) {
     graph.replace_all_uses(linear->output(), matmul->output());
   }
   graph.remove_nodes_if([&](const Node& n) {
-    return std::find(linears.begin(), linears.end(), &n) != linears.end();
+    return std::find(linears.begin(), linears.end(), &n) != linears.end() ||
+           std::find(absorbed.begin(), absorbed.end(), &n) != absorbed.end();
   });
   return static_cast<int>(linears.size());
 }

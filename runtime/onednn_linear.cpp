@@ -10,10 +10,48 @@
 namespace kiln {
 namespace {
 
+using onednn::Activation;
 using onednn::MatmulPrimitive;
 using onednn::MatmulSpec;
 
-MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias) {
+Activation activation_named(std::string_view name) {
+  if (name == "none") return Activation::None;
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  if (name == "gelu_tanh") return Activation::GeluTanh;
+  if (name == "silu") return Activation::Silu;
+  if (name == "sigmoid") return Activation::Sigmoid;
+  TORCH_CHECK(false,
+              "kiln::onednn_linear: activation must be \"none\", \"relu\", \"gelu\", "
+              "\"gelu_tanh\", \"silu\" or \"sigmoid\", got \"",
+              name, "\"");
+}
+
+/// `activation` applied by ATen, in place: for the rows-free case, where no primitive runs.
+void activate(at::Tensor& out, Activation activation) {
+  switch (activation) {
+    case Activation::Relu:
+      out.relu_();
+      break;
+    case Activation::Gelu:
+      out.copy_(at::gelu(out));
+      break;
+    case Activation::GeluTanh:
+      out.copy_(at::gelu(out, "tanh"));
+      break;
+    case Activation::Silu:
+      out.copy_(at::silu(out));
+      break;
+    case Activation::Sigmoid:
+      out.sigmoid_();
+      break;
+    default:
+      break;
+  }
+}
+
+MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias,
+                     std::string_view activation) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
               "kiln::onednn_linear: weight must be a 2-D float32 CPU tensor, got ", weight.sizes(),
               " ", weight.scalar_type());
@@ -22,6 +60,7 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias) {
   spec.n = weight.size(0);
   spec.k = weight.size(1);
   spec.bias = bias;
+  spec.activation = activation_named(activation);
   spec.threads = at::get_num_threads();
   const std::string problem = spec.problem();
   TORCH_CHECK(problem.empty(), "kiln::onednn_linear: ", problem, " (", rows, " rows, weight ",
@@ -31,13 +70,14 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias) {
 
 }  // namespace
 
-at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias) {
-  return pack_for(*MatmulPrimitive::get(make_spec(rows, weight, bias)), weight);
+at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
+                                std::string_view activation) {
+  return pack_for(*MatmulPrimitive::get(make_spec(rows, weight, bias, activation)), weight);
 }
 
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              at::Tensor& out) {
+                              std::string_view activation, at::Tensor& out) {
   TORCH_CHECK(input.dim() >= 1 && input.scalar_type() == at::kFloat && input.is_cpu(),
               "kiln::onednn_linear: input must be a float32 CPU tensor, got ", input.sizes(), " ",
               input.scalar_type());
@@ -57,10 +97,13 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
   out_sizes.back() = weight.size(0);
   if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
   const int64_t rows = input.numel() / std::max<int64_t>(input.size(-1), 1);
+  const Activation after = activation_named(activation);
   if (rows == 0 || weight.size(1) == 0) {  // nothing to multiply: the bias, or zeros
-    return has_bias ? out.copy_(bias->expand(out_sizes)) : out.zero_();
+    has_bias ? out.copy_(bias->expand(out_sizes)) : out.zero_();
+    activate(out, after);
+    return out;
   }
-  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias));
+  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, activation));
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_linear");
@@ -76,28 +119,43 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
 
 namespace {
 
+at::Tensor weight_op(const at::Tensor& weight, int64_t rows, bool bias,
+                     c10::string_view activation) {
+  return onednn_linear_weight(weight, rows, bias, std::string_view(activation));
+}
+
 at::Tensor linear_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
-                     const std::optional<at::Tensor>& bias) {
+                     const std::optional<at::Tensor>& bias, c10::string_view activation) {
   std::vector<int64_t> sizes = input.sizes().vec();
   if (!sizes.empty() && weight.dim() == 2) sizes.back() = weight.size(0);
   at::Tensor out = at::empty(sizes, input.options());
-  return onednn_linear_out(input, weight, packed, bias, out);
+  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation), out);
+}
+
+at::Tensor& linear_out_op(const at::Tensor& input, const at::Tensor& weight,
+                          const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                          c10::string_view activation, at::Tensor& out) {
+  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation), out);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(kiln, m) {
-  m.def("onednn_linear_weight(Tensor weight, int rows, bool bias) -> Tensor");
-  m.def("onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias) -> Tensor");
   m.def(
-      "onednn_linear.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, *, "
-      "Tensor(a!) out) -> Tensor(a!)");
+      "onednn_linear_weight(Tensor weight, int rows, bool bias, str activation=\"none\") -> "
+      "Tensor");
+  m.def(
+      "onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
+      "str activation=\"none\") -> Tensor");
+  m.def(
+      "onednn_linear.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
+      "str activation=\"none\", *, Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {
-  m.impl("onednn_linear_weight", &onednn_linear_weight);
+  m.impl("onednn_linear_weight", &weight_op);
   m.impl("onednn_linear", &linear_op);
-  m.impl("onednn_linear.out", &onednn_linear_out);
+  m.impl("onednn_linear.out", &linear_out_op);
 }
 
 }  // namespace kiln

@@ -98,7 +98,14 @@ def _gpt2_block(batch):
 def _timm(name, batch):
     def build():
         import timm
-        return timm.create_model(name, pretrained=False), (torch.randn(batch, 3, 224, 224),)
+        model = timm.create_model(name, pretrained=False)
+        # timm zero-initializes some classifier heads (MLP-Mixer's): every output would be zero,
+        # whatever the layers before computed, and the check against eager would prove nothing.
+        with torch.no_grad():
+            for parameter in model.parameters():
+                if parameter.dim() >= 2 and not parameter.any():
+                    nn.init.normal_(parameter, std=0.02)
+        return model, (torch.randn(batch, 3, 224, 224),)
     return build
 
 

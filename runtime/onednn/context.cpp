@@ -72,6 +72,30 @@ void reorder(const dnnl::memory::desc& from_desc, const void* from,
   stream.wait();
 }
 
+void append_activation(dnnl::post_ops& post_ops, Activation activation, float lo, float hi) {
+  using dnnl::algorithm;
+  switch (activation) {
+    case Activation::None:
+      return;
+    case Activation::Relu:
+      return post_ops.append_eltwise(algorithm::eltwise_relu, 0.f, 0.f);
+    case Activation::Clip:
+      return post_ops.append_eltwise(algorithm::eltwise_clip, lo, hi);
+    case Activation::Silu:
+      return post_ops.append_eltwise(algorithm::eltwise_swish, 1.f, 0.f);
+    case Activation::Sigmoid:
+      return post_ops.append_eltwise(algorithm::eltwise_logistic, 0.f, 0.f);
+    case Activation::Hardswish:
+      return post_ops.append_eltwise(algorithm::eltwise_hardswish, 1.f / 6, 0.5f);
+    case Activation::Hardsigmoid:
+      return post_ops.append_eltwise(algorithm::eltwise_hardsigmoid, 1.f / 6, 0.5f);
+    case Activation::Gelu:
+      return post_ops.append_eltwise(algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    case Activation::GeluTanh:
+      return post_ops.append_eltwise(algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+  }
+}
+
 uint64_t mix(uint64_t seed, uint64_t value) {
   return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
 }

@@ -9,6 +9,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/onednn/activation.h"
+
 namespace kiln::onednn {
 
 const dnnl::engine& cpu_engine();
@@ -30,6 +32,9 @@ void reorder(const dnnl::memory::desc& from_desc, const void* from,
 /// A layout's identity (sizes, strides, blocking): two primitives read each other's packed
 /// weights where it is equal.
 uint64_t layout_of(const dnnl::memory::desc& desc);
+
+/// Appends `activation` to `post_ops` (nothing for None); lo and hi are Clip's bounds.
+void append_activation(dnnl::post_ops& post_ops, Activation activation, float lo, float hi);
 
 /// Mixes `value` into a hash.
 uint64_t mix(uint64_t seed, uint64_t value);

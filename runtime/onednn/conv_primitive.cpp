@@ -110,28 +110,7 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
 
   dnnl::post_ops post_ops;
   if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->destination);
-  switch (spec.activation) {
-    case Activation::None:
-      break;
-    case Activation::Relu:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-      break;
-    case Activation::Clip:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_clip, spec.lo, spec.hi);
-      break;
-    case Activation::Silu:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_swish, 1.f, 0.f);
-      break;
-    case Activation::Sigmoid:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
-      break;
-    case Activation::Hardswish:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_hardswish, 1.f / 6, 0.5f);
-      break;
-    case Activation::Hardsigmoid:
-      post_ops.append_eltwise(dnnl::algorithm::eltwise_hardsigmoid, 1.f / 6, 0.5f);
-      break;
-  }
+  append_activation(post_ops, spec.activation, spec.lo, spec.hi);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

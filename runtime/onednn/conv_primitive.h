@@ -6,12 +6,9 @@
 #include <memory>
 #include <string>
 
-namespace kiln::onednn {
+#include "runtime/onednn/activation.h"
 
-/// What a convolution computes after the sum: nothing, max(x, 0), min(max(x, lo), hi),
-/// x sigmoid(x) (SiLU), sigmoid(x), x relu6(x + 3) / 6 (hardswish) or relu6(x + 3) / 6
-/// (hardsigmoid).
-enum class Activation { None, Relu, Clip, Silu, Sigmoid, Hardswish, Hardsigmoid };
+namespace kiln::onednn {
 
 /// One float32 2-D convolution, channels-last (NHWC) input, output and residual, as kiln's
 /// `onednn_conv` pass describes it. Every field is part of the primitive's identity, the thread

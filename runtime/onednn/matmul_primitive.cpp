@@ -13,7 +13,8 @@ using Tag = memory::format_tag;
 
 struct SpecHash {
   size_t operator()(const MatmulSpec& s) const {
-    return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), s.bias), s.threads);
+    const uint64_t flags = (s.bias ? 1 : 0) | (static_cast<uint64_t>(s.activation) << 1);
+    return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), flags), s.threads);
   }
 };
 
@@ -27,6 +28,7 @@ memory::desc dense_weight(const MatmulSpec& spec) {
 std::string MatmulSpec::problem() const {
   if (rows <= 0 || k <= 0 || n <= 0) return "every size must be positive";
   if (threads <= 0) return "the thread count must be positive";
+  if (activation == Activation::Clip) return "a linear layer takes no clip";
   return "";
 }
 
@@ -56,7 +58,10 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
   state->destination = memory::desc({spec.rows, spec.n}, memory::data_type::f32, Tag::ab);
   state->bias = memory::desc({1, spec.n}, memory::data_type::f32, Tag::ab);
   const memory::desc any_weights({spec.k, spec.n}, memory::data_type::f32, Tag::any);
+  dnnl::post_ops post_ops;
+  append_activation(post_ops, spec.activation, 0.f, 0.f);
   dnnl::primitive_attr attr;
+  attr.set_post_ops(post_ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
     state->descriptor = spec.bias

@@ -5,14 +5,17 @@
 #include <memory>
 #include <string>
 
+#include "runtime/onednn/activation.h"
+
 namespace kiln::onednn {
 
-/// One float32 linear layer, y[rows, n] = x[rows, k] w[n, k]^T + b, row-major x and y, as kiln's
-/// `onednn_linear` pass describes it. The thread count is part of its identity, as for
-/// ConvSpec: oneDNN blocks the weight for the threads it will run on.
+/// One float32 linear layer, y[rows, n] = activation(x[rows, k] w[n, k]^T + b), row-major x and
+/// y, as kiln's `prepack_linear` pass describes it. The thread count is part of its identity, as
+/// for ConvSpec: oneDNN blocks the weight for the threads it will run on.
 struct MatmulSpec {
   int64_t rows = 0, k = 0, n = 0;
   bool bias = false;
+  Activation activation = Activation::None;  // not Clip: a linear takes no bounds
   int threads = 1;
 
   /// Empty when oneDNN can run it; otherwise what is wrong with it.

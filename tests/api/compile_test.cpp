@@ -38,9 +38,10 @@ TEST(Compile, StaticModelRunsWithoutTheInterpreter) {
   auto explanation = compile(module).explain({torch::randn({8, 64})});
   EXPECT_EQ(explanation.interpreter, 0) << explanation.to_text();
   EXPECT_EQ(explanation.regions, 1);
-  // Three linears through ATen; the activations after them in generated kernels.
+  // Three linears through ATen's dispatcher (oneDNN, the gelu and relu inside where kiln has its
+  // own oneDNN), the log_softmax in a generated kernel.
   EXPECT_EQ(explanation.extern_calls, 3) << explanation.to_text();
-  EXPECT_GE(explanation.fused_kernels, 2) << explanation.to_text();
+  EXPECT_GE(explanation.fused_kernels, 1) << explanation.to_text();
 }
 
 TEST(Compile, TracedCnnWithBatchNormMatchesLibTorch) {

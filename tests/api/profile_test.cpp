@@ -54,10 +54,12 @@ TEST(Profile, AKernelStepNamesTheOpsFusedIntoIt) {
   auto compiled = compile(load_model("mlp"));
   torch::NoGradGuard no_grad;
   const Profile profile = compiled.profile({torch::randn({8, 64})}, 2);
-  bool fused_relu = false;
+  // The MLP's log_softmax runs in a generated kernel (its gelu and relu may run inside oneDNN's
+  // linears): its step is named by its ops.
+  bool named = false;
   for (const ProfiledStep& step : profile.steps)
-    fused_relu |= step.name.starts_with("kernel ") && step.ops.find("relu") != std::string::npos;
-  EXPECT_TRUE(fused_relu) << profile.to_text();
+    named |= step.name.starts_with("kernel ") && step.ops.find("log_softmax") != std::string::npos;
+  EXPECT_TRUE(named) << profile.to_text();
 }
 
 TEST(Profile, SessionsDoNotNestAndBadCountsAreRefused) {

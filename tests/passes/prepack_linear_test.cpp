@@ -85,6 +85,99 @@ TEST(PrepackLinearTest, AWeightComputedFromConstantsIsPacked) {
   EXPECT_NE(ir::print_graph(*g).find("mkldnn::_reorder_linear_weight(%ws)"), std::string::npos);
 }
 
+// A linear and an activation read by nothing else: one kiln::onednn_linear that applies it.
+std::string with_activation(const std::string& activation, const std::string& extra_output = "") {
+  return "graph(%x : f32[128,768]):\n"
+         "  %w : f32[3072,768] = prim::Constant() {index=0}\n"
+         "  %b : f32[3072] = prim::Constant() {index=1}\n"
+         "  %y : f32[128,3072] = aten::linear(%x, %w, %b)\n"
+         "  %z : f32[128,3072] = " +
+         activation + "\n  return (%z" + extra_output + ")\n";
+}
+
+TEST(PrepackLinearTest, WithItsOwnPrimitiveTheActivationAfterRunsInside) {
+  for (const auto& [op, name] : std::vector<std::pair<std::string, std::string>>{
+           {"aten::relu(%y)", "relu"},
+           {"aten::gelu(%y) {approximate=\"none\"}", "gelu"},
+           {"aten::gelu(%y)", "gelu"},
+           {"aten::gelu(%y) {approximate=\"tanh\"}", "gelu_tanh"},
+           {"aten::silu(%y)", "silu"},
+           {"aten::sigmoid(%y)", "sigmoid"}}) {
+    auto g = ir::parse_graph(with_activation(op));
+    EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 1);
+    EXPECT_EQ(
+        ir::print_graph(*g),
+        "graph(%x : f32[128,768]):\n"
+        "  %w : f32[3072,768] = prim::Constant() {index=0}\n"
+        "  %b : f32[3072] = prim::Constant() {index=1}\n"
+        "  %w_onednn : f32[2359312] = kiln::onednn_linear_weight(%w) {rows=128, bias=true, "
+        "activation=\"" +
+            name +
+            "\"}\n"
+            "  %z : f32[128,3072] = kiln::onednn_linear(%x, %w, %w_onednn, %b) {activation=\"" +
+            name +
+            "\"}\n"
+            "  return (%z)\n")
+        << op;
+  }
+}
+
+TEST(PrepackLinearTest, WithItsOwnPrimitiveABiasAddedAfterwardsBecomesItsBias) {
+  // Core ATen's linear over a transposed 3-D input: the product, then the bias added.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,512,196]{100352,1,512}):\n"
+      "  %w : f32[256,196] = prim::Constant() {index=0}\n"
+      "  %y : f32[1,512,256] = aten::linear(%x, %w) {bias=None}\n"
+      "  %b : f32[256] = prim::Constant() {index=1}\n"
+      "  %s : f32[1,512,256] = aten::add.Tensor(%y, %b) {alpha=1}\n"
+      "  %z : f32[1,512,256] = aten::gelu(%s) {approximate=\"none\"}\n"
+      "  return (%z)\n");
+  EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 1);
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[1,512,196]{100352,1,512}):\n"
+            "  %w : f32[256,196] = prim::Constant() {index=0}\n"
+            "  %w_onednn : f32[50192] = kiln::onednn_linear_weight(%w) {rows=512, bias=true, "
+            "activation=\"gelu\"}\n"
+            "  %b : f32[256] = prim::Constant() {index=1}\n"
+            "  %z : f32[1,512,256] = kiln::onednn_linear(%x, %w, %w_onednn, %b) "
+            "{activation=\"gelu\"}\n"
+            "  return (%z)\n");
+  // Not an add of a vector of the outputs (a [512, 1] column), nor with alpha 2: they stay.
+  for (const std::string& add : {"  %b : f32[512,1] = prim::Constant() {index=1}\n"
+                                 "  %s : f32[1,512,256] = aten::add.Tensor(%y, %b) {alpha=1}\n",
+                                 "  %b : f32[256] = prim::Constant() {index=1}\n"
+                                 "  %s : f32[1,512,256] = aten::add.Tensor(%y, %b) {alpha=2}\n"}) {
+    auto kept = ir::parse_graph(
+        "graph(%x : f32[1,512,196]):\n"
+        "  %w : f32[256,196] = prim::Constant() {index=0}\n"
+        "  %y : f32[1,512,256] = aten::linear(%x, %w) {bias=None}\n" +
+        add + "  return (%s)\n");
+    EXPECT_EQ(prepack_linear(*kept, /*own_primitive=*/true), 1);
+    const std::string printed = ir::print_graph(*kept);
+    EXPECT_NE(printed.find("aten::add.Tensor"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("{bias=None}"), std::string::npos) << printed;
+  }
+}
+
+TEST(PrepackLinearTest, AnActivationStaysOutsideWhereTheProductIsReadElsewhere) {
+  // The product is a graph output too, or read by another op: the activation runs after it.
+  for (const std::string& text :
+       {with_activation("aten::relu(%y)", ", %y"),
+        std::string("graph(%x : f32[128,768]):\n"
+                    "  %w : f32[3072,768] = prim::Constant() {index=0}\n"
+                    "  %y : f32[128,3072] = aten::linear(%x, %w) {bias=None}\n"
+                    "  %z : f32[128,3072] = aten::relu(%y)\n"
+                    "  %s : f32[128,3072] = aten::add.Tensor(%y, %z) {alpha=1}\n"
+                    "  return (%s)\n"),
+        with_activation("aten::tanh(%y)")}) {
+    auto g = ir::parse_graph(text);
+    EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 1);
+    const std::string printed = ir::print_graph(*g);
+    EXPECT_EQ(printed.find("activation="), std::string::npos) << printed;
+    EXPECT_NE(printed.find(" = aten::"), std::string::npos) << printed;
+  }
+}
+
 TEST(PrepackLinearTest, LinearsThatStay) {
   const std::vector<std::string> stays = {
       // the weight is a graph input: it would be reordered on every call

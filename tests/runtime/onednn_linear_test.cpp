@@ -1,6 +1,6 @@
 // kiln::onednn_linear (runtime/onednn_linear.h) against ATen's linear in float64: 2-D and 3-D
-// inputs, one row and odd sizes, with and without bias, the out= form into any layout, empty
-// inputs, and the errors.
+// inputs, one row and odd sizes, with and without bias, each activation it applies, the out= form
+// into any layout, empty inputs, and the errors.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -27,7 +27,7 @@ at::Tensor run(const at::Tensor& x, const at::Tensor& w, const std::optional<at:
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = w.size(0);
   at::Tensor out = at::empty(sizes);
-  return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, out);
+  return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, "none", out);
 }
 
 TEST(OneDnnLinear, MatchesAtenLinear) {
@@ -43,19 +43,47 @@ TEST(OneDnnLinear, MatchesAtenLinear) {
   }
 }
 
+TEST(OneDnnLinear, AppliesItsActivationAsATenDoes) {
+  at::manual_seed(2);
+  using Reference = at::Tensor (*)(const at::Tensor&);
+  const std::vector<std::pair<const char*, Reference>> activations = {
+      {"relu", [](const at::Tensor& y) { return at::relu(y); }},
+      {"gelu", [](const at::Tensor& y) { return at::gelu(y); }},
+      {"gelu_tanh", [](const at::Tensor& y) { return at::gelu(y, "tanh"); }},
+      {"silu", [](const at::Tensor& y) { return at::silu(y); }},
+      {"sigmoid", [](const at::Tensor& y) { return at::sigmoid(y); }}};
+  const at::Tensor x = at::randn({2, 37, 48}) * 2;  // outputs well on both sides of zero
+  const at::Tensor w = at::randn({70, 48}) / std::sqrt(48.0);
+  const at::Tensor b = at::randn({70});
+  const at::Tensor product = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
+  for (const auto& [name, reference] : activations) {
+    SCOPED_TRACE(name);
+    at::Tensor out = at::empty({2, 37, 70});
+    onednn_linear_out(x, w, onednn_linear_weight(w, 74, true, name), b, name, out);
+    expect_close(out, reference(product));
+    at::Tensor none = at::empty({0, 70});  // no rows: the activation of the bias
+    onednn_linear_out(at::randn({0, 48}), w, onednn_linear_weight(w, 1, true, name), b, name, none);
+    EXPECT_EQ(none.sizes(), (std::vector<int64_t>{0, 70}));
+  }
+  at::Tensor out = at::empty({0});
+  EXPECT_THROW(onednn_linear_out(x, w, onednn_linear_weight(w, 74, true), b, "tanh", out),
+               c10::Error);
+}
+
 TEST(OneDnnLinear, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   at::manual_seed(1);
   const at::Tensor x = at::randn({24, 40}).t();  // [40, 24], not contiguous
   const at::Tensor w = at::randn({16, 24}) / 5.0;
   at::Tensor out = at::full({16, 40}, std::nan("")).t();  // [40, 16], not contiguous, poisoned
-  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, out);
+  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, "none", out);
   expect_close(out, at::linear(x.to(at::kDouble), w.to(at::kDouble)));
 }
 
 TEST(OneDnnLinear, NoRowsGiveAnEmptyOutput) {
   const at::Tensor w = at::randn({8, 4});
   at::Tensor out = at::empty({0});
-  onednn_linear_out(at::randn({0, 4}), w, onednn_linear_weight(w, 1, true), at::ones({8}), out);
+  onednn_linear_out(at::randn({0, 4}), w, onednn_linear_weight(w, 1, true), at::ones({8}), "none",
+                    out);
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{0, 8}));
 }
 
@@ -63,12 +91,15 @@ TEST(OneDnnLinear, BadArgumentsAreClearErrors) {
   const at::Tensor w = at::randn({8, 4});
   const at::Tensor packed = onednn_linear_weight(w, 2, false);
   at::Tensor out = at::empty({0});
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, out), c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, out),
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, "none", out),
                c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, out),
+  EXPECT_THROW(
+      onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, "none", out),
+      c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, "none", out),
                c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), out), c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), "none", out),
+               c10::Error);
 }
 
 #else

@@ -492,6 +492,37 @@ def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(make_mo
     assert ops.count(_ONEDNN_LINEAR) == 2 and product not in ops, ops
 
 
+class _TokenMixing(torch.nn.Module):
+    """MLP-Mixer's token mixing: linears over a transposed input, which core ATen writes as a
+    product and a separate bias add."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(16, 64)
+        self.down = torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        mixed = self.down(torch.nn.functional.gelu(self.up(x.transpose(1, 2))))
+        return mixed.transpose(1, 2) + x
+
+
+@pytest.mark.skipif(not _OWN_ONEDNN, reason="kiln built without its own oneDNN")
+@pytest.mark.parametrize("make_model", [_FeedForward, _TokenMixing])
+def test_a_linears_bias_and_gelu_run_inside_its_onednn_matmul(make_model, tmp_path):
+    torch.manual_seed(0)
+    model = make_model().eval()
+    x = torch.randn(2, 16, 256)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        # oneDNN's erf and its sums differ from ATen's by float32 rounding.
+        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+    ir = _final_ir(tmp_path)
+    # _TokenMixing's first bias is added after its product: folded in, or the gelu stays out.
+    assert ir.count("kiln::onednn_linear(") == 2 and ir.count('activation="gelu"') == 1, ir
+    assert "aten::gelu" not in ir, ir
+
+
 def test_linears_stay_with_aten_where_autograd_needs_them(tmp_path):
     model = _FeedForward().train()
     x = torch.randn(4, 16, 256, requires_grad=True)
