@@ -452,6 +452,15 @@ def _final_ir(dump_dir):
         return f.read()
 
 
+def _compiled_ir(model, x, dump_dir):
+    """The final IR of `model` under torch.compile, once its result is checked against eager
+    (oneDNN sums, and computes erf, in another order than ATen: float32 rounding apart)."""
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(dump_dir)})
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    return _final_ir(dump_dir)
+
+
 class _InOutWeights(torch.nn.Module):
     """GPT-2's Conv1D twice: addmm(bias, x, weight) with the weight stored [in, out], not the
     [out, in] of nn.Linear."""
@@ -476,14 +485,10 @@ def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(make_mo
                                                                          tmp_path):
     model = make_model().eval()
     x = torch.randn(4, 16, 256)
+    ir = _compiled_ir(model, x, tmp_path)
     with torch.no_grad():
-        expected = model(x)
-        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
-        # oneDNN and BLAS sum in different orders: float32 rounding apart.
-        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
         scripted = kiln.compile(torch.jit.script(model))
-        assert_close(scripted(x), expected, atol=1e-4, rtol=1e-4)
-    ir = _final_ir(tmp_path)
+        assert_close(scripted(x), model(x), atol=1e-4, rtol=1e-4)
     assert ir.count(f"{_ONEDNN_LINEAR}(") == 2 and product not in ir, ir
     # The packed (and transposed) weights are constants, computed once.
     assert "_reorder_linear_weight" not in ir and "onednn_linear_weight" not in ir, ir
@@ -510,14 +515,7 @@ class _TokenMixing(torch.nn.Module):
 @pytest.mark.parametrize("make_model", [_FeedForward, _TokenMixing])
 def test_a_linears_bias_and_gelu_run_inside_its_onednn_matmul(make_model, tmp_path):
     torch.manual_seed(0)
-    model = make_model().eval()
-    x = torch.randn(2, 16, 256)
-    with torch.no_grad():
-        expected = model(x)
-        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
-        # oneDNN's erf and its sums differ from ATen's by float32 rounding.
-        assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
-    ir = _final_ir(tmp_path)
+    ir = _compiled_ir(make_model().eval(), torch.randn(2, 16, 256), tmp_path)
     # _TokenMixing's first bias is added after its product: folded in, or the gelu stays out.
     assert ir.count("kiln::onednn_linear(") == 2 and ir.count('activation="gelu"') == 1, ir
     assert "aten::gelu" not in ir, ir
