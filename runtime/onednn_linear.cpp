@@ -27,7 +27,8 @@ Activation activation_named(std::string_view name) {
               name, "\"");
 }
 
-/// `activation` applied by ATen, in place: for the rows-free case, where no primitive runs.
+/// `activation` applied by ATen, in place: where the product has no terms (k = 0) and no
+/// primitive runs, the output is the activation of the bias.
 void activate(at::Tensor& out, Activation activation) {
   switch (activation) {
     case Activation::Relu:
@@ -50,8 +51,7 @@ void activate(at::Tensor& out, Activation activation) {
   }
 }
 
-MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias,
-                     std::string_view activation) {
+MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activation activation) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
               "kiln::onednn_linear: weight must be a 2-D float32 CPU tensor, got ", weight.sizes(),
               " ", weight.scalar_type());
@@ -60,7 +60,7 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias,
   spec.n = weight.size(0);
   spec.k = weight.size(1);
   spec.bias = bias;
-  spec.activation = activation_named(activation);
+  spec.activation = activation;
   spec.threads = at::get_num_threads();
   const std::string problem = spec.problem();
   TORCH_CHECK(problem.empty(), "kiln::onednn_linear: ", problem, " (", rows, " rows, weight ",
@@ -72,7 +72,8 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias,
 
 at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
                                 std::string_view activation) {
-  return pack_for(*MatmulPrimitive::get(make_spec(rows, weight, bias, activation)), weight);
+  return pack_for(
+      *MatmulPrimitive::get(make_spec(rows, weight, bias, activation_named(activation))), weight);
 }
 
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
@@ -103,7 +104,7 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
     activate(out, after);
     return out;
   }
-  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, activation));
+  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, after));
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_linear");
