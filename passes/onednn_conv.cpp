@@ -90,8 +90,11 @@ struct Activation {
 
 class OneDnnConvRewriter : public NodeRewriter {
  public:
-  explicit OneDnnConvRewriter(ir::Graph& graph)
-      : NodeRewriter(graph), readers_(ir::count_uses(graph)), users_(readers_of(graph)) {}
+  OneDnnConvRewriter(ir::Graph& graph, bool bf16)
+      : NodeRewriter(graph),
+        bf16_(bf16),
+        readers_(ir::count_uses(graph)),
+        users_(readers_of(graph)) {}
 
  private:
   bool applies(const Node& node) const override {
@@ -120,16 +123,18 @@ class OneDnnConvRewriter : public NodeRewriter {
     ir::TensorType packed_type = weight->type();
     packed_type.sizes = {kHeaderFloats + weight->type().numel()};
     packed_type.strides = {1};
-    Node* pack = graph_.append("kiln::onednn_conv2d_weight", {weight}, {packed_type},
-                               {{"input_size", conv.input(0)->type().sizes},
-                                {"stride", attr("stride")},
-                                {"padding", attr("padding")},
-                                {"dilation", attr("dilation")},
-                                {"groups", attr("groups")},
-                                {"bias", has_bias},
-                                {"residual", binary},
-                                {"activation", activation},
-                                {"scalars", scalars}});
+    ir::AttrList pack_attrs = {{"input_size", conv.input(0)->type().sizes},
+                               {"stride", attr("stride")},
+                               {"padding", attr("padding")},
+                               {"dilation", attr("dilation")},
+                               {"groups", attr("groups")},
+                               {"bias", has_bias},
+                               {"residual", binary},
+                               {"activation", activation},
+                               {"scalars", scalars}};
+    if (bf16_) pack_attrs.emplace_back("precision", std::string("bf16"));
+    Node* pack =
+        graph_.append("kiln::onednn_conv2d_weight", {weight}, {packed_type}, std::move(pack_attrs));
     pack->output()->set_name(weight->name() + "_onednn");
 
     std::vector<Value*> inputs = {image_behind(conv.input(0)), weight, pack->output()};
@@ -148,6 +153,7 @@ class OneDnnConvRewriter : public NodeRewriter {
       attrs.emplace_back(name, attr(name));
     attrs.emplace_back("activation", activation);
     attrs.emplace_back("scalars", scalars);
+    if (bf16_) attrs.emplace_back("precision", std::string("bf16"));
     Node* onednn = graph_.append("kiln::onednn_conv2d", std::move(inputs), {conv.output()->type()},
                                  std::move(attrs));
     Value* result = after ? after->result : conv.output();
@@ -253,14 +259,15 @@ class OneDnnConvRewriter : public NodeRewriter {
     return std::nullopt;
   }
 
+  const bool bf16_;
   std::unordered_map<const Value*, int> readers_;
   std::unordered_map<const Value*, std::vector<Node*>> users_;
 };
 
 }  // namespace
 
-int onednn_conv(ir::Graph& graph) {
-  return OneDnnConvRewriter(graph).run();
+int onednn_conv(ir::Graph& graph, bool bf16) {
+  return OneDnnConvRewriter(graph, bf16).run();
 }
 
 }  // namespace kiln

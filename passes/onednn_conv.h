@@ -31,7 +31,9 @@
 
 namespace kiln {
 
-/// Returns the number of convolutions rewritten.
-int onednn_conv(ir::Graph& graph);
+/// Returns the number of convolutions rewritten. `bf16`: both nodes get {precision="bf16"}: the
+/// weight is packed in bf16 and the convolution multiplies in bf16, summing in float32 (the
+/// compile option precision=bf16).
+int onednn_conv(ir::Graph& graph, bool bf16 = false);
 
 }  // namespace kiln

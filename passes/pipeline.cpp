@@ -170,14 +170,16 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   // After batch-norm folding (which gives weights new values) and layout assignment (oneDNN's
   // convolutions take channels-last inputs); fold_constants packs the weights.
   if (options.prepack_onednn && options.evaluate_constant) {
-    passes.run("prepack_linear", "", [&] { prepack_linear(graph, options.own_onednn); });
+    const bool bf16 = options.bf16 && options.own_onednn;
+    passes.run("prepack_linear", "", [&] { prepack_linear(graph, options.own_onednn, bf16); });
     passes.run("prepack_conv", "", [&] {
       prepack_conv(graph, options.own_onednn && !options.disabled.contains("onednn_conv"));
     });
-    // On prepack_conv's oneDNN convolutions: the 3x3 ones where Winograd is measured to win.
-    passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
+    // On prepack_conv's oneDNN convolutions: the 3x3 ones where Winograd is measured to win (in
+    // float32: not where they are to multiply in bf16).
+    if (!bf16) passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
     // The rest on primitives kiln keeps, not ATen's op that creates one every call.
-    if (options.own_onednn) passes.run("onednn_conv", "", [&] { onednn_conv(graph); });
+    if (options.own_onednn) passes.run("onednn_conv", "", [&] { onednn_conv(graph, bf16); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

@@ -40,6 +40,10 @@ struct PipelineOptions {
   /// The runtime has kiln's own oneDNN primitives (kiln::onednn_conv2d, kiln::onednn_linear):
   /// prepack_linear's linears and prepack_conv's convolutions run on them (onednn_conv).
   bool own_onednn = false;
+  /// The `precision=bf16` compile option, where the CPU multiplies bf16 natively: the linears and
+  /// convolutions on kiln's own oneDNN primitives multiply in bf16 (their `precision` attribute),
+  /// and winograd_conv, which multiplies in float32, does not run.
+  bool bf16 = false;
   /// Where the plan runs, and so its generated kernels: a fusion group whose tensors are on
   /// another device (a region that moves values with `.to()`) runs op by op through ATen.
   /// decompose_group_norm runs only on the CPU: on CUDA kiln's reduction kernels walk a row once

@@ -96,7 +96,7 @@ std::pair<Node*, ir::Value*> bias_add_after(const Node& linear, const ReadersMap
 // own, or one added after it, or null) and `activation`; the dense weight stays an input, to
 // pack again where the thread count changed oneDNN's layout.
 Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_value,
-                 const std::string& activation) {
+                 const std::string& activation, bool bf16) {
   ir::Value* weight = linear.input(1);
   const bool bias = bias_value != nullptr;
   ir::TensorType packed_type = weight->type();  // the least it can be: oneDNN pads blocks
@@ -104,6 +104,7 @@ Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_v
   packed_type.strides = {1};
   ir::AttrList weight_attrs = {{"rows", rows}, {"bias", bias}};
   if (activation != "none") weight_attrs.emplace_back("activation", activation);
+  if (bf16) weight_attrs.emplace_back("precision", std::string("bf16"));
   Node* packed =
       graph.append("kiln::onednn_linear_weight", {weight}, {packed_type}, std::move(weight_attrs));
   packed->output()->set_name(weight->name() + "_onednn");
@@ -115,6 +116,7 @@ Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_v
     attrs.emplace_back("bias", ir::NoneAttr{});
   }
   if (activation != "none") attrs.emplace_back("activation", activation);
+  if (bf16) attrs.emplace_back("precision", std::string("bf16"));
   Node* matmul = graph.append("kiln::onednn_linear", std::move(inputs), {linear.output()->type()},
                               std::move(attrs));
   graph.move_before(packed, &linear);
@@ -123,7 +125,7 @@ Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_v
 
 }  // namespace
 
-int prepack_linear(ir::Graph& graph, bool own_primitive) {
+int prepack_linear(ir::Graph& graph, bool own_primitive, bool bf16) {
   std::vector<Node*> linears;
   const int64_t min_macs = own_primitive ? kMinOwnPrimitiveMacs : kMinPrepackedMacs;
   for (Node* node : graph.nodes()) {
@@ -148,7 +150,7 @@ int prepack_linear(ir::Graph& graph, bool own_primitive) {
         result = after.node->output();
         absorbed.push_back(after.node);
       }
-      Node* matmul = own_matmul(graph, *linear, rows, bias, after.name);
+      Node* matmul = own_matmul(graph, *linear, rows, bias, after.name, bf16);
       matmul->output()->set_name(result->name());
       // Where the last node it replaces was: past every input, the added bias's included.
       graph.move_before(matmul, result->producer());

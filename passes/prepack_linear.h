@@ -34,8 +34,10 @@ inline constexpr int64_t kMinPrepackedMacs = int64_t{1} << 22;
 ///   %w_onednn = kiln::onednn_linear_weight(%w) {rows=128, bias=true}               (folded)
 ///   %y = kiln::onednn_linear(%x, %w, %w_onednn, %b)
 /// and, with no fixed cost to amortize, every linear that kiln does not lower to its own kernel
-/// is taken, however small (kMinOwnPrimitiveMacs).
-int prepack_linear(ir::Graph& graph, bool own_primitive = false);
+/// is taken, however small (kMinOwnPrimitiveMacs). `bf16` (own_primitive only): both nodes get
+/// {precision="bf16"}: the weight is packed in bf16 and the product taken in bf16, summed in
+/// float32 (the compile option precision=bf16).
+int prepack_linear(ir::Graph& graph, bool own_primitive = false, bool bf16 = false);
 
 inline constexpr int64_t kMinOwnPrimitiveMacs = 0;
 

@@ -55,7 +55,8 @@ void set_activation(ConvSpec& spec, std::string_view activation,
 
 ConvSpec make_spec(at::IntArrayRef input_size, const at::Tensor& weight, at::IntArrayRef stride,
                    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
-                   bool residual, std::string_view activation, const std::vector<double>& scalars) {
+                   bool residual, std::string_view activation, const std::vector<double>& scalars,
+                   bool bf16) {
   TORCH_CHECK(weight.dim() == 4 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
               "kiln::onednn_conv2d: weight must be a 4-D float32 CPU tensor, got ", weight.sizes(),
               " ", weight.scalar_type());
@@ -68,6 +69,7 @@ ConvSpec make_spec(at::IntArrayRef input_size, const at::Tensor& weight, at::Int
   spec.groups = groups;
   spec.bias = bias;
   spec.residual = residual;
+  spec.bf16 = bf16;
   set_activation(spec, activation, scalars);
   spec.threads = at::get_num_threads();
   const std::string problem = spec.problem();
@@ -85,9 +87,11 @@ bool dense_channels_last(const at::Tensor& t) {
 at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
                                 at::IntArrayRef stride, at::IntArrayRef padding,
                                 at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars) {
-  const ConvSpec spec = make_spec(input_size, weight, stride, padding, dilation, groups, bias,
-                                  residual, activation, scalars);
+                                std::string_view activation, const std::vector<double>& scalars,
+                                std::string_view precision) {
+  const ConvSpec spec =
+      make_spec(input_size, weight, stride, padding, dilation, groups, bias, residual, activation,
+                scalars, multiplies_in_bf16(precision, "kiln::onednn_conv2d_weight"));
   return pack_for(*ConvPrimitive::get(spec), weight);
 }
 
@@ -96,14 +100,15 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                               std::string_view activation, const std::vector<double>& scalars,
-                              at::Tensor& out) {
+                              std::string_view precision, at::Tensor& out) {
+  const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_conv2d");
   TORCH_CHECK(input.dim() == 4 && input.scalar_type() == at::kFloat && input.is_cpu(),
               "kiln::onednn_conv2d: input must be a 4-D float32 CPU tensor, got ", input.sizes(),
               " ", input.scalar_type());
   const bool has_bias = bias.has_value() && bias->defined();
   const bool has_other = other.has_value() && other->defined();
   const ConvSpec spec = make_spec(input.sizes(), weight, stride, padding, dilation, groups,
-                                  has_bias, has_other, activation, scalars);
+                                  has_bias, has_other, activation, scalars, bf16);
   const auto output_size = spec.output();
   const std::vector<int64_t> out_sizes(output_size.begin(), output_size.end());
   if (has_bias) {
@@ -152,9 +157,11 @@ namespace {
 
 at::Tensor weight_op(const at::Tensor& weight, at::IntArrayRef input_size, at::IntArrayRef stride,
                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
-                     bool residual, c10::string_view activation, at::ArrayRef<double> scalars) {
+                     bool residual, c10::string_view activation, at::ArrayRef<double> scalars,
+                     c10::string_view precision) {
   return onednn_conv2d_weight(weight, input_size, stride, padding, dilation, groups, bias, residual,
-                              std::string_view(activation), scalars.vec());
+                              std::string_view(activation), scalars.vec(),
+                              std::string_view(precision));
 }
 
 at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
@@ -162,27 +169,30 @@ at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const
                         const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                         c10::string_view activation, at::ArrayRef<double> scalars,
-                        at::Tensor& out) {
+                        c10::string_view precision, at::Tensor& out) {
   return onednn_conv2d_out(input, weight, packed, bias, other, stride, padding, dilation, groups,
-                           std::string_view(activation), scalars.vec(), out);
+                           std::string_view(activation), scalars.vec(), std::string_view(precision),
+                           out);
 }
 
 at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& other,
                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                   int64_t groups, c10::string_view activation, at::ArrayRef<double> scalars) {
+                   int64_t groups, c10::string_view activation, at::ArrayRef<double> scalars,
+                   c10::string_view precision) {
   // Sized here, so the out= form finds a channels-last output to write into directly. make_spec
   // checks the arguments as the out= form would.
   TORCH_CHECK(input.dim() == 4, "kiln::onednn_conv2d: input must be 4-D, got ", input.sizes());
   const bool has_bias = bias.has_value() && bias->defined();
   const bool has_other = other.has_value() && other->defined();
   const auto sizes = make_spec(input.sizes(), weight, stride, padding, dilation, groups, has_bias,
-                               has_other, std::string_view(activation), scalars.vec())
+                               has_other, std::string_view(activation), scalars.vec(),
+                               multiplies_in_bf16(precision, "kiln::onednn_conv2d"))
                          .output();
   at::Tensor out = at::empty(std::vector<int64_t>(sizes.begin(), sizes.end()),
                              input.options().memory_format(at::MemoryFormat::ChannelsLast));
   return conv_out_op(input, weight, packed, bias, other, stride, padding, dilation, groups,
-                     activation, scalars, out);
+                     activation, scalars, precision, out);
 }
 
 }  // namespace
@@ -190,16 +200,16 @@ at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::
 TORCH_LIBRARY_FRAGMENT(kiln, m) {
   m.def(
       "onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding, "
-      "int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars) "
-      "-> Tensor");
+      "int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars, "
+      "str precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "
       "int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars) -> Tensor");
+      "float[] scalars, str precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_conv2d.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
       "Tensor? other, int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars, *, Tensor(a!) out) -> Tensor(a!)");
+      "float[] scalars, str precision=\"fp32\", *, Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {

@@ -7,18 +7,21 @@
 //
 // Registered with ATen's dispatcher as (CPU):
 //   kiln::onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding,
-//       int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars)
-//       -> Tensor
+//       int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars,
+//       str precision="fp32") -> Tensor
 //   kiln::onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other,
 //       int[] stride, int[] padding, int[] dilation, int groups, str activation,
-//       float[] scalars) -> Tensor                                       (and its .out overload)
+//       float[] scalars, str precision="fp32") -> Tensor              (and its .out overload)
 //
 // activation(conv2d(input, weight, bias) + other): `activation` is "none", "relu", "hardtanh"
 // (scalars = [min, max]), "silu", "sigmoid", "hardswish" or "hardsigmoid". `packed` is
 // onednn_conv2d_weight(weight, ...) for the same sizes and settings: a float32 vector holding a
 // 64-byte header (the layout's identity) and the weight in oneDNN's blocked layout. Where the
 // thread count at run time differs from the one the weight was packed for and oneDNN's layout with
-// it, the dense `weight` is packed again on every call (slower, same results). Built only with
+// it, the dense `weight` is packed again on every call (slower, same results). precision "bf16"
+// (the compile option `precision`) multiplies in bf16 and sums in float32: the weight is packed in
+// bf16, the input rounded to bf16 on each call; bias, residual, activation and output stay
+// float32. Built only with
 // KILN_WITH_ONEDNN (cmake/OneDNN.cmake); without it the ops are not registered and prepack_conv's
 // convolutions stay ATen's.
 
@@ -33,13 +36,14 @@ namespace kiln {
 at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
                                 at::IntArrayRef stride, at::IntArrayRef padding,
                                 at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars);
+                                std::string_view activation, const std::vector<double>& scalars,
+                                std::string_view precision = "fp32");
 
 at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                               const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                               std::string_view activation, const std::vector<double>& scalars,
-                              at::Tensor& out);
+                              std::string_view precision, at::Tensor& out);
 
 }  // namespace kiln

@@ -51,7 +51,8 @@ void activate(at::Tensor& out, Activation activation) {
   }
 }
 
-MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activation activation) {
+MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activation activation,
+                     bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
               "kiln::onednn_linear: weight must be a 2-D float32 CPU tensor, got ", weight.sizes(),
               " ", weight.scalar_type());
@@ -61,6 +62,7 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activati
   spec.k = weight.size(1);
   spec.bias = bias;
   spec.activation = activation;
+  spec.bf16 = bf16;
   spec.threads = at::get_num_threads();
   const std::string problem = spec.problem();
   TORCH_CHECK(problem.empty(), "kiln::onednn_linear: ", problem, " (", rows, " rows, weight ",
@@ -71,14 +73,18 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activati
 }  // namespace
 
 at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
-                                std::string_view activation) {
+                                std::string_view activation, std::string_view precision) {
+  const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_linear_weight");
   return pack_for(
-      *MatmulPrimitive::get(make_spec(rows, weight, bias, activation_named(activation))), weight);
+      *MatmulPrimitive::get(make_spec(rows, weight, bias, activation_named(activation), bf16)),
+      weight);
 }
 
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              std::string_view activation, at::Tensor& out) {
+                              std::string_view activation, std::string_view precision,
+                              at::Tensor& out) {
+  const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_linear");
   TORCH_CHECK(input.dim() >= 1 && input.scalar_type() == at::kFloat && input.is_cpu(),
               "kiln::onednn_linear: input must be a float32 CPU tensor, got ", input.sizes(), " ",
               input.scalar_type());
@@ -104,7 +110,7 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
     activate(out, after);
     return out;
   }
-  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, after));
+  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, after, bf16));
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_linear");
@@ -120,37 +126,42 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
 
 namespace {
 
-at::Tensor weight_op(const at::Tensor& weight, int64_t rows, bool bias,
-                     c10::string_view activation) {
-  return onednn_linear_weight(weight, rows, bias, std::string_view(activation));
+at::Tensor weight_op(const at::Tensor& weight, int64_t rows, bool bias, c10::string_view activation,
+                     c10::string_view precision) {
+  return onednn_linear_weight(weight, rows, bias, std::string_view(activation),
+                              std::string_view(precision));
 }
 
 at::Tensor linear_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
-                     const std::optional<at::Tensor>& bias, c10::string_view activation) {
+                     const std::optional<at::Tensor>& bias, c10::string_view activation,
+                     c10::string_view precision) {
   std::vector<int64_t> sizes = input.sizes().vec();
   if (!sizes.empty() && weight.dim() == 2) sizes.back() = weight.size(0);
   at::Tensor out = at::empty(sizes, input.options());
-  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation), out);
+  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation),
+                           std::string_view(precision), out);
 }
 
 at::Tensor& linear_out_op(const at::Tensor& input, const at::Tensor& weight,
                           const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                          c10::string_view activation, at::Tensor& out) {
-  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation), out);
+                          c10::string_view activation, c10::string_view precision,
+                          at::Tensor& out) {
+  return onednn_linear_out(input, weight, packed, bias, std::string_view(activation),
+                           std::string_view(precision), out);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(kiln, m) {
   m.def(
-      "onednn_linear_weight(Tensor weight, int rows, bool bias, str activation=\"none\") -> "
-      "Tensor");
+      "onednn_linear_weight(Tensor weight, int rows, bool bias, str activation=\"none\", "
+      "str precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
-      "str activation=\"none\") -> Tensor");
+      "str activation=\"none\", str precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_linear.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
-      "str activation=\"none\", *, Tensor(a!) out) -> Tensor(a!)");
+      "str activation=\"none\", str precision=\"fp32\", *, Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {

@@ -7,14 +7,16 @@
 // weight is packed at compile time (runtime/onednn_packed.h).
 //
 // Registered with ATen's dispatcher as (CPU):
-//   kiln::onednn_linear_weight(Tensor weight, int rows, bool bias, str activation="none")
-//       -> Tensor
+//   kiln::onednn_linear_weight(Tensor weight, int rows, bool bias, str activation="none",
+//       str precision="fp32") -> Tensor
 //   kiln::onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias,
-//                       str activation="none") -> Tensor                (and its .out overload)
+//       str activation="none", str precision="fp32") -> Tensor         (and its .out overload)
 //
 // activation(linear(input, weight, bias)) over input's last dim, its other dims flattened into
 // rows; activation is "none", "relu", "gelu" (erf), "gelu_tanh", "silu" or "sigmoid", applied by
-// oneDNN as a post-op while the product is in registers.
+// oneDNN as a post-op while the product is in registers. precision "bf16" (the compile option
+// `precision`) multiplies in bf16 and sums in float32: the weight is packed in bf16, the input
+// rounded to bf16 on each call; bias, activation and output stay float32.
 // Built only with KILN_WITH_ONEDNN.
 
 #include <optional>
@@ -25,10 +27,12 @@
 namespace kiln {
 
 at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
-                                std::string_view activation = "none");
+                                std::string_view activation = "none",
+                                std::string_view precision = "fp32");
 
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              std::string_view activation, at::Tensor& out);
+                              std::string_view activation, std::string_view precision,
+                              at::Tensor& out);
 
 }  // namespace kiln

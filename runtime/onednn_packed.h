@@ -8,10 +8,20 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace kiln {
 
 inline constexpr int64_t kPackedHeaderFloats = 16;
+
+/// An op's `precision` argument: "fp32", or "bf16" (multiply in bf16, sum in float32: the weight
+/// is packed in bf16 and the input converted on each call).
+inline bool multiplies_in_bf16(std::string_view precision, const char* op) {
+  if (precision == "fp32") return false;
+  TORCH_CHECK(precision == "bf16", op, ": precision must be \"fp32\" or \"bf16\", got \"",
+              precision, "\"");
+  return true;
+}
 
 struct PackedHeader {
   uint64_t layout;

@@ -9,6 +9,7 @@
 #include "backend/api/code_generators.h"
 #include "backend/api/environment.h"
 #include "backend/api/explain_plan.h"
+#include "backend/api/precision.h"
 #include "backend/api/run_node.h"
 #include "kiln/error.h"
 #include "passes/pipeline.h"
@@ -75,6 +76,9 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   // oneDNN's linear records no autograd history either.
   pipeline.prepack_onednn = plan_memory && device.is_cpu() && has_onednn_ops();
   pipeline.own_onednn = pipeline.prepack_onednn && has_own_onednn();
+  // Only kiln's own oneDNN primitives multiply in bf16 (a graph that needs autograd has none,
+  // and precision=bf16 refuses it before this).
+  pipeline.bf16 = multiplies_in_bf16(options, device.is_cpu()) && pipeline.own_onednn;
   const codegen::CodeGenerator* generator = code_generator_for(device);
   pipeline.fusion = options.fusion && generator;
   pipeline.strict = options.strict;

@@ -12,6 +12,7 @@ namespace {
 const std::vector<std::string> kModes = {"default", "reduce-overhead", "max-autotune",
                                          "max-autotune-no-cudagraphs"};
 const std::vector<std::string> kTargets = {"auto", "cpu", "cuda"};
+const std::vector<std::string> kPrecisions = {"fp32", "bf16"};
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value,
                             const std::string& allowed) {
@@ -53,9 +54,13 @@ const char* target_name(Target target) {
   return "auto";
 }
 
+const char* precision_name(Precision precision) {
+  return precision == Precision::BF16 ? "bf16" : "fp32";
+}
+
 const std::vector<std::string>& CompileOptions::keys() {
   static const std::vector<std::string> keys = {
-      "mode", "target", "strict", "fusion", "max_specializations", "dump_dir"};
+      "mode", "target", "strict", "fusion", "max_specializations", "precision", "dump_dir"};
   return keys;
 }
 
@@ -74,6 +79,8 @@ void CompileOptions::set(const std::string& key, const std::string& value) {
         !value.empty() && value.size() <= 6 && std::all_of(value.begin(), value.end(), ::isdigit);
     if (!digits || std::stoi(value) < 1) bad_value(key, value, "an integer from 1 to 999999");
     max_specializations = std::stoi(value);
+  } else if (key == "precision") {
+    precision = one_of(key, value, kPrecisions) == "bf16" ? Precision::BF16 : Precision::FP32;
   } else if (key == "dump_dir") {
     dump_dir = value;
   } else {
@@ -110,7 +117,8 @@ std::string CompileOptions::to_string() const {
   std::ostringstream out;
   out << "mode=" << mode << ",target=" << target_name(target)
       << ",strict=" << (strict ? "true" : "false") << ",fusion=" << (fusion ? "true" : "false")
-      << ",max_specializations=" << max_specializations;
+      << ",max_specializations=" << max_specializations
+      << ",precision=" << precision_name(precision);
   if (!dump_dir.empty()) out << ",dump_dir=" << dump_dir;
   return out.str();
 }

@@ -4,6 +4,7 @@
 
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include "backend/api/environment.h"
+#include "backend/api/precision.h"
 #include "backend/api/stats_recorder.h"
 #include "backend/capture/import_graph.h"
 #include "runtime/executor.h"
@@ -123,6 +124,8 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::past_limit() c
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specialization(
     const Tensors& inputs) const {
   auto spec = std::make_shared<Specialization>();
+  // Not a failure to fall back from: the caller asked for what cannot be.
+  check_inference_precision(options_, needs_autograd(inputs), name_);
   try {
     std::vector<FrozenWeight> weights = weights_to_freeze(inputs);
     std::vector<size_t> frozen;

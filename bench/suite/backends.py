@@ -13,16 +13,17 @@ from . import native_peers
 # Backends in table order. kiln_ts is kiln's C++ TorchScript path (a traced module through
 # kiln::compile); torchscript is torch.jit.freeze + torch.jit.optimize_for_inference. The peers
 # run through their own APIs (native_peers.py): openvino_f32 and openvino (OpenVINO's default
-# precision, bf16 where the CPU has it), onnxruntime. Inductor runs in its default
+# precision, bf16 where the CPU has it), onnxruntime; kiln_bf16 is torch.compile with kiln's
+# precision="bf16", beside OpenVINO's default. Inductor runs in its default
 # configuration, with freezing, and (full suite only: 20-50 s of compile per model) with
 # freezing and max-autotune.
 INFERENCE = ["eager", "kiln", "kiln_ts", "inductor", "inductor_freeze", "torchscript",
-             "openvino_f32", "openvino", "onnxruntime"]
+             "openvino_f32", "openvino", "kiln_bf16", "onnxruntime"]
 FULL_ONLY = ["inductor_max_autotune"]
 TRAINING = ["eager", "kiln", "inductor"]  # the TorchScript and native peers are inference-only
 
 # Backends that compute in reduced precision by default: judged by norm-relative error.
-REDUCED_PRECISION = ("openvino",)
+REDUCED_PRECISION = ("openvino", "kiln_bf16")
 
 # The f32 peers: per model, the faster of them that matches eager is its best peer.
 F32_PEERS = ("openvino_f32", "onnxruntime")
@@ -44,6 +45,8 @@ def compiled_model(backend: str, model: torch.nn.Module, inputs: tuple):
         return model
     if backend == "kiln":
         return torch.compile(model, backend="kiln", dynamic=False)
+    if backend == "kiln_bf16":
+        return torch.compile(model, backend="kiln", dynamic=False, options={"precision": "bf16"})
     if backend == "kiln_ts":
         import kiln
         return kiln.compile(_trace(model, inputs))

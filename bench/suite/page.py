@@ -80,8 +80,12 @@ def _geomean_line(report: dict) -> str:
         parts.append(f"**{g['kiln_vs_inductor']:.2f}x** the best Inductor configuration")
     if g.get("kiln_vs_best_peer"):
         parts.append(f"**{g['kiln_vs_best_peer']:.2f}x** the best f32 peer")
-    return ("Geometric mean of kiln (torch.compile) over the rows that match eager: "
+    line = ("Geometric mean of kiln (torch.compile) over the rows that match eager: "
             + ", ".join(parts) + ".") if parts else "No geometric mean: no kiln row matched eager."
+    if g.get("kiln_bf16_vs_openvino"):
+        line += (f" kiln with `precision=\"bf16\"`: **{g['kiln_bf16_vs_openvino']:.2f}x** OpenVINO at "
+                 "its default precision (rows where both are within 2e-2 of eager).")
+    return line
 
 
 def _date(report: dict, source: pathlib.Path) -> str:

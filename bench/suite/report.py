@@ -74,11 +74,24 @@ def summaries(results: list[dict]) -> list[dict]:
     return out
 
 
+def bf16_vs_openvino(results: list[dict]) -> list[float]:
+    """Per model where both ran within the reduced-precision tolerance: OpenVINO's default
+    median over kiln_bf16's (above 1, kiln is faster)."""
+    by = {(r["model"], r["backend"]): r for r in results}
+    ratios = []
+    for model in dict.fromkeys(r["model"] for r in results):
+        ours, theirs = by.get((model, "kiln_bf16")), by.get((model, "openvino"))
+        if ours and theirs and ours["ok"] and theirs["ok"] and ours["median_ms"]:
+            ratios.append(theirs["median_ms"] / ours["median_ms"])
+    return ratios
+
+
 def geomeans(results: list[dict]) -> dict:
     rows = summaries(results)
     return {"kiln_vs_eager": _geomean([s["vs_eager"] for s in rows]),
             "kiln_vs_inductor": _geomean([s["vs_best_inductor"] for s in rows]),
-            "kiln_vs_best_peer": _geomean([s["vs_best_peer"] for s in rows])}
+            "kiln_vs_best_peer": _geomean([s["vs_best_peer"] for s in rows]),
+            "kiln_bf16_vs_openvino": _geomean(bf16_vs_openvino(results))}
 
 
 def summary_table(results: list[dict]) -> str:

@@ -36,6 +36,11 @@ def _weight_inputs(kind: str) -> frozenset[int]:
 def _fx_compiler(options: dict[str, str], kind: str):
     def compile_fx(gm: torch.fx.GraphModule, example_inputs):
         name = f"graph{next(_graph_ids)}-{kind}"
+        if kind != "inference" and options.get("precision") == "bf16":
+            raise KilnError(
+                f"{name}: precision='bf16' is for inference, but this graph trains (gradients "
+                "flow through it); use precision='fp32' to train, or call the model under "
+                "torch.no_grad()")
         _stats.add("graphs")
         # Inference graphs only: a training forward hands saved tensors to its backward.
         replay = (options.get("mode") == "reduce-overhead" and kind == "inference"

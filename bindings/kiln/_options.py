@@ -1,6 +1,7 @@
 """Options from Python, validated by the same C++ CompileOptions that C++ users get.
 
-The keys are CompileOptions' (mode, target, strict, fusion, max_specializations, dump_dir).
+The keys are CompileOptions' (mode, target, strict, fusion, max_specializations, precision,
+dump_dir).
 Values may be given as Python values (True, 8, "cpu") or as the strings C++ reads.
 """
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "backend/api/introspection.h"
+#include "backend/api/precision.h"
 #include "bindings/src/fx_program.h"
 #include "bindings/src/script_module.h"
 #include "kiln/error.h"
@@ -91,6 +92,9 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("calls"), py::arg("call_ms"), py::arg("rows") = 25,
       "Closes the session: (JSON, text) of the per-step times, per call of `calls`.");
+  m.def("native_bf16", &native_bf16,
+        "Whether precision=bf16 multiplies in bf16 on this CPU (AVX512-BF16 or AMX; "
+        "KILN_NATIVE_BF16 overrides).");
   m.def("native_ops", &native_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 

@@ -52,6 +52,12 @@ Environment read_environment(std::vector<std::string>& problems) {
     else
       problems.push_back("KILN_DEBUG='" + mode + "' is not a debug mode; the one there is: bounds");
   }
+  const std::string bf16 = getenv_or_empty("KILN_NATIVE_BF16");
+  if (bf16 == "0" || bf16 == "1") {
+    env.native_bf16 = bf16 == "1";
+  } else if (!bf16.empty()) {
+    problems.push_back("KILN_NATIVE_BF16='" + bf16 + "' is not 0 or 1; using what the CPU has");
+  }
   return env;
 }
 

@@ -7,12 +7,15 @@
 //   KILN_DISABLE=a,b                 turn off passes or features by name
 //   KILN_DEBUG=bounds                checked runs: kernel buffers between guard bands, poisoned
 //                                    (runtime/bounds_check.h)
+//   KILN_NATIVE_BF16=0|1             treat the CPU as lacking (0) or having (1) native bf16,
+//                                    whatever it has (tests of precision=bf16's fallback)
 //
 // KILN_DISABLE's names are the pipeline's passes and the driver's features, which this bottom
 // layer cannot know: it keeps the names as given, and the driver checks them
 // (backend/api/environment.h).
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -24,8 +27,9 @@ struct Environment {
   LogLevel log_level = LogLevel::Warn;
   std::string dump_dir;
   bool verify = false;
-  std::set<std::string> disabled;  // as given; unknown names are warned about by the driver
-  bool check_bounds = false;       // KILN_DEBUG=bounds
+  std::set<std::string> disabled;   // as given; unknown names are warned about by the driver
+  bool check_bounds = false;        // KILN_DEBUG=bounds
+  std::optional<bool> native_bf16;  // KILN_NATIVE_BF16; unset: what the CPU has
 };
 
 const Environment& environment();

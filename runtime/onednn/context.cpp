@@ -1,5 +1,7 @@
 #include "runtime/onednn/context.h"
 
+#include "runtime/onednn_support.h"
+
 #include <cstdlib>
 #include <new>
 
@@ -119,3 +121,14 @@ uint64_t layout_of(const dnnl::memory::desc& desc) {
 }
 
 }  // namespace kiln::onednn
+
+namespace kiln {
+
+bool onednn_native_bf16() {
+  // oneDNN's ISAs are bit sets: each one that multiplies bf16 (AVX512-BF16, then AMX) holds all
+  // of avx512_core_bf16's bits.
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+}
+
+}  // namespace kiln

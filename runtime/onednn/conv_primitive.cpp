@@ -13,8 +13,14 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-memory::desc nhwc(const std::array<int64_t, 4>& sizes) {
-  return memory::desc(memory::dims(sizes.begin(), sizes.end()), memory::data_type::f32, Tag::nhwc);
+memory::desc nhwc(const std::array<int64_t, 4>& sizes,
+                  memory::data_type type = memory::data_type::f32) {
+  return memory::desc(memory::dims(sizes.begin(), sizes.end()), type, Tag::nhwc);
+}
+
+/// The type the primitive multiplies in: its source's and its weight's.
+memory::data_type product_type(const ConvSpec& spec) {
+  return spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
 /// The dense weight as oneDNN names its dimensions: [K, C, kh, kw], or [G, K/G, C/G, kh, kw].
@@ -40,7 +46,8 @@ struct SpecHash {
     for (auto v : s.dilation)
       h = mix(h, v);
     h = mix(h, s.groups);
-    h = mix(h, (s.bias ? 1 : 0) | (s.residual ? 2 : 0) | (static_cast<int>(s.activation) << 2));
+    h = mix(h, (s.bias ? 1 : 0) | (s.residual ? 2 : 0) | (s.bf16 ? 4 : 0) |
+                   (static_cast<int>(s.activation) << 3));
     h = mix(h, std::hash<float>()(s.lo));
     h = mix(h, std::hash<float>()(s.hi));
     return mix(h, s.threads);
@@ -81,10 +88,11 @@ struct ConvPrimitive::State {
   dnnl::convolution_forward::primitive_desc descriptor;
   dnnl::convolution_forward primitive;
   memory::desc source, weights, bias, destination;
-  // The reorder from a dense NCHW input, made on the first such call.
-  mutable std::once_flag nchw_once;
-  mutable memory::desc nchw;
-  mutable dnnl::reorder from_nchw;
+  // The reorders into `source` from a dense NCHW input and (for bf16) from a float32 NHWC one,
+  // made on the first such call.
+  mutable std::once_flag nchw_once, nhwc_once;
+  mutable memory::desc nchw, nhwc_f32;
+  mutable dnnl::reorder from_nchw, from_nhwc_f32;
 };
 
 ConvPrimitive::ConvPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -102,11 +110,11 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   }
   auto state = std::make_unique<State>();
   state->spec = spec;
-  state->source = nhwc(spec.input);
+  state->source = nhwc(spec.input, product_type(spec));
   state->destination = nhwc(spec.output());
   state->bias = memory::desc({spec.weight[0]}, memory::data_type::f32, Tag::x);
   memory::desc any_weights = dense_weight(spec);
-  any_weights = memory::desc(any_weights.get_dims(), memory::data_type::f32, Tag::any);
+  any_weights = memory::desc(any_weights.get_dims(), product_type(spec), Tag::any);
 
   dnnl::post_ops post_ops;
   if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->destination);
@@ -155,22 +163,25 @@ void ConvPrimitive::run(const float* input, const void* packed_weight, const flo
                         const float* residual, float* output, bool input_nchw) const {
   const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
-  if (input_nchw) {
-    std::call_once(state_->nchw_once, [&] {
-      const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
-      state_->nchw = memory::desc(dims, memory::data_type::f32, Tag::nchw);
-      state_->from_nchw =
-          dnnl::reorder(dnnl::reorder::primitive_desc(engine, state_->nchw, engine, s.source));
+  const void* source = input;
+  if (input_nchw || s.spec.bf16) {
+    // One reorder converts the layout (a dense NCHW image) and the type (bf16) at once.
+    const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
+    memory::desc& from = input_nchw ? state_->nchw : state_->nhwc_f32;
+    dnnl::reorder& convert = input_nchw ? state_->from_nchw : state_->from_nhwc_f32;
+    std::call_once(input_nchw ? state_->nchw_once : state_->nhwc_once, [&] {
+      from = memory::desc(dims, memory::data_type::f32, input_nchw ? Tag::nchw : Tag::nhwc);
+      convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, s.source));
     });
     void* converted = staging(s.source.get_size());
     std::unordered_map<int, memory> reorder_args = {
-        {DNNL_ARG_FROM, memory(s.nchw, engine, const_cast<float*>(input))},
+        {DNNL_ARG_FROM, memory(from, engine, const_cast<float*>(input))},
         {DNNL_ARG_TO, memory(s.source, engine, converted)}};
-    execute(s.from_nchw, memory::desc(), reorder_args);
-    input = static_cast<const float*>(converted);
+    execute(convert, memory::desc(), reorder_args);
+    source = converted;
   }
   std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
+      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<void*>(source))},
       {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
       {DNNL_ARG_DST, memory(s.destination, engine, output)},
   };

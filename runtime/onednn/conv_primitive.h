@@ -10,10 +10,10 @@
 
 namespace kiln::onednn {
 
-/// One float32 2-D convolution, channels-last (NHWC) input, output and residual, as kiln's
-/// `onednn_conv` pass describes it. Every field is part of the primitive's identity, the thread
-/// count included: oneDNN picks its blocking (and so its weight layout) for the threads it will
-/// run on.
+/// One 2-D convolution on float32 tensors, channels-last (NHWC) input, output and residual, as
+/// kiln's `onednn_conv` pass describes it. Every field is part of the primitive's identity, the
+/// thread count included: oneDNN picks its blocking (and so its weight layout) for the threads it
+/// will run on.
 struct ConvSpec {
   std::array<int64_t, 4> input{};   // N, C, H, W
   std::array<int64_t, 4> weight{};  // K, C / groups, kernel height, kernel width
@@ -25,6 +25,9 @@ struct ConvSpec {
   bool residual = false;  // adds an output-shaped tensor before the activation
   Activation activation = Activation::None;
   float lo = 0, hi = 0;  // Clip's bounds
+  /// Multiplies in bf16 (input and weight rounded to bf16, products summed in float32); the
+  /// input, bias, residual, post-ops and output stay float32.
+  bool bf16 = false;
   int threads = 1;
 
   /// N, K, output height, output width.
@@ -53,13 +56,15 @@ class ConvPrimitive {
   size_t packed_weight_bytes() const;
   /// Identifies that layout: two primitives read each other's packed weights when it is equal.
   uint64_t packed_weight_layout() const;
-  /// Reorders a dense [K, C / groups, kh, kw] weight into `packed` (packed_weight_bytes()).
+  /// Reorders a dense float32 [K, C / groups, kh, kw] weight into `packed`
+  /// (packed_weight_bytes()), converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
   /// output = activation(conv(input, packed weight) + bias + residual). `bias` (K floats) and
   /// `residual` (output-shaped, NHWC) are read only where the spec says so. `input_nchw`: the
   /// input is dense NCHW (a network's image), converted by a oneDNN reorder first (6x faster
   /// than kiln's generated copy for 3 channels; oneDNN's convolutions of an NCHW input into an
-  /// NHWC output run its reference code).
+  /// NHWC output run its reference code). A bf16 primitive converts its input to bf16 the same
+  /// way, in the one reorder.
   void run(const float* input, const void* packed_weight, const float* bias, const float* residual,
            float* output, bool input_nchw = false) const;
   /// oneDNN's name for the implementation it chose ("brgconv_1x1:avx512_core", ...).

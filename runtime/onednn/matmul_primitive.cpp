@@ -13,7 +13,8 @@ using Tag = memory::format_tag;
 
 struct SpecHash {
   size_t operator()(const MatmulSpec& s) const {
-    const uint64_t flags = (s.bias ? 1 : 0) | (static_cast<uint64_t>(s.activation) << 1);
+    const uint64_t flags =
+        (s.bias ? 1 : 0) | (s.bf16 ? 2 : 0) | (static_cast<uint64_t>(s.activation) << 2);
     return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), flags), s.threads);
   }
 };
@@ -37,6 +38,8 @@ struct MatmulPrimitive::State {
   dnnl::matmul::primitive_desc descriptor;
   dnnl::matmul primitive;
   memory::desc source, weights, bias, destination;
+  memory::desc source_f32;  // bf16 only: the input as given
+  dnnl::reorder to_source;  // bf16 only: converts it
 };
 
 MatmulPrimitive::MatmulPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -54,10 +57,11 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
   }
   auto state = std::make_unique<State>();
   state->spec = spec;
-  state->source = memory::desc({spec.rows, spec.k}, memory::data_type::f32, Tag::ab);
+  const memory::data_type product = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  state->source = memory::desc({spec.rows, spec.k}, product, Tag::ab);
   state->destination = memory::desc({spec.rows, spec.n}, memory::data_type::f32, Tag::ab);
   state->bias = memory::desc({1, spec.n}, memory::data_type::f32, Tag::ab);
-  const memory::desc any_weights({spec.k, spec.n}, memory::data_type::f32, Tag::any);
+  const memory::desc any_weights({spec.k, spec.n}, product, Tag::any);
   dnnl::post_ops post_ops;
   append_activation(post_ops, spec.activation, 0.f, 0.f);
   dnnl::primitive_attr attr;
@@ -70,6 +74,11 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
                             : dnnl::matmul::primitive_desc(cpu_engine(), state->source, any_weights,
                                                            state->destination, attr);
     state->primitive = dnnl::matmul(state->descriptor);
+    if (spec.bf16) {
+      state->source_f32 = memory::desc({spec.rows, spec.k}, memory::data_type::f32, Tag::ab);
+      state->to_source = dnnl::reorder(dnnl::reorder::primitive_desc(
+          cpu_engine(), state->source_f32, cpu_engine(), state->source));
+    }
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("oneDNN has no matmul for this case: ") + e.what());
   }
@@ -95,8 +104,17 @@ void MatmulPrimitive::run(const float* input, const void* packed_weight, const f
                           float* output) const {
   const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
+  const void* source = input;
+  if (s.spec.bf16) {
+    void* converted = staging(s.source.get_size());
+    std::unordered_map<int, memory> reorder_args = {
+        {DNNL_ARG_FROM, memory(s.source_f32, engine, const_cast<float*>(input))},
+        {DNNL_ARG_TO, memory(s.source, engine, converted)}};
+    execute(s.to_source, memory::desc(), reorder_args);
+    source = converted;
+  }
   std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<float*>(input))},
+      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<void*>(source))},
       {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
       {DNNL_ARG_DST, memory(s.destination, engine, output)},
   };

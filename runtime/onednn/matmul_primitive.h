@@ -9,13 +9,16 @@
 
 namespace kiln::onednn {
 
-/// One float32 linear layer, y[rows, n] = activation(x[rows, k] w[n, k]^T + b), row-major x and
-/// y, as kiln's `prepack_linear` pass describes it. The thread count is part of its identity, as
-/// for ConvSpec: oneDNN blocks the weight for the threads it will run on.
+/// One linear layer on float32 tensors, y[rows, n] = activation(x[rows, k] w[n, k]^T + b),
+/// row-major x and y, as kiln's `prepack_linear` pass describes it. The thread count is part of its
+/// identity, as for ConvSpec: oneDNN blocks the weight for the threads it will run on.
 struct MatmulSpec {
   int64_t rows = 0, k = 0, n = 0;
   bool bias = false;
   Activation activation = Activation::None;  // not Clip: a linear takes no bounds
+  /// Multiplies in bf16 (x and w rounded to bf16, products summed in float32); x, b, the
+  /// activation and y stay float32.
+  bool bf16 = false;
   int threads = 1;
 
   /// Empty when oneDNN can run it; otherwise what is wrong with it.
@@ -38,9 +41,11 @@ class MatmulPrimitive {
 
   size_t packed_weight_bytes() const;
   uint64_t packed_weight_layout() const;
-  /// Reorders a dense row-major [n, k] weight (a linear layer's) into `packed`.
+  /// Reorders a dense row-major float32 [n, k] weight (a linear layer's) into `packed`,
+  /// converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
-  /// output = input packed_weight^T (+ bias).
+  /// output = input packed_weight^T (+ bias); a bf16 primitive converts `input` first, with a
+  /// oneDNN reorder into this thread's staging buffer.
   void run(const float* input, const void* packed_weight, const float* bias, float* output) const;
   std::string implementation() const;
 

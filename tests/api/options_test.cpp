@@ -19,24 +19,27 @@ std::string error_of(const std::string& text) {
 TEST(Options, DefaultsAreDocumentedValues) {
   CompileOptions options;
   EXPECT_EQ(options.to_string(),
-            "mode=default,target=auto,strict=false,fusion=true,max_specializations=8");
+            "mode=default,target=auto,strict=false,fusion=true,max_specializations=8,"
+            "precision=fp32");
 }
 
 TEST(Options, ParsesEveryKey) {
   auto options = CompileOptions::parse(
       " mode=max-autotune, "
-      "target=cpu,strict=true,fusion=false,max_specializations=3,dump_dir=/tmp/k");
+      "target=cpu,strict=true,fusion=false,max_specializations=3,precision=bf16,dump_dir=/tmp/k");
   EXPECT_EQ(options.mode, "max-autotune");
   EXPECT_EQ(options.target, Target::CPU);
   EXPECT_TRUE(options.strict);
   EXPECT_FALSE(options.fusion);
   EXPECT_EQ(options.max_specializations, 3);
+  EXPECT_EQ(options.precision, Precision::BF16);
   EXPECT_EQ(options.dump_dir, "/tmp/k");
 }
 
 TEST(Options, ToStringRoundTrips) {
-  auto options =
-      CompileOptions::parse("mode=reduce-overhead,target=cuda,strict=true,max_specializations=2");
+  auto options = CompileOptions::parse(
+      "mode=reduce-overhead,target=cuda,strict=true,max_specializations=2,"
+      "precision=bf16");
   EXPECT_EQ(CompileOptions::parse(options.to_string()).to_string(), options.to_string());
 }
 
@@ -50,7 +53,12 @@ TEST(Options, FromMapUsesTheSameKeys) {
 TEST(Options, UnknownKeyNamesItAndListsValidKeys) {
   EXPECT_EQ(error_of("fusoin=true"),
             "kiln (invalid input): unknown option 'fusoin'; valid options: mode, target, strict, "
-            "fusion, max_specializations, dump_dir");
+            "fusion, max_specializations, precision, dump_dir");
+}
+
+TEST(Options, BadPrecisionListsThePrecisions) {
+  EXPECT_EQ(error_of("precision=fp16"),
+            "kiln (invalid input): bad value 'fp16' for option 'precision'; allowed: fp32, bf16");
 }
 
 TEST(Options, BadModeListsTheModes) {

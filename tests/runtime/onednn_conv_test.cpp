@@ -47,20 +47,22 @@ struct Conv {
   }
 
   at::Tensor packed(bool bias, bool residual, const std::string& activation,
-                    const std::vector<double>& scalars = {}) const {
+                    const std::vector<double>& scalars = {},
+                    const std::string& precision = "fp32") const {
     return onednn_conv2d_weight(w, x.sizes(), {s.stride, s.stride}, {s.padding, s.padding},
                                 {s.dilation, s.dilation}, s.groups, bias, residual, activation,
-                                scalars);
+                                scalars, precision);
   }
 
   at::Tensor run(bool bias, bool residual, const std::string& activation,
-                 const std::vector<double>& scalars = {}) const {
+                 const std::vector<double>& scalars = {},
+                 const std::string& precision = "fp32") const {
     at::Tensor out = at::empty(other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
-    return onednn_conv2d_out(x, w, packed(bias, residual, activation, scalars),
+    return onednn_conv2d_out(x, w, packed(bias, residual, activation, scalars, precision),
                              bias ? std::optional<at::Tensor>(b) : std::nullopt,
                              residual ? std::optional<at::Tensor>(other) : std::nullopt,
                              {s.stride, s.stride}, {s.padding, s.padding}, {s.dilation, s.dilation},
-                             s.groups, activation, scalars, out);
+                             s.groups, activation, scalars, precision, out);
   }
 };
 
@@ -97,6 +99,37 @@ TEST(OneDnnConv, MatchesAtenConvolutionWithEveryEpilogue) {
   }
 }
 
+// In bf16 the input and weight are rounded to 8 significant bits and the products summed in
+// float32: the result is the float64 convolution of the rounded tensors (to float32's ~1e-6),
+// ~1e-3 from the unrounded one over the output's norm. An NCHW image is rounded in the same
+// reorder that makes it channels-last.
+TEST(OneDnnConv, MultipliesInBf16WhenAsked) {
+  at::manual_seed(4);
+  for (const Case& s : {
+           Case{1, 32, 48, 9, 9, 3, 1, 1, 1, 1},     // dense 3x3
+           Case{2, 72, 72, 14, 13, 3, 2, 1, 1, 72},  // depthwise, stride 2
+           Case{1, 64, 128, 7, 7, 1, 1, 0, 1, 1},    // 1x1
+           Case{2, 3, 16, 17, 17, 3, 2, 1, 1, 1},    // a stem: 3 channels
+       }) {
+    SCOPED_TRACE(testing::Message()
+                 << s.c << " -> " << s.k << ", kernel " << s.kernel << ", groups " << s.groups);
+    for (bool nchw : {false, true}) {
+      Conv conv(s);
+      if (nchw) conv.x = conv.x.contiguous();
+      const at::Tensor got = conv.run(true, true, "relu", {}, "bf16");
+      const at::Tensor other = conv.other.to(at::kDouble);
+      const at::Tensor exact = at::relu(conv.reference(true) + other);
+      const double error = ((got.to(at::kDouble) - exact).norm() / exact.norm()).item<double>();
+      EXPECT_LT(error, 1e-2);
+      EXPECT_GT(error, 1e-5);  // or it did not multiply in bf16
+      const at::Tensor rounded = at::conv2d(
+          conv.x.to(at::kBFloat16).to(at::kDouble), conv.w.to(at::kBFloat16).to(at::kDouble),
+          conv.b.to(at::kDouble), s.stride, s.padding, s.dilation, s.groups);
+      expect_close(got, at::relu(rounded + other));
+    }
+  }
+}
+
 TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   at::manual_seed(1);
   Conv conv(Case{2, 20, 24, 10, 7, 3, 1, 1, 1, 1});
@@ -104,7 +137,7 @@ TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   conv.other = conv.other.contiguous();
   at::Tensor out = at::full({2, 24, 10, 7}, std::nan(""));  // NCHW, poisoned
   onednn_conv2d_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
-                    {1, 1}, {1, 1}, 1, "none", {}, out);
+                    {1, 1}, {1, 1}, 1, "none", {}, "fp32", out);
   EXPECT_TRUE(out.is_contiguous());
   expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
 }
@@ -118,7 +151,7 @@ TEST(OneDnnConv, AWeightPackedForAnotherThreadCountIsPackedAgain) {
   at::set_num_threads(threads);
   at::Tensor out = at::empty({1, 64, 28, 28}).contiguous(at::MemoryFormat::ChannelsLast);
   onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
-                    {}, out);
+                    {}, "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -132,7 +165,7 @@ TEST(OneDnnConv, AWeightPackedForAnotherLayoutIsPackedAgainFromTheDenseOne) {
   packed.narrow(0, 16, packed.numel() - 16).fill_(1e6);  // poisoned weights
   at::Tensor out = at::empty({1, 48, 9, 9}).contiguous(at::MemoryFormat::ChannelsLast);
   onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, "relu",
-                    {}, out);
+                    {}, "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -143,7 +176,7 @@ TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   const auto run = [&](const at::Tensor& x, const at::Tensor& p, const std::string& activation,
                        int64_t groups = 1) {
     onednn_conv2d_out(x, conv.w, p, std::nullopt, std::nullopt, {1, 1}, {1, 1}, {1, 1}, groups,
-                      activation, {}, out);
+                      activation, {}, "fp32", out);
   };
   EXPECT_THROW(
       {

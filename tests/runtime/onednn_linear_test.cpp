@@ -27,7 +27,8 @@ at::Tensor run(const at::Tensor& x, const at::Tensor& w, const std::optional<at:
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = w.size(0);
   at::Tensor out = at::empty(sizes);
-  return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, "none", out);
+  return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, "none", "fp32",
+                           out);
 }
 
 TEST(OneDnnLinear, MatchesAtenLinear) {
@@ -59,15 +60,50 @@ TEST(OneDnnLinear, AppliesItsActivationAsATenDoes) {
   for (const auto& [name, reference] : activations) {
     SCOPED_TRACE(name);
     at::Tensor out = at::empty({2, 37, 70});
-    onednn_linear_out(x, w, onednn_linear_weight(w, 74, true, name), b, name, out);
+    onednn_linear_out(x, w, onednn_linear_weight(w, 74, true, name), b, name, "fp32", out);
     expect_close(out, reference(product));
     // An empty product (k = 0) runs no primitive: the output is the activation of the bias.
     at::Tensor of_bias = at::empty({0});
-    onednn_linear_out(at::randn({3, 0}), at::randn({70, 0}), at::empty({0}), b, name, of_bias);
+    onednn_linear_out(at::randn({3, 0}), at::randn({70, 0}), at::empty({0}), b, name, "fp32",
+                      of_bias);
     expect_close(of_bias, reference(b.to(at::kDouble).expand({3, 70})));
   }
   at::Tensor out = at::empty({0});
-  EXPECT_THROW(onednn_linear_out(x, w, onednn_linear_weight(w, 74, true), b, "tanh", out),
+  EXPECT_THROW(onednn_linear_out(x, w, onednn_linear_weight(w, 74, true), b, "tanh", "fp32", out),
+               c10::Error);
+}
+
+// Unit-scale outputs, products of 48-256 terms: rounding x and w to bf16 (8 significant bits)
+// moves each product by up to ~2^-8 of it, ~1e-3 of the output's norm over the sum; no more than
+// 1e-2, and not below 1e-5, or the products were not taken in bf16.
+TEST(OneDnnLinear, MultipliesInBf16WhenAsked) {
+  at::manual_seed(3);
+  for (const auto& [x_sizes, n] :
+       std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{1, 256}, 512}, {{2, 37, 48}, 70}}) {
+    const at::Tensor x = at::randn(x_sizes);
+    const at::Tensor w = at::randn({n, x_sizes.back()}) / std::sqrt(double(x_sizes.back()));
+    const at::Tensor b = at::randn({n});
+    const int64_t rows = x.numel() / x.size(-1);
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes.back() = n;
+    at::Tensor out = at::empty(sizes);
+    onednn_linear_out(x, w, onednn_linear_weight(w, rows, true, "gelu", "bf16"), b, "gelu", "bf16",
+                      out);
+    const at::Tensor want =
+        at::gelu(at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
+    const double error = ((out.to(at::kDouble) - want).norm() / want.norm()).item<double>();
+    EXPECT_LT(error, 1e-2) << "at sizes " << x.sizes();
+    EXPECT_GT(error, 1e-5) << "at sizes " << x.sizes();
+    // The same products from bf16 copies of x and w, summed in float64: what bf16 alone changes.
+    const at::Tensor rounded =
+        at::gelu(at::linear(x.to(at::kBFloat16).to(at::kDouble),
+                            w.to(at::kBFloat16).to(at::kDouble), b.to(at::kDouble)));
+    expect_close(out, rounded);
+  }
+  at::Tensor out = at::empty({0});
+  const at::Tensor w = at::randn({8, 4});
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, onednn_linear_weight(w, 2, false),
+                                 std::nullopt, "none", "fp16", out),
                c10::Error);
 }
 
@@ -76,7 +112,7 @@ TEST(OneDnnLinear, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   const at::Tensor x = at::randn({24, 40}).t();  // [40, 24], not contiguous
   const at::Tensor w = at::randn({16, 24}) / 5.0;
   at::Tensor out = at::full({16, 40}, std::nan("")).t();  // [40, 16], not contiguous, poisoned
-  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, "none", out);
+  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, "none", "fp32", out);
   expect_close(out, at::linear(x.to(at::kDouble), w.to(at::kDouble)));
 }
 
@@ -84,7 +120,7 @@ TEST(OneDnnLinear, NoRowsGiveAnEmptyOutput) {
   const at::Tensor w = at::randn({8, 4});
   at::Tensor out = at::empty({0});
   onednn_linear_out(at::randn({0, 4}), w, onednn_linear_weight(w, 1, true), at::ones({8}), "none",
-                    out);
+                    "fp32", out);
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{0, 8}));
 }
 
@@ -92,14 +128,15 @@ TEST(OneDnnLinear, BadArgumentsAreClearErrors) {
   const at::Tensor w = at::randn({8, 4});
   const at::Tensor packed = onednn_linear_weight(w, 2, false);
   at::Tensor out = at::empty({0});
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, "none", out),
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, "none", "fp32", out),
+               c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, "none",
+                                 "fp32", out),
                c10::Error);
   EXPECT_THROW(
-      onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, "none", out),
+      onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, "none", "fp32", out),
       c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, "none", out),
-               c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), "none", out),
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), "none", "fp32", out),
                c10::Error);
 }
 

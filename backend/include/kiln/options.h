@@ -14,6 +14,10 @@ namespace kiln {
 
 enum class Target { Auto, CPU, CUDA };
 
+/// What convolutions and matrix products multiply in: fp32 (what eager computes), or bf16 with
+/// float32 sums (inference only, on CPUs with native bf16; docs/precision.md).
+enum class Precision { FP32, BF16 };
+
 struct KILN_API CompileOptions {
   /// torch.compile's mode strings: default, reduce-overhead, max-autotune,
   /// max-autotune-no-cudagraphs.
@@ -27,6 +31,11 @@ struct KILN_API CompileOptions {
   /// Specializations (input signatures) compiled per module; past it the frozen (eval-mode) copy
   /// of the module runs in the TorchScript interpreter, uncompiled.
   int max_specializations = 8;
+  /// fp32; or bf16: the convolutions and linear layers kiln runs on its oneDNN primitives take
+  /// bf16 inputs and weights (weights converted once, at compile time) and sum in float32;
+  /// everything else stays float32. Inference only. Where the CPU has no native bf16 (neither
+  /// AVX512-BF16 nor AMX), warns once and runs fp32; with strict, raises.
+  Precision precision = Precision::FP32;
   /// Write graph IR after each pass and the captured TorchScript graph here ("" = off).
   std::string dump_dir;
 
@@ -45,5 +54,6 @@ struct KILN_API CompileOptions {
 };
 
 KILN_API const char* target_name(Target target);
+KILN_API const char* precision_name(Precision precision);
 
 }  // namespace kiln

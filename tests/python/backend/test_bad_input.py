@@ -96,6 +96,7 @@ def test_more_than_two_to_the_31_elements_in_a_stride_zero_input():
     ({"max_specializations": -1}, "max_specializations"),
     ({"no_such_option": True}, "no_such_option"),
     ({"fusion": 3.5}, "fusion"),
+    ({"precision": "fp16"}, "precision"),
 ])
 def test_options_of_the_wrong_type_or_value_are_errors_naming_the_option(options, message):
     model = Net().eval()

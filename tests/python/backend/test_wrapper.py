@@ -124,4 +124,4 @@ def test_bad_arguments_are_errors():
 
 def test_options_keys_are_the_cpp_keys():
     assert set(kiln.option_keys()) == {"mode", "target", "strict", "fusion",
-                                       "max_specializations", "dump_dir"}
+                                       "max_specializations", "precision", "dump_dir"}

@@ -1,0 +1,157 @@
+"""The `precision` option: bf16 convolutions and linears against float32 eager, by the
+norm-relative error ||kiln - eager|| / ||eager|| (per-element relative error means nothing near
+zero); the fallback where the CPU has no native bf16; training refused; autocast models."""
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+from child import run_child
+
+# Rounding a unit-scale input and weight to bf16 (8 significant bits) moves each product by up to
+# 2^-9 of it; over sums of tens to thousands of terms and a few layers the output moves ~1e-3 of
+# its norm. 1e-2 is a bound no correct bf16 model of this depth should cross, and an error below
+# 1e-5 means nothing was rounded (float32 alone differs by ~1e-7).
+BF16_BOUND = 1e-2
+ROUNDED = 1e-5
+
+native = pytest.mark.skipif(not kiln._C.native_bf16(),
+                            reason="this CPU has no native bf16 (AVX512-BF16 or AMX)")
+
+
+def norm_relative_error(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+class MobileBlock(nn.Module):
+    """An inverted residual: 1x1 expansion, depthwise 3x3, 1x1 projection, residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16),
+                                  nn.ReLU6())
+        self.expand = nn.Sequential(nn.Conv2d(16, 64, 1), nn.BatchNorm2d(64), nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, groups=64),
+                                       nn.BatchNorm2d(64), nn.ReLU6())
+        self.project = nn.Sequential(nn.Conv2d(64, 16, 1), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.project(self.depthwise(self.expand(x)))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class FeedForward(nn.Module):
+    """A transformer's feed-forward half: layer norm, linear, GELU, linear, residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(96)
+        self.up = nn.Linear(96, 384)
+        self.down = nn.Linear(384, 96)
+
+    def forward(self, x):
+        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
+
+
+def _cases():
+    torch.manual_seed(0)
+    return [(MobileBlock().eval(), torch.randn(2, 3, 32, 32)),
+            (FeedForward().eval(), torch.randn(2, 24, 96))]
+
+
+def _randomize(model):
+    for m in model.modules():  # batch norms that do something, so folding them is checked
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+@native
+@pytest.mark.parametrize("case", [0, 1], ids=["mobile_block", "feed_forward"])
+def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
+    model, x = _cases()[case]
+    _randomize(model)
+    with torch.no_grad():
+        want = model(x)
+        torch._dynamo.reset()
+        fp32 = torch.compile(model, backend="kiln", options={"precision": "fp32"})(x)
+        torch._dynamo.reset()
+        bf16 = torch.compile(model, backend="kiln", options={"precision": "bf16"})(x)
+        script = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})(x)
+    assert norm_relative_error(fp32, want) < 1e-6
+    for got in (bf16, script):
+        error = norm_relative_error(got, want)
+        assert ROUNDED < error < BF16_BOUND, error
+
+
+@native
+@pytest.mark.parametrize("case,op", [(0, "kiln::onednn_conv2d("), (1, "kiln::onednn_linear(")],
+                         ids=["mobile_block", "feed_forward"])
+def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_path):
+    model, x = _cases()[case]
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(model, backend="kiln",
+                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    steps = [line for line in final.splitlines() if "= kiln::onednn_" in line]
+    assert any(op in line for line in steps), final
+    # Every oneDNN step multiplies in bf16; their packed weights were folded into constants.
+    assert all('precision="bf16"' in line for line in steps), final
+    assert "winograd" not in final
+
+
+def test_without_native_bf16_it_warns_once_and_runs_fp32():
+    out = run_child("""
+import os, torch, kiln
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 8)).eval()
+x = torch.randn(4, 64)
+with torch.no_grad():
+    torch._dynamo.reset()
+    fp32 = torch.compile(model, backend="kiln")(x)
+    torch._dynamo.reset()
+    bf16 = torch.compile(model, backend="kiln", options={"precision": "bf16"})(x)
+    torch._dynamo.reset()
+    try:
+        torch.compile(model, backend="kiln", options={"precision": "bf16", "strict": True})(x)
+        print("strict: ran")
+    except Exception as error:
+        print("strict:", "no native bf16" in str(error))
+print("native:", kiln._C.native_bf16())
+print("equal:", torch.equal(fp32, bf16))
+""", env={"KILN_NATIVE_BF16": "0", "KILN_LOG": "warn"}, stderr=True)
+    assert "native: False" in out and "equal: True" in out and "strict: True" in out, out
+    assert out.count("running fp32") == 1, out
+
+
+def test_a_training_graph_in_bf16_is_an_error_that_says_so():
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+    x = torch.randn(4, 16)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="kiln", options={"precision": "bf16"})
+    with pytest.raises(Exception, match="precision='bf16' is for inference"):
+        compiled(x).sum().backward()
+    script = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})
+    with pytest.raises(Exception, match="precision=bf16 is for inference"):
+        script(x.requires_grad_())
+
+
+def test_a_model_under_autocast_runs_its_bf16_ops_as_eager_does():
+    model, x = _cases()[1]
+    with torch.no_grad():
+        exact = model(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want = model(x)
+            torch._dynamo.reset()
+            got = torch.compile(model, backend="kiln")(x)
+    assert got.dtype == want.dtype
+    assert norm_relative_error(want, exact) > ROUNDED  # eager did take its linears in bf16
+    # Both round the same products to bf16; kiln's fused elementwise ops may keep float32 where
+    # eager rounds after each: within bf16's own resolution of eager.
+    assert norm_relative_error(got, want) < BF16_BOUND
