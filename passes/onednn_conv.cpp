@@ -88,6 +88,15 @@ struct Activation {
   Value* result = nullptr;
 };
 
+/// Whether a convolution with this [K, C / groups, kh, kw] weight multiplies each input value
+/// into enough outputs for bf16 to pay: at least kMinBf16ChannelsPerGroup input channels a group.
+/// A depthwise or narrow-grouped one (MobileNet's, EfficientNet's, RegNet's 8-wide groups) is
+/// bound by memory, not multiplies; kiln's activations are float32, so in bf16 it would only add
+/// the rounding of its input, a pass over it, and error.
+bool multiplies_enough_for_bf16(const ir::TensorType& weight) {
+  return weight.rank() == 4 && weight.sizes[1] >= kMinBf16ChannelsPerGroup;
+}
+
 class OneDnnConvRewriter : public NodeRewriter {
  public:
   OneDnnConvRewriter(ir::Graph& graph, bool bf16)
@@ -132,7 +141,8 @@ class OneDnnConvRewriter : public NodeRewriter {
                                {"residual", binary},
                                {"activation", activation},
                                {"scalars", scalars}};
-    if (bf16_) pack_attrs.emplace_back("precision", std::string("bf16"));
+    const bool bf16 = bf16_ && multiplies_enough_for_bf16(weight->type());
+    if (bf16) pack_attrs.emplace_back("precision", std::string("bf16"));
     Node* pack =
         graph_.append("kiln::onednn_conv2d_weight", {weight}, {packed_type}, std::move(pack_attrs));
     pack->output()->set_name(weight->name() + "_onednn");
@@ -153,7 +163,7 @@ class OneDnnConvRewriter : public NodeRewriter {
       attrs.emplace_back(name, attr(name));
     attrs.emplace_back("activation", activation);
     attrs.emplace_back("scalars", scalars);
-    if (bf16_) attrs.emplace_back("precision", std::string("bf16"));
+    if (bf16) attrs.emplace_back("precision", std::string("bf16"));
     Node* onednn = graph_.append("kiln::onednn_conv2d", std::move(inputs), {conv.output()->type()},
                                  std::move(attrs));
     Value* result = after ? after->result : conv.output();

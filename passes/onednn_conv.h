@@ -27,13 +27,19 @@
 // KILN_DISABLE=onednn_conv keeps ATen's op.
 #pragma once
 
+#include <cstdint>
+
 #include "passes/ir/graph.h"
 
 namespace kiln {
 
-/// Returns the number of convolutions rewritten. `bf16`: both nodes get {precision="bf16"}: the
-/// weight is packed in bf16 and the convolution multiplies in bf16, summing in float32 (the
-/// compile option precision=bf16).
+/// Input channels a group below which a convolution stays float32 under precision=bf16.
+inline constexpr int64_t kMinBf16ChannelsPerGroup = 16;
+
+/// Returns the number of convolutions rewritten. `bf16`: both nodes of each convolution with at
+/// least kMinBf16ChannelsPerGroup input channels a group get {precision="bf16"}: the weight is
+/// packed in bf16 and the convolution multiplies in bf16, summing in float32 (the compile option
+/// precision=bf16); depthwise and narrow-grouped ones stay float32.
 int onednn_conv(ir::Graph& graph, bool bf16 = false);
 
 }  // namespace kiln

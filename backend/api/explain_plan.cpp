@@ -23,6 +23,12 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
     entries.push_back({member->op(), RunsIn::FusedKernel, why});
 }
 
+/// ", multiplying in bf16" for a kiln oneDNN step under precision=bf16; "" otherwise.
+std::string precision_note(const ir::Node& node) {
+  const auto* precision = std::get_if<std::string>(node.find_attr("precision"));
+  return precision && *precision == "bf16" ? ", multiplying in bf16" : "";
+}
+
 ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   ExplainEntry entry{node.op(), RunsIn::ExternAten, ""};
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
@@ -34,6 +40,7 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
           "time";
       const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
       if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
+      entry.why += precision_note(node);
     } else if (node.op().starts_with("mkldnn::_convolution_pointwise")) {
       entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
       if (node.find_attr("binary_attr")) entry.why += ", with its residual add inside";
@@ -49,6 +56,7 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
       if (!node.find_attr("other")) entry.why += ", with its residual add inside";
       const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
       if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
+      entry.why += precision_note(node);
     } else if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";
     } else if (const auto* why = std::get_if<std::string>(node.find_attr(kUnfusedAttr))) {

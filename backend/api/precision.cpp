@@ -38,9 +38,10 @@ void check_inference_precision(const CompileOptions& options, bool needs_gradien
                                const std::string& graph) {
   if (options.precision != Precision::BF16 || !needs_gradients) return;
   throw Error(ErrorKind::InvalidInput,
-              graph + ": precision=bf16 is for inference, but gradients must flow through this "
-                      "graph (its inputs require grad); use precision=fp32 to train, or run it "
-                      "under torch.no_grad()");
+              graph +
+                  ": precision=bf16 is for inference, but gradients must flow through this "
+                  "graph (its inputs require grad); use precision=fp32 to train, or run it "
+                  "under torch.no_grad()");
 }
 
 }  // namespace kiln

@@ -10,14 +10,16 @@ import pytest
 # The public API (backend/include/kiln) and the internal interface (KILN_INTERNAL), as the
 # demangled names of kiln's exported functions and classes start.
 PUBLIC = ("kiln::compile(", "kiln::unwrap(", "kiln::stats(", "kiln::reset_stats(",
-          "kiln::target_name(", "kiln::runs_in_name(", "kiln::CompileOptions::",
+          "kiln::target_name(", "kiln::precision_name(", "kiln::runs_in_name(",
+          "kiln::CompileOptions::",
           "kiln::CompiledModule::", "kiln::Explanation::", "kiln::Error",
           "kiln::start_profiling(", "kiln::finish_profiling(", "kiln::Profile::")
 INTERNAL = ("kiln::FxProgram::", "kiln::SizeExpression::", "kiln::RegionRunner::",
             "kiln::fx_region(", "kiln::find_operator(", "kiln::operator_problem(",
             "kiln::is_tensor_type(", "kiln::is_optional_tensor_type(",
             "kiln::is_tensor_list_type(", "kiln::is_optional_tensor_list_type(",
-            "kiln::pass_names[", "kiln::native_ops[", "kiln::cuda_status(", "kiln::joined(")
+            "kiln::pass_names[", "kiln::native_ops[", "kiln::cuda_status(", "kiln::joined(",
+            "kiln::native_bf16(")
 MAX_EXPORTS = 250
 
 
