@@ -123,14 +123,44 @@ Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_v
   return matmul;
 }
 
+// c10::ScalarType's code for bfloat16, as aten::_to_copy's dtype reads it.
+constexpr int64_t kBFloat16ScalarType = 15;
+
+/// A linear that kiln computes in its own kernel (a few rows: one pass over the weight, bound by
+/// its reads) reads its frozen weight as bf16: half the bytes, products still in float32.
+bool rounds_weight_to_bf16(const Node& node) {
+  return kernel::is_contraction(node) && node.input(1)->type().dtype == ir::DType::Float32 &&
+         node.input(1)->type().device.kind == ir::DeviceKind::CPU && from_constants(node.input(1));
+}
+
+void read_weight_as_bf16(ir::Graph& graph, Node& linear) {
+  ir::Value* weight = linear.input(1);
+  TensorType type = weight->type();
+  type.dtype = ir::DType::BFloat16;
+  Node* cast = graph.append("aten::_to_copy", {weight}, {type},
+                            {{"dtype", kBFloat16ScalarType},
+                             {"layout", ir::NoneAttr{}},
+                             {"device", ir::NoneAttr{}},
+                             {"pin_memory", ir::NoneAttr{}},
+                             {"non_blocking", false},
+                             {"memory_format", ir::NoneAttr{}}});
+  cast->output()->set_name(weight->name() + "_bf16");
+  graph.move_before(cast, &linear);
+  linear.replace_input(1, cast->output());
+}
+
 }  // namespace
 
 int prepack_linear(ir::Graph& graph, bool own_primitive, bool bf16) {
   std::vector<Node*> linears;
+  std::vector<Node*> bf16_weights;
   const int64_t min_macs = own_primitive ? kMinOwnPrimitiveMacs : kMinPrepackedMacs;
   for (Node* node : graph.nodes()) {
     if (worth_prepacking(*node, min_macs)) linears.push_back(node);
+    if (bf16 && own_primitive && rounds_weight_to_bf16(*node)) bf16_weights.push_back(node);
   }
+  for (Node* linear : bf16_weights)
+    read_weight_as_bf16(graph, *linear);
   const ReadersMap readers = own_primitive ? readers_of(graph) : ReadersMap{};
   std::vector<Node*> absorbed;  // bias adds and activations now inside a kiln::onednn_linear
   for (Node* linear : linears) {

@@ -10,6 +10,15 @@
 namespace kiln {
 namespace {
 
+/// ", reading its weight as bf16" for a linear in a kernel whose weight prepack_linear rounded
+/// (precision=bf16); "" otherwise.
+std::string weight_precision_note(const ir::Node& node) {
+  const bool rounded = node.op() == "aten::linear" && node.inputs().size() > 1 &&
+                       node.input(1)->type().dtype == ir::DType::BFloat16 &&
+                       node.output()->type().dtype == ir::DType::Float32;
+  return rounded ? ", reading its weight as bf16" : "";
+}
+
 void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
   const auto* index = std::get_if<int64_t>(node.find_attr("kernel"));
   std::string why = "kernel " + std::to_string(index ? *index : -1) + " (" +
@@ -20,7 +29,7 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
     why += ", around " + *of;
   }
   for (const ir::Node* member : node.subgraph()->nodes())
-    entries.push_back({member->op(), RunsIn::FusedKernel, why});
+    entries.push_back({member->op(), RunsIn::FusedKernel, why + weight_precision_note(*member)});
 }
 
 /// ", multiplying in bf16" for a kiln oneDNN step under precision=bf16; "" otherwise.

@@ -146,7 +146,10 @@ bool is_contraction(const ir::Node& node) {
   const ir::TensorType& w = node.input(1)->type();
   const DType t = node.output()->type().dtype;
   if (x.rank() < 1 || w.rank() != 2 || (t != DType::Float32 && t != DType::Float64)) return false;
-  if (x.dtype != t || w.dtype != t) return false;
+  // A bf16 weight under a float32 linear is prepack_linear's, for precision=bf16: read as bf16,
+  // multiplied in float32.
+  const bool bf16_weight = t == DType::Float32 && w.dtype == DType::BFloat16;
+  if (x.dtype != t || (w.dtype != t && !bf16_weight)) return false;
   if (node.inputs().size() > 2 &&
       (node.input(2)->type().dtype != t || node.input(2)->type().rank() != 1))
     return false;

@@ -207,5 +207,29 @@ TEST(PrepackLinearTest, LinearsThatStay) {
   }
 }
 
+TEST(PrepackLinearTest, UnderBf16ALinearOfFewRowsReadsItsFrozenWeightAsBf16) {
+  const char* row =
+      "graph(%x : f32[1,512], %v : f32[8,512]):\n"
+      "  %w : f32[256,512] = prim::Constant() {index=0}\n"
+      "  %y : f32[1,256] = aten::linear(%x, %w) {bias=None}\n"
+      "  %z : f32[1,8] = aten::linear(%x, %v) {bias=None}\n"
+      "  return (%y, %z)\n";
+  auto g = ir::parse_graph(row);
+  EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true, /*bf16=*/true), 0);
+  // The frozen weight goes through a cast that fold_constants computes; the one that is a graph
+  // input (cast on every call, for nothing) and every linear under fp32 stay as they were.
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[1,512], %v : f32[8,512]):\n"
+            "  %w : f32[256,512] = prim::Constant() {index=0}\n"
+            "  %w_bf16 : bf16[256,512] = aten::_to_copy(%w) {dtype=15, layout=None, "
+            "device=None, pin_memory=None, non_blocking=false, memory_format=None}\n"
+            "  %y : f32[1,256] = aten::linear(%x, %w_bf16) {bias=None}\n"
+            "  %z : f32[1,8] = aten::linear(%x, %v) {bias=None}\n"
+            "  return (%y, %z)\n");
+  auto fp32 = ir::parse_graph(row);
+  EXPECT_EQ(prepack_linear(*fp32, /*own_primitive=*/true, /*bf16=*/false), 0);
+  EXPECT_EQ(ir::print_graph(*fp32), ir::print_graph(*ir::parse_graph(row)));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -58,8 +58,11 @@ class FeedForward(nn.Module):
 
 def _cases():
     torch.manual_seed(0)
+    # The last: one row, so kiln computes its linears in its own kernels (reading bf16 weights).
     return [(MobileBlock().eval(), torch.randn(2, 3, 32, 32)),
-            (FeedForward().eval(), torch.randn(2, 24, 96))]
+            (FeedForward().eval(), torch.randn(2, 24, 96)),
+            (nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).eval(),
+             torch.randn(1, 256))]
 
 
 def _randomize(model):
@@ -71,7 +74,7 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1], ids=["mobile_block", "feed_forward"])
+@pytest.mark.parametrize("case", [0, 1, 2], ids=["mobile_block", "feed_forward", "row_mlp"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -83,7 +86,8 @@ def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case)
         bf16 = torch.compile(model, backend="kiln", options={"precision": "bf16"})(x)
         compiled = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})
         script = compiled(x)
-    assert "multiplying in bf16" in compiled.explain(x)
+    assert ("reading its weight as bf16" if case == 2 else "multiplying in bf16") in \
+        compiled.explain(x)
     assert norm_relative_error(fp32, want) < 1e-6
     for got in (bf16, script):
         error = norm_relative_error(got, want)
@@ -109,6 +113,23 @@ def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_pa
         narrow = "groups=64" in line or "(%in0," in line
         assert ('precision="bf16"' in line) != narrow, line
     assert "winograd" not in final
+
+
+@native
+def test_a_linear_of_few_rows_reads_its_weight_as_bf16_in_kilns_own_kernel(tmp_path):
+    model, x = _cases()[2]
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(model, backend="kiln",
+                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    linears = [line.strip() for line in final.splitlines() if "= aten::linear(" in line]
+    # Both linears inside kernels, each reading a bf16 weight (a folded constant) into a float32
+    # product; no oneDNN step.
+    assert len(linears) == 2 and "kiln::onednn_" not in final, final
+    for line in linears:
+        weight = line.split("aten::linear(")[1].split(",")[1].strip()
+        assert f"{weight} : bf16[" in final and line.split(" : ")[1].startswith("f32["), final
 
 
 def test_without_native_bf16_it_warns_once_and_runs_fp32():
