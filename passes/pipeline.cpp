@@ -9,6 +9,7 @@
 #include "kiln/error.h"
 #include "passes/base/environment.h"
 #include "passes/canonicalize.h"
+#include "passes/conv_as_linear.h"
 #include "passes/decompose_batch_norm.h"
 #include "passes/decompose_group_norm.h"
 #include "passes/eliminate_common_subexpressions.h"
@@ -133,13 +134,25 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {
-      "canonicalize",         "fold_batch_norm",     "decompose_batch_norm",
-      "decompose_group_norm", "assign_layout",       "prepack_linear",
-      "prepack_conv",         "winograd_conv",       "onednn_conv",
-      "fold_constants",       "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions",      "fuse_epilogue",       "fuse_elementwise",
-      "lower_kernels",        "split_reductions",    "plan_memory"};
+  static const std::vector<std::string> names = {"canonicalize",
+                                                 "fold_batch_norm",
+                                                 "decompose_batch_norm",
+                                                 "decompose_group_norm",
+                                                 "assign_layout",
+                                                 "conv_as_linear",
+                                                 "prepack_linear",
+                                                 "prepack_conv",
+                                                 "winograd_conv",
+                                                 "onednn_conv",
+                                                 "fold_constants",
+                                                 "eliminate_dead_code",
+                                                 "eliminate_common_subexpressions",
+                                                 "fuse_reductions",
+                                                 "fuse_epilogue",
+                                                 "fuse_elementwise",
+                                                 "lower_kernels",
+                                                 "split_reductions",
+                                                 "plan_memory"};
   return names;
 }
 
@@ -171,6 +184,8 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   // convolutions take channels-last inputs); fold_constants packs the weights.
   if (options.prepack_onednn && options.evaluate_constant) {
     const bool bf16 = options.bf16 && options.own_onednn;
+    // One-pixel convolutions become linears first, for prepack_linear and the kernel generator.
+    passes.run("conv_as_linear", "", [&] { conv_as_linear(graph); });
     passes.run("prepack_linear", "", [&] { prepack_linear(graph, options.own_onednn, bf16); });
     passes.run("prepack_conv", "", [&] {
       prepack_conv(graph, options.own_onednn && !options.disabled.contains("onednn_conv"));

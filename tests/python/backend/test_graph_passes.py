@@ -296,6 +296,37 @@ def test_wide_3x3_convolutions_run_by_winograd(tmp_path):
     assert "mkldnn::_convolution" not in ir and "kiln::winograd_weight" not in ir, ir
 
 
+class _GatedBlock(torch.nn.Module):
+    """A convolution and a squeeze-and-excitation gate (torchvision's, as in MobileNetV3 and
+    EfficientNet): channel means, two 1x1 convolutions over that one pixel, a sigmoid, a
+    multiply."""
+
+    def __init__(self):
+        super().__init__()
+        torchvision = pytest.importorskip("torchvision")
+        self.conv = torch.nn.Sequential(torch.nn.Conv2d(3, 48, 3, padding=1),
+                                        torch.nn.BatchNorm2d(48), torch.nn.ReLU())
+        self.gate = torchvision.ops.SqueezeExcitation(48, 12)
+
+    def forward(self, x):
+        return self.gate(self.conv(x))
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_one_pixel_convolutions_run_as_linears(batch, tmp_path):
+    model = _randomize_batch_norms(_GatedBlock().eval())
+    x = torch.randn(batch, 3, 12, 12)
+    ir = _compiled_ir(model, x, tmp_path)
+    with torch.no_grad():
+        assert_close(kiln.compile(torch.jit.trace(model, (x,)))(x), model(x), atol=1e-4,
+                     rtol=1e-4)
+    # The gate's two convolutions are linears: in kiln's kernels at one row, on oneDNN's matmul
+    # at eight; only the 3x3 convolution is one.
+    linears = ir.count("= aten::linear(") if batch == 1 else ir.count(f"= {_ONEDNN_LINEAR}(")
+    assert linears == 2, ir
+    assert ir.count(f"= {_ONEDNN_CONV}(") + ir.count("= kiln::winograd_conv2d(") == 1, ir
+
+
 def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
     # ResNet-18's 8 residual adds run inside its convolutions and no feature map is copied: kiln's
     # own oneDNN convolutions read the identity where it lies (a binary post-op); ATen's op, where
@@ -330,7 +361,7 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
 
 
 PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
-          "assign_layout", "prepack_linear", "prepack_conv",
+          "assign_layout", "conv_as_linear", "prepack_linear", "prepack_conv",
           "winograd_conv", "onednn_conv",
           "fold_constants",
           "eliminate_dead_code",
