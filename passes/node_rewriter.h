@@ -2,11 +2,13 @@
 // decompositions and batch-norm folding).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "passes/ir/graph.h"
@@ -19,6 +21,24 @@ inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t
   t.sizes = std::move(sizes);
   t.strides = ir::contiguous_strides(t.sizes);
   return t;
+}
+
+/// The list-of-ints attribute `name`, or null when the node has none (or another kind).
+inline const std::vector<int64_t>* int_list_attr(const ir::Node& node, const char* name) {
+  return std::get_if<std::vector<int64_t>>(node.find_attr(name));
+}
+
+/// A plain 2-D convolution: conv2d, or convolution (tracing's _convolution) not transposed and
+/// without output padding.
+inline bool is_forward_conv2d(const ir::Node& node) {
+  const std::string& op = node.op();
+  if (op == "aten::conv2d") return true;
+  if (op != "aten::convolution" && op != "aten::_convolution") return false;
+  const auto* transposed = std::get_if<bool>(node.find_attr("transposed"));
+  const auto* output_padding = int_list_attr(node, "output_padding");
+  if (!transposed || *transposed || !output_padding) return false;
+  return std::all_of(output_padding->begin(), output_padding->end(),
+                     [](int64_t p) { return p == 0; });
 }
 
 /// The nodes that read each value, once per input slot, with a null one per graph output.

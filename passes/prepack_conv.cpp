@@ -17,10 +17,6 @@ using ir::Node;
 using ir::TensorType;
 using ir::Value;
 
-const std::vector<int64_t>* ints(const Node& node, const char* name) {
-  return std::get_if<std::vector<int64_t>>(node.find_attr(name));
-}
-
 bool is_channels_last_float32_cpu(const TensorType& type) {
   return type.rank() == 4 && type.dtype == ir::DType::Float32 &&
          type.device.kind == ir::DeviceKind::CPU &&
@@ -31,19 +27,9 @@ bool is_channels_last_float32_cpu(const TensorType& type) {
 // without output padding) with numeric padding, a frozen 4-D weight and channels-last float32
 // input and output.
 bool can_prepack(const Node& node) {
-  const std::string& op = node.op();
-  if (op != "aten::conv2d" && op != "aten::convolution" && op != "aten::_convolution") {
-    return false;
-  }
-  if (op != "aten::conv2d") {
-    const auto* transposed = std::get_if<bool>(node.find_attr("transposed"));
-    const auto* output_padding = ints(node, "output_padding");
-    if (!transposed || *transposed || !output_padding) return false;
-    if (std::any_of(output_padding->begin(), output_padding->end(), [](int64_t p) { return p; }))
-      return false;
-  }
+  if (!is_forward_conv2d(node)) return false;
   for (const char* name : {"stride", "padding", "dilation"}) {
-    const auto* list = ints(node, name);
+    const auto* list = int_list_attr(node, name);
     if (!list || list->size() != 2) return false;
   }
   if (!std::get_if<int64_t>(node.find_attr("groups"))) return false;
