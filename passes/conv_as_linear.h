@@ -11,8 +11,8 @@
 //   %y : f32[1,240,1,1] = aten::view(%y_rows) {size=[1,240,1,1]}
 //
 // so that prepack_linear and the kernel generator treat it as the linear it is: at a few rows
-// kiln's own kernel computes it (oneDNN's convolution cost ~13 us a call at any size here, as
-// much as the rest of a small gate), and under precision=bf16 that kernel reads a bf16 weight.
+// kiln's own kernel computes it (a oneDNN convolution step costs over 10 us however small, most
+// of it around oneDNN's own 1-2 us), and under precision=bf16 that kernel reads a bf16 weight.
 // Frozen float32 weights on the CPU only; runs where prepack_linear does, just before it.
 #pragma once
 
