@@ -30,8 +30,6 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
   return at::Tensor(std::move(impl));
 }
 
-bool has_layout(const at::Tensor& t, const ir::TensorType& type);
-
 // A view step's output straight from its input's storage (see ExternStep::View). Not for an
 // input that records autograd history: the view op's own backward is the one to record.
 bool run_view(const ExternStep& step, std::vector<at::Tensor>& slots) {
@@ -102,16 +100,6 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
   }
   for (int v : step.release)
     slots[v].reset();
-}
-
-// True when `t` is laid out as `type` says (strides of size-1 dims do not matter).
-bool has_layout(const at::Tensor& t, const ir::TensorType& type) {
-  if (t.dim() != type.rank()) return false;
-  for (int64_t d = 0; d < type.rank(); ++d) {
-    if (t.size(d) != type.sizes[d]) return false;
-    if (type.sizes[d] > 1 && t.stride(d) != type.strides[d]) return false;
-  }
-  return true;
 }
 
 // On the CPU from the output pool: a large output per call would otherwise cost page faults.

@@ -47,20 +47,9 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& o
   return std::nullopt;
 }
 
-// Whether `strides` address the elements of a tensor of `sizes` as `want` does: equal but on
-// dims of size 1, where a stride is never multiplied by anything but 0.
-bool same_addressing(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                     const std::vector<int64_t>& want) {
-  if (strides.size() != want.size()) return false;
-  for (size_t d = 0; d < want.size(); ++d) {
-    if (sizes[d] != 1 && strides[d] != want[d]) return false;
-  }
-  return true;
-}
-
 // A view op's output as an as_strided of its input: the op run once on a meta tensor of the
-// input's layout. Only where the output aliases the input with the sizes the IR gives it and
-// strides that address it the same (a reshape that copies does not qualify); the as_strided then
+// input's layout. Only where the output aliases the input in the IR's layout (has_layout: strides
+// of size-1 dims do not matter; a reshape that copies does not qualify); the as_strided then
 // takes the IR's strides.
 std::optional<ExternStep::View> as_view(const ExternStep& step, const ir::Node& node) {
   const c10::FunctionSchema& schema = step.op.schema();
@@ -80,8 +69,7 @@ std::optional<ExternStep::View> as_view(const ExternStep& step, const ir::Node& 
     stack[step.tensor_args[0].position] = meta;
     step.op.callBoxed(stack);
     const at::Tensor result = stack.at(0).toTensor();
-    if (!result.is_alias_of(meta) || result.sizes() != c10::IntArrayRef(out.sizes) ||
-        !same_addressing(result.sizes(), result.strides(), out.strides)) {
+    if (!result.is_alias_of(meta) || !has_layout(result, out)) {
       return std::nullopt;
     }
     return ExternStep::View{in, out.sizes, out.strides, result.storage_offset()};

@@ -123,9 +123,12 @@ def _simple(module_factory, shape):
 QUICK, FULL = ("quick", "full"), ("full",)
 
 CASES = [
-    Case("elementwise_chain_16M", _simple(Chain, (16 * 1024 * 1024,)), QUICK, atol=1e-5, multiplies=False),
-    Case("softmax_4096x1024", _simple(Softmax, (4096, 1024)), QUICK, atol=1e-6, multiplies=False),
-    Case("layer_norm_4096x1024", _simple(lambda: nn.LayerNorm(1024), (4096, 1024)), QUICK, atol=1e-4, multiplies=False),
+    Case("elementwise_chain_16M", _simple(Chain, (16 * 1024 * 1024,)), QUICK, atol=1e-5,
+         multiplies=False),
+    Case("softmax_4096x1024", _simple(Softmax, (4096, 1024)), QUICK, atol=1e-6,
+         multiplies=False),
+    Case("layer_norm_4096x1024", _simple(lambda: nn.LayerNorm(1024), (4096, 1024)), QUICK,
+         atol=1e-4, multiplies=False),
     Case("mlp_b1", _simple(mlp, (1, 256)), QUICK),
     Case("mlp_b64", _simple(mlp, (64, 256)), QUICK),
     Case("resnet18_b1", _vision("resnet18", 1), QUICK, atol=1e-3),

@@ -207,4 +207,13 @@ bool is_optional_tensor_list_type(const c10::TypePtr& type) {
   return list && is_optional_tensor_type(list->getElementType());
 }
 
+bool has_layout(const at::Tensor& t, const ir::TensorType& type) {
+  if (t.dim() != type.rank()) return false;
+  for (int64_t d = 0; d < type.rank(); ++d) {
+    if (t.size(d) != type.sizes[d]) return false;
+    if (type.sizes[d] > 1 && t.stride(d) != type.strides[d]) return false;
+  }
+  return true;
+}
+
 }  // namespace kiln

@@ -26,6 +26,10 @@ c10::Device to_aten_device(const ir::Device& device);
 /// The static type of a tensor; nullopt when its dtype or device has no IR form.
 std::optional<ir::TensorType> tensor_type_of(const at::Tensor& tensor);
 
+/// True when `t` has `type`'s sizes and is laid out as it says: strides equal but on dims of size
+/// 1, where a stride is never multiplied by anything but 0.
+bool has_layout(const at::Tensor& t, const ir::TensorType& type);
+
 /// A meta tensor with `t`'s sizes, strides and dtype (for shape inference without data).
 at::Tensor meta_like(const at::Tensor& t);
 
