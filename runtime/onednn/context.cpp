@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 namespace kiln::onednn {
 namespace {
@@ -31,9 +33,47 @@ class Buffer {
   size_t size_ = 0;
 };
 
+/// One primitive's arguments as bound on one thread: the memory objects and the C argument list
+/// that points at them. It holds the primitive, so its address (the key) is never reused by
+/// another primitive while the binding lives.
+struct Binding {
+  dnnl::primitive primitive;
+  std::vector<dnnl::memory> memories;
+  std::vector<const void*> pointers;
+  std::vector<dnnl_exec_arg_t> args;
+
+  /// Re-points the bound memory objects; false when `arguments` are not the ones bound.
+  bool rebind(std::span<const Argument> arguments) {
+    if (arguments.size() != args.size()) return false;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (args[i].arg != arguments[i].index) return false;
+    }
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (pointers[i] == arguments[i].data) continue;
+      memories[i].set_data_handle(const_cast<void*>(arguments[i].data));
+      pointers[i] = arguments[i].data;
+    }
+    return true;
+  }
+
+  void bind(std::span<const Argument> arguments) {
+    memories.clear();
+    pointers.clear();
+    args.clear();
+    for (const Argument& argument : arguments) {
+      memories.emplace_back(*argument.desc, cpu_engine(), const_cast<void*>(argument.data));
+      pointers.push_back(argument.data);
+    }
+    for (size_t i = 0; i < arguments.size(); ++i)
+      args.push_back({arguments[i].index, memories[i].get()});
+  }
+};
+
 struct ThreadContext {
   dnnl::stream stream{cpu_engine()};
   Buffer scratchpad, staging;
+  std::unordered_map<dnnl_primitive_t, Binding> bindings;
+  std::vector<Argument> arguments;  // a run's arguments with the scratchpad added
 };
 
 ThreadContext& thread_context() {
@@ -49,14 +89,21 @@ const dnnl::engine& cpu_engine() {
 }
 
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
-             std::unordered_map<int, dnnl::memory>& args) {
+             std::span<const Argument> arguments) {
   ThreadContext& context = thread_context();
-  if (scratchpad.get_size() > 0) {
-    args.insert_or_assign(
-        DNNL_ARG_SCRATCHPAD,
-        dnnl::memory(scratchpad, cpu_engine(), context.scratchpad.at_least(scratchpad.get_size())));
+  if (const size_t bytes = scratchpad.get_size(); bytes > 0) {
+    context.arguments.assign(arguments.begin(), arguments.end());
+    context.arguments.push_back(
+        {DNNL_ARG_SCRATCHPAD, &scratchpad, context.scratchpad.at_least(bytes)});
+    arguments = context.arguments;
   }
-  primitive.execute(context.stream, args);
+  Binding& binding = context.bindings[primitive.get()];
+  if (!binding.primitive) binding.primitive = primitive;
+  if (!binding.rebind(arguments)) binding.bind(arguments);
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(primitive.get(), context.stream.get(),
+                             static_cast<int>(binding.args.size()), binding.args.data()),
+      "could not execute a primitive");
   context.stream.wait();
 }
 

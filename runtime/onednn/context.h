@@ -5,7 +5,7 @@
 // under runtime/onednn/, which see oneDNN's headers before the torch wheel's (cmake/OneDNN.cmake).
 
 #include <cstdint>
-#include <unordered_map>
+#include <span>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -15,11 +15,21 @@ namespace kiln::onednn {
 
 const dnnl::engine& cpu_engine();
 
-/// Runs `primitive` on this thread's stream with `args`, giving it this thread's scratchpad
-/// (primitives are made with a user scratchpad, so one primitive runs on several threads at
-/// once), and waits for it.
+/// One argument of one run: oneDNN's argument index, the layout the primitive was made for, and
+/// where the data is this time.
+struct Argument {
+  int index;
+  const dnnl::memory::desc* desc;
+  const void* data;
+};
+
+/// Runs `primitive` on this thread's stream with `arguments`, giving it this thread's scratchpad
+/// of `scratchpad.get_size()` bytes (primitives are made with a user scratchpad, so one primitive
+/// runs on several threads at once), and waits for it. The memory objects a primitive's arguments
+/// need are made on its first run on a thread and only re-pointed on later runs: making them on
+/// every call cost more than oneDNN's execution of a small convolution.
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
-             std::unordered_map<int, dnnl::memory>& args);
+             std::span<const Argument> arguments);
 
 /// This thread's staging buffer of at least `bytes` (64-byte aligned), for an input converted
 /// before a primitive reads it; valid until this thread's next call.

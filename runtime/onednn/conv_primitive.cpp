@@ -87,7 +87,8 @@ struct ConvPrimitive::State {
   ConvSpec spec;
   dnnl::convolution_forward::primitive_desc descriptor;
   dnnl::convolution_forward primitive;
-  memory::desc source, weights, bias, destination;
+  memory::desc source, weights, bias, destination, scratchpad;
+  uint64_t weight_layout = 0;  // layout_of(weights), asked on every run
   // The reorders into `source` from a dense NCHW input and (for bf16) from a float32 NHWC one,
   // made on the first such call.
   mutable std::once_flag nchw_once, nhwc_once;
@@ -142,6 +143,8 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
     throw std::runtime_error(std::string("oneDNN has no convolution for this case: ") + e.what());
   }
   state->weights = state->descriptor.weights_desc();
+  state->scratchpad = state->descriptor.scratchpad_desc();
+  state->weight_layout = layout_of(state->weights);
   std::shared_ptr<const ConvPrimitive> made_now(new ConvPrimitive(std::move(state)));
   std::lock_guard<std::mutex> lock(mutex);
   return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
@@ -152,7 +155,7 @@ size_t ConvPrimitive::packed_weight_bytes() const {
 }
 
 uint64_t ConvPrimitive::packed_weight_layout() const {
-  return layout_of(state_->weights);
+  return state_->weight_layout;
 }
 
 void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
@@ -161,7 +164,6 @@ void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
 
 void ConvPrimitive::run(const float* input, const void* packed_weight, const float* bias,
                         const float* residual, float* output, bool input_nchw) const {
-  const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
   const void* source = input;
   if (input_nchw || s.spec.bf16) {
@@ -170,27 +172,25 @@ void ConvPrimitive::run(const float* input, const void* packed_weight, const flo
     memory::desc& from = input_nchw ? state_->nchw : state_->nhwc_f32;
     dnnl::reorder& convert = input_nchw ? state_->from_nchw : state_->from_nhwc_f32;
     std::call_once(input_nchw ? state_->nchw_once : state_->nhwc_once, [&] {
+      const dnnl::engine& engine = cpu_engine();
       from = memory::desc(dims, memory::data_type::f32, input_nchw ? Tag::nchw : Tag::nhwc);
       convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, s.source));
     });
     void* converted = staging(s.source.get_size());
-    std::unordered_map<int, memory> reorder_args = {
-        {DNNL_ARG_FROM, memory(from, engine, const_cast<float*>(input))},
-        {DNNL_ARG_TO, memory(s.source, engine, converted)}};
+    const Argument reorder_args[] = {{DNNL_ARG_FROM, &from, input},
+                                     {DNNL_ARG_TO, &s.source, converted}};
     execute(convert, memory::desc(), reorder_args);
     source = converted;
   }
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<void*>(source))},
-      {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
-      {DNNL_ARG_DST, memory(s.destination, engine, output)},
-  };
-  if (s.spec.bias) args.emplace(DNNL_ARG_BIAS, memory(s.bias, engine, const_cast<float*>(bias)));
+  Argument args[5] = {{DNNL_ARG_SRC, &s.source, source},
+                      {DNNL_ARG_WEIGHTS, &s.weights, packed_weight},
+                      {DNNL_ARG_DST, &s.destination, output}};
+  size_t count = 3;
+  if (s.spec.bias) args[count++] = {DNNL_ARG_BIAS, &s.bias, bias};
   if (s.spec.residual) {
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                 memory(s.destination, engine, const_cast<float*>(residual)));
+    args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &s.destination, residual};
   }
-  execute(s.primitive, s.descriptor.scratchpad_desc(), args);
+  execute(s.primitive, s.scratchpad, std::span<const Argument>(args, count));
 }
 
 std::string ConvPrimitive::implementation() const {

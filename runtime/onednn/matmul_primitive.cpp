@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "runtime/onednn/context.h"
 
@@ -37,9 +38,10 @@ struct MatmulPrimitive::State {
   MatmulSpec spec;
   dnnl::matmul::primitive_desc descriptor;
   dnnl::matmul primitive;
-  memory::desc source, weights, bias, destination;
-  memory::desc source_f32;  // bf16 only: the input as given
-  dnnl::reorder to_source;  // bf16 only: converts it
+  memory::desc source, weights, bias, destination, scratchpad;
+  uint64_t weight_layout = 0;  // layout_of(weights), asked on every run
+  memory::desc source_f32;     // bf16 only: the input as given
+  dnnl::reorder to_source;     // bf16 only: converts it
 };
 
 MatmulPrimitive::MatmulPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -83,6 +85,8 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
     throw std::runtime_error(std::string("oneDNN has no matmul for this case: ") + e.what());
   }
   state->weights = state->descriptor.weights_desc();
+  state->scratchpad = state->descriptor.scratchpad_desc();
+  state->weight_layout = layout_of(state->weights);
   std::shared_ptr<const MatmulPrimitive> made_now(new MatmulPrimitive(std::move(state)));
   std::lock_guard<std::mutex> lock(mutex);
   return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
@@ -93,7 +97,7 @@ size_t MatmulPrimitive::packed_weight_bytes() const {
 }
 
 uint64_t MatmulPrimitive::packed_weight_layout() const {
-  return layout_of(state_->weights);
+  return state_->weight_layout;
 }
 
 void MatmulPrimitive::pack_weight(const float* dense, void* packed) const {
@@ -102,24 +106,21 @@ void MatmulPrimitive::pack_weight(const float* dense, void* packed) const {
 
 void MatmulPrimitive::run(const float* input, const void* packed_weight, const float* bias,
                           float* output) const {
-  const dnnl::engine& engine = cpu_engine();
   const State& s = *state_;
   const void* source = input;
   if (s.spec.bf16) {
     void* converted = staging(s.source.get_size());
-    std::unordered_map<int, memory> reorder_args = {
-        {DNNL_ARG_FROM, memory(s.source_f32, engine, const_cast<float*>(input))},
-        {DNNL_ARG_TO, memory(s.source, engine, converted)}};
+    const Argument reorder_args[] = {{DNNL_ARG_FROM, &s.source_f32, input},
+                                     {DNNL_ARG_TO, &s.source, converted}};
     execute(s.to_source, memory::desc(), reorder_args);
     source = converted;
   }
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, memory(s.source, engine, const_cast<void*>(source))},
-      {DNNL_ARG_WEIGHTS, memory(s.weights, engine, const_cast<void*>(packed_weight))},
-      {DNNL_ARG_DST, memory(s.destination, engine, output)},
-  };
-  if (s.spec.bias) args.emplace(DNNL_ARG_BIAS, memory(s.bias, engine, const_cast<float*>(bias)));
-  execute(s.primitive, s.descriptor.scratchpad_desc(), args);
+  Argument args[4] = {{DNNL_ARG_SRC, &s.source, source},
+                      {DNNL_ARG_WEIGHTS, &s.weights, packed_weight},
+                      {DNNL_ARG_DST, &s.destination, output}};
+  const size_t count = s.spec.bias ? 4 : 3;
+  if (s.spec.bias) args[3] = {DNNL_ARG_BIAS, &s.bias, bias};
+  execute(s.primitive, s.scratchpad, std::span<const Argument>(args, count));
 }
 
 std::string MatmulPrimitive::implementation() const {

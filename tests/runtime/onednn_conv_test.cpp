@@ -7,8 +7,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <thread>
+#include <vector>
+
 #ifdef KILN_WITH_ONEDNN
 #include "runtime/onednn_conv.h"
+#include "runtime/onednn_support.h"
 #endif
 
 namespace kiln {
@@ -126,6 +130,56 @@ TEST(OneDnnConv, MultipliesInBf16WhenAsked) {
           conv.x.to(at::kBFloat16).to(at::kDouble), conv.w.to(at::kBFloat16).to(at::kDouble),
           conv.b.to(at::kDouble), s.stride, s.padding, s.dilation, s.groups);
       expect_close(got, at::relu(rounded + other));
+    }
+  }
+}
+
+// A primitive's memory objects are made once per thread and re-pointed on later calls: each call
+// must read and write its own tensors, on any number of threads at once.
+TEST(OneDnnConv, EachCallReadsAndWritesItsOwnTensorsOnEveryThread) {
+  at::manual_seed(5);
+  const Case s{1, 32, 32, 7, 7, 3, 1, 1, 1, 1};
+  for (const std::string precision : {"fp32", "bf16"}) {
+    if (precision == "bf16" && !onednn_native_bf16()) continue;
+    const Conv shape(s);
+    const at::Tensor packed = shape.packed(true, true, "relu", {}, precision);
+    auto call = [&](const Conv& conv) {
+      at::Tensor out = at::empty(conv.other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
+      return onednn_conv2d_out(conv.x, shape.w, packed, shape.b, conv.other, {1, 1}, {1, 1}, {1, 1},
+                               1, "relu", {}, precision, out);
+    };
+    auto expected = [&](const Conv& conv) {
+      at::Tensor x = conv.x;
+      at::Tensor w = shape.w;
+      if (precision == "bf16") {
+        x = x.to(at::kBFloat16).to(at::kFloat);
+        w = w.to(at::kBFloat16).to(at::kFloat);
+      }
+      return at::relu(
+          at::conv2d(x.to(at::kDouble), w.to(at::kDouble), shape.b.to(at::kDouble), 1, 1) +
+          conv.other.to(at::kDouble));
+    };
+    constexpr int kThreads = 4, kCalls = 8;
+    std::vector<std::vector<Conv>> inputs(kThreads);
+    for (auto& calls : inputs)
+      for (int i = 0; i < kCalls; ++i)
+        calls.emplace_back(s);
+    std::vector<std::vector<at::Tensor>> outputs(kThreads, std::vector<at::Tensor>(kCalls));
+    // The caller's thread count on every thread, so all of them run the one primitive.
+    const int omp_threads = at::get_num_threads();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        at::set_num_threads(omp_threads);
+        for (int i = 0; i < kCalls; ++i)
+          outputs[t][i] = call(inputs[t][i]);
+      });
+    }
+    for (auto& thread : threads)
+      thread.join();
+    for (int t = 0; t < kThreads; ++t) {
+      for (int i = 0; i < kCalls; ++i)
+        expect_close(outputs[t][i], expected(inputs[t][i]));
     }
   }
 }
