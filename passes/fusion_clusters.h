@@ -77,7 +77,8 @@ bool broadcasts_to(const std::vector<int64_t>& shape, const std::vector<int64_t>
 /// Grows the cluster through fusible elementwise neighbours whose output has `shape`, and
 /// through producers with a shape that broadcasts to it whose every reader is a member (a
 /// smaller value cannot be a group output: the kernel writes every element of its iteration
-/// space).
+/// space), unless the producer is transcendental and broadcast over many elements (it would be
+/// recomputed for each).
 void grow_elementwise(ClusterGrower& grower, const std::vector<int64_t>& shape);
 
 /// True for an op that may have side effects: one outside the op table (other than kiln's).

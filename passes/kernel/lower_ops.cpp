@@ -156,6 +156,22 @@ bool is_contraction(const ir::Node& node) {
   return x.numel() / std::max<int64_t>(x.sizes.back(), 1) <= kMaxRows && x.sizes.back() > 0;
 }
 
+bool computes_transcendental(const ir::Node& node) {
+  if (!can_lower(node) || reduced_dims(node)) return false;
+  // Lowered alone, over one element of each input.
+  Kernel kernel;
+  KernelBuilder builder(kernel);
+  std::vector<int> args;
+  for (const ir::Value* input : node.inputs()) {
+    kernel.buffers.push_back(
+        {"b" + std::to_string(kernel.buffers.size()), input->type().dtype, false});
+    args.push_back(builder.load(static_cast<int>(kernel.buffers.size()) - 1, {}));
+  }
+  lower_node(builder, node, args);
+  return std::any_of(kernel.exprs.begin(), kernel.exprs.end(),
+                     [](const Expr& e) { return op_traits(e.op).transcendental; });
+}
+
 bool keeps_reduced_dims(const ir::Node& node) {
   const ir::OpInfo* info = ir::find_op(node.op());
   if (info && info->kind == ir::OpKind::Normalization) return true;

@@ -28,6 +28,11 @@ std::optional<std::vector<int>> reduced_dims(const ir::Node& node);
 /// BLAS call's fixed cost. Larger products stay with ATen's BLAS.
 bool is_contraction(const ir::Node& node);
 
+/// True for an elementwise node whose lowering computes a transcendental function (exp, log,
+/// erf, tanh, sigmoid: about 20 vector instructions an element, kernel.h's OpTraits). The fusers
+/// keep such a node out of a group that would recompute it for every element of a broadcast.
+bool computes_transcendental(const ir::Node& node);
+
 /// True for a reduction node whose output keeps the reduced dimensions (as size 1), and for
 /// normalizations (whose output has the input's shape).
 bool keeps_reduced_dims(const ir::Node& node);

@@ -134,6 +134,33 @@ TEST(FuseElementwiseTest, BroadcastProducerReadOnlyInsideIsAbsorbed) {
   EXPECT_TRUE(well_formed(*g));
 }
 
+// A squeeze-excitation gate: fused into the multiply, the sigmoid would run once per element of
+// the feature map (64 * 64 * 32 times) instead of 32 times. A cheap op broadcast as far is
+// recomputed, and so is a transcendental one broadcast over few elements.
+TEST(FuseElementwiseTest, TranscendentalProducerBroadcastOverManyElementsKeepsItsOwnGroup) {
+  auto g = ir::parse_graph(
+      "graph(%g : f32[1,32,1,1], %x : f32[1,32,64,64]):\n"
+      "  %s : f32[1,32,1,1] = aten::sigmoid(%g)\n"
+      "  %h : f32[1,32,1,1] = aten::mul.Scalar(%s) {other=2.0}\n"
+      "  %r : f32[1,32,64,64] = aten::mul.Tensor(%x, %h)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_elementwise(*g), 2);
+  ir::Node* big = group_with(*g, "aten::mul.Tensor");
+  ir::Node* gate = group_with(*g, "aten::sigmoid");
+  ASSERT_NE(big, nullptr);
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(body_ops(*big), (std::vector<std::string>{"aten::mul.Scalar", "aten::mul.Tensor"}));
+  EXPECT_EQ(body_ops(*gate), (std::vector<std::string>{"aten::sigmoid"}));
+  EXPECT_TRUE(well_formed(*g));
+
+  auto small = ir::parse_graph(
+      "graph(%g : f32[1,32,1,1], %x : f32[1,32,8,8]):\n"
+      "  %s : f32[1,32,1,1] = aten::sigmoid(%g)\n"
+      "  %r : f32[1,32,8,8] = aten::mul.Tensor(%x, %s)\n"
+      "  return (%r)\n");
+  EXPECT_EQ(fuse_elementwise(*small), 1);
+}
+
 TEST(FuseElementwiseTest, BroadcastProducerReturnedByTheGraphIsNotAbsorbed) {
   // %a [4,1] is a graph output: a [4,8] kernel cannot write it.
   auto g = ir::parse_graph(
