@@ -1,7 +1,8 @@
-// split_reductions: the full reductions the target splits into pieces that threads share.
+// split_reductions: the reductions the target splits into pieces that threads share.
 //
 // A full reduction (one row: x.sum(), ((a - b) ** 2).mean()) walked by one thread leaves the
-// others idle. The target says into how many pieces it splits such a kernel (the code
+// others idle; rows side by side in memory, split between threads, give each thread a slice of
+// every stretch of memory. The target says into how many pieces it splits such a kernel (the code
 // generator's reduction_pieces: on the CPU, pieces of at least a parallel grain's work, at most
 // 256); the pass records the count on the kernel (Kernel::split_pieces), where the kernel cache
 // and the dumps see it, and the code generator performs the split (kernel/split_reduction.h: a

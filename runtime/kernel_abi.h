@@ -16,9 +16,10 @@ using KernelFunction = void (*)(void* const* buffers, int64_t begin, int64_t end
 /// The second phase of a CPU kernel split into pieces (passes/kernel/split_reduction.h): the
 /// kernel function writes each piece's partial results into a workspace, after its buffers;
 /// `function` then folds them, on one thread, over the buffers `buffers` names (indices into
-/// the kernel's buffers followed by the workspace parts).
+/// the kernel's buffers followed by the workspace parts), for each of the kernel's `rows`.
 struct FinishPhase {
   KernelFunction function = nullptr;
+  int64_t rows = 1;
   std::vector<int> buffers;
   /// Byte offsets of the workspace parts (one per partial result, 8-byte aligned) and its size.
   std::vector<int64_t> workspace_offsets;
@@ -40,7 +41,7 @@ inline void run_finish(const FinishPhase& finish, const std::vector<void*>& buff
   std::vector<void*> own;
   for (int b : finish.buffers)
     own.push_back(buffers[b]);
-  finish.function(own.data(), 0, 1);
+  finish.function(own.data(), 0, finish.rows);
 }
 
 /// A generated kernel that runs on a GPU: queued on a stream, never waited for.

@@ -42,12 +42,12 @@ std::vector<int> means_of_variances(const Kernel& k) {
   return mean_of;
 }
 
-/// Whether the full reduction `k` can be split: its reductions read no reduction's result
+/// Whether the reduction `k` can be split: its reductions read no reduction's result
 /// (a variance reads its mean's, and the pieces' means and variances merge exactly), no element
 /// store does, and its means are of floats (an integer mean truncates, so a mean of truncated
 /// means would not be one).
 bool splittable(const Kernel& k) {
-  if (k.reduce_rank == 0 || k.row_rank() != 0 || !k.in_place.empty()) return false;
+  if (k.reduce_rank == 0 || !k.in_place.empty()) return false;
   const std::vector<int> mean_of = means_of_variances(k);
   std::vector<bool> after_reduce(k.exprs.size(), false);
   bool any = false;
@@ -75,10 +75,16 @@ int64_t piece_count(int64_t dim, int64_t limit) {
 
 }  // namespace
 
-int64_t full_reduction_pieces(const Kernel& k, int64_t min_piece_elements, int64_t max_pieces) {
+int64_t reduced_dim_pieces(const Kernel& k, int64_t min_piece_elements, int64_t max_pieces) {
   if (!splittable(k)) return 0;
-  return piece_count(k.sizes[0],
-                     std::min(max_pieces, k.row_size() / std::max<int64_t>(1, min_piece_elements)));
+  const int64_t elements = k.num_rows() * k.row_size();
+  return piece_count(k.sizes[k.row_rank()],
+                     std::min(max_pieces, elements / std::max<int64_t>(1, min_piece_elements)));
+}
+
+int64_t full_reduction_pieces(const Kernel& k, int64_t min_piece_elements, int64_t max_pieces) {
+  if (k.row_rank() != 0) return 0;
+  return reduced_dim_pieces(k, min_piece_elements, max_pieces);
 }
 
 std::optional<SplitReduction> split_full_reduction(const Kernel& k, int64_t min_piece_elements,
@@ -89,9 +95,15 @@ std::optional<SplitReduction> split_full_reduction(const Kernel& k, int64_t min_
 }
 
 std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces) {
-  if (pieces < 2 || k.rank() == 0 || k.sizes[0] % pieces != 0 || !splittable(k))
+  const int split_dim = k.row_rank();  // the outermost reduced dim
+  if (pieces < 2 || k.reduce_rank == 0 || k.sizes[split_dim] % pieces != 0 || !splittable(k))
     return std::nullopt;
-  const int64_t piece_rows = k.sizes[0] / pieces;
+  const int64_t piece_length = k.sizes[split_dim] / pieces;
+  // The partials of piece p lie at p * rows + the row's index (row-major over the row dims).
+  const int64_t rows = k.num_rows();
+  std::vector<int64_t> row_strides(split_dim, 1);
+  for (int d = split_dim - 2; d >= 0; --d)
+    row_strides[d] = row_strides[d + 1] * k.sizes[d + 1];
   const std::vector<bool> element = element_levels(k);
   const int num_buffers = static_cast<int>(k.buffers.size());
   const int num_inputs = k.num_inputs();
@@ -108,17 +120,19 @@ std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces)
 
   SplitReduction split;
   split.pieces = pieces;
+  split.rows = rows;
 
-  // partial: [pieces, piece_rows, sizes[1:]...]; the pieces are its rows.
+  // partial: [pieces, rows..., piece_length, the other reduced dims...]; pieces and rows are
+  // its rows.
   Kernel& partial = split.partial;
   partial.name = k.name + "_partial";
   partial.sizes = k.sizes;
-  partial.sizes[0] = piece_rows;
+  partial.sizes[split_dim] = piece_length;
   partial.sizes.insert(partial.sizes.begin(), pieces);
   partial.reduce_rank = k.reduce_rank;
   partial.buffers = k.buffers;
   auto piece_map = [&](IndexMap map) {
-    map.strides.insert(map.strides.begin(), map.strides[0] * piece_rows);
+    map.strides.insert(map.strides.begin(), map.strides[split_dim] * piece_length);
     return map;
   };
   const std::vector<bool> in_partial = reachable(k, element_roots, false);
@@ -144,14 +158,17 @@ std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces)
     partial.buffers.push_back(
         {"b" + std::to_string(buffer), partial_dtype(k.exprs[reductions[r]]), true});
     std::vector<int64_t> strides(partial.sizes.size(), 0);
-    strides[0] = 1;
+    strides[0] = rows;
+    std::copy(row_strides.begin(), row_strides.end(), strides.begin() + 1);
     partial.stores.push_back({{buffer, strides, 0}, partial_id[reductions[r]]});
   }
 
-  // finish: [pieces] reduced; the kernel's inputs, the partials, the kernel's outputs.
+  // finish: [rows..., pieces], the pieces reduced; the kernel's inputs, the partials, the
+  // kernel's outputs.
   Kernel& finish = split.finish;
   finish.name = k.name + "_finish";
-  finish.sizes = {pieces};
+  finish.sizes.assign(k.sizes.begin(), k.sizes.begin() + split_dim);
+  finish.sizes.push_back(pieces);
   finish.reduce_rank = 1;
   const int num_partials = static_cast<int>(reductions.size());
   auto finish_buffer = [&](int b) { return b < num_inputs ? b : b + num_partials; };
@@ -173,7 +190,8 @@ std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces)
     finish.buffers[i].name = "b" + std::to_string(i);
   auto row_map = [&](IndexMap map) {
     map.buffer = finish_buffer(map.buffer);
-    map.strides = {0};  // a row-level map of a kernel without rows: it stays put
+    map.strides.resize(split_dim);  // a row-level map: zero along the reduced dims
+    map.strides.push_back(0);       // and along the pieces
     return map;
   };
   std::vector<bool> in_finish = reachable(k, row_roots, true);
@@ -194,7 +212,8 @@ std::optional<SplitReduction> split_into_pieces(const Kernel& k, int64_t pieces)
           static_cast<int>(std::find(reductions.begin(), reductions.end(), i) - reductions.begin());
       const DType carried = partial_dtype(old);
       Expr load{Op::Load, carried, {}};
-      load.map = {num_inputs + r, {1}, 0};
+      load.map = {num_inputs + r, row_strides, 0};
+      load.map.strides.push_back(rows);
       partial_load[i] = add(load);
       Expr fold{Op::Reduce, carried, {partial_load[i]}};
       fold.reduce = old.reduce;

@@ -1,8 +1,9 @@
-// Splitting a full reduction (a kernel with one row: x.sum(), ((a - b) ** 2).mean()) into
-// pieces that threads can share. A code generator runs such a kernel's one row on one thread;
-// split, the `partial` kernel reduces each piece of the row to one partial result per reduction
-// (its pieces are its rows, so they spread across threads), and the `finish` kernel folds the
-// partials and computes what follows the reductions.
+// Splitting a reduction into pieces that threads can share: a full reduction (a kernel with one
+// row: x.sum(), ((a - b) ** 2).mean()), which a code generator runs on one thread, or a kernel
+// with rows along its outermost reduced dim. Split, the `partial` kernel reduces each piece of
+// each row to one partial result per reduction (its pieces, times the kernel's rows, are its
+// rows, so they spread across threads), and the `finish` kernel folds the partials row by row
+// and computes what follows the reductions.
 //
 //   kernel k [16777216] reduce 1          partial [256, 65536] reduce 1: piece p's sum -> w0[p]
 //     %0 = load b0 [1]              ->    finish  [256] reduce 1:  sum of w0 -> b1
@@ -28,7 +29,8 @@ namespace kiln::kernel {
 
 struct SplitReduction {
   int64_t pieces = 0;
-  /// The kernel's buffers, then one output per partial: pieces values each.
+  int64_t rows = 1;  // the kernel's rows
+  /// The kernel's buffers, then one output per partial: pieces * rows values each.
   Kernel partial;
   /// The kernel's inputs, then the partials (as inputs), then the kernel's outputs.
   Kernel finish;
@@ -49,8 +51,15 @@ std::optional<SplitReduction> split_full_reduction(const Kernel& collapsed,
 int64_t full_reduction_pieces(const Kernel& collapsed, int64_t min_piece_elements,
                               int64_t max_pieces);
 
-/// `collapsed` split into exactly `pieces` pieces (a count full_reduction_pieces gave); nullopt
-/// when it cannot be.
+/// The same for a kernel with rows: the outermost reduced dim is split into pieces of at least
+/// `min_piece_elements` elements over all rows, at most `max_pieces` of them; each piece reduces
+/// its stretch for every row (the partials of piece p: [rows]), and finish folds them per row.
+/// 0 when it cannot be split (as split_full_reduction says) or no piece count of at least 2
+/// divides that dim within those limits. Whether a split pays is the target's call.
+int64_t reduced_dim_pieces(const Kernel& collapsed, int64_t min_piece_elements, int64_t max_pieces);
+
+/// `collapsed` split into exactly `pieces` pieces (a count full_reduction_pieces or
+/// reduced_dim_pieces gave); nullopt when it cannot be.
 std::optional<SplitReduction> split_into_pieces(const Kernel& collapsed, int64_t pieces);
 
 }  // namespace kiln::kernel

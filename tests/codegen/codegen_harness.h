@@ -247,7 +247,7 @@ inline std::vector<Kernel>& checked_kernels() {
 /// Compiles all cases into one module per vector width and checks each against the interpreter.
 inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
   std::vector<Kernel> kernels;
-  // As the pipeline's split_reductions pass does: the full reductions the CPU splits.
+  // As the pipeline's split_reductions pass does: the reductions the CPU splits.
   for (const Case& c : cases) {
     kernels.push_back(c.kernel);
     kernels.back().split_pieces = reduction_pieces(collapse_dims(c.kernel));
@@ -271,7 +271,7 @@ inline void check(const std::vector<Case>& cases, Split split = Split::Whole) {
       for (int64_t s : c.kernel.sizes)
         numel *= s;
       int64_t range = c.kernel.reduce_rank ? collapsed.num_rows() : numel;
-      if (const auto split = split_reduction(collapsed)) range = split->pieces;
+      if (const auto split = split_reduction(collapsed)) range = split->pieces * split->rows;
       if (transposes(collapsed)) {  // tiles of rows of the next-to-innermost dim
         const int rank = collapsed.rank();
         range = numel / (collapsed.sizes[rank - 1] * collapsed.sizes[rank - 2]) *

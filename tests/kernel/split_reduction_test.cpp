@@ -1,5 +1,5 @@
-// split_full_reduction: the partial and finish kernels, run by the interpreter, compute what the
-// whole kernel does; and the kernels it must leave whole.
+// split_full_reduction and split_into_pieces: the partial and finish kernels, run by the
+// interpreter, compute what the whole kernel does; and the kernels it must leave whole.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +28,8 @@ void run_split(const SplitReduction& split, const std::vector<void*>& buffers) {
   std::vector<std::vector<uint8_t>> workspace;
   std::vector<void*> all = buffers;
   for (size_t b = buffers.size(); b < split.partial.buffers.size(); ++b) {
-    workspace.emplace_back(split.pieces * ir::dtype_size(split.partial.buffers[b].dtype), 0xAB);
+    workspace.emplace_back(
+        split.pieces * split.rows * ir::dtype_size(split.partial.buffers[b].dtype), 0xAB);
     all.push_back(workspace.back().data());
   }
   interpret(split.partial, all);
@@ -62,6 +63,34 @@ TEST(SplitReductionTest, SumOfAProductIsSummedByPieces) {
   interpret(k, {x.data(), y.data(), want.data()});
   run_split(*split, {x.data(), y.data(), got.data()});
   EXPECT_EQ(got, want);
+}
+
+// A per-channel mean of a channels-last [32, 56, 56] map (rows side by side in memory), scaled
+// per row after it, beside an element store: split along its outermost reduced dim, each piece
+// reduces its stretch of pixels for every row, and finish folds the pieces row by row.
+TEST(SplitReductionTest, RowsAreSplitAlongTheirOutermostReducedDim) {
+  const DType f = DType::Float32;
+  Kernel k = make_kernel("k", {32, 56, 56}, 2, {f, f}, {f, f});
+  KernelBuilder b(k);
+  const int x = b.load(0, {1, 56 * 32, 32});
+  b.store(2, {1, 56 * 32, 32}, b.binary(Op::Mul, x, b.constant(2, f), f));
+  b.store(3, {1, 0, 0}, b.binary(Op::Mul, b.reduce(ReduceKind::Mean, x), b.load(1, {1, 0, 0}), f));
+  EXPECT_EQ(full_reduction_pieces(k, 10000, 64), 0);  // it has rows
+  const int64_t pieces = reduced_dim_pieces(k, /*min_piece_elements=*/10000, /*max_pieces=*/64);
+  EXPECT_EQ(pieces, 8);  // the largest divisor of 56 with pieces of >= 10000 elements
+  const auto split = split_into_pieces(k, pieces);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->rows, 32);
+  EXPECT_EQ(split->partial.sizes, (std::vector<int64_t>{8, 32, 7, 56}));
+  EXPECT_EQ(split->finish.sizes, (std::vector<int64_t>{32, 8}));
+  std::vector<float> input = ramp(32 * 56 * 56), scale = ramp(32);
+  std::vector<float> want_y(input.size()), want_mean(32), got_y(input.size(), kNaN),
+      got_mean(32, kNaN);
+  interpret(k, {input.data(), scale.data(), want_y.data(), want_mean.data()});
+  run_split(*split, {input.data(), scale.data(), got_y.data(), got_mean.data()});
+  EXPECT_EQ(got_y, want_y);
+  for (int r = 0; r < 32; ++r)
+    EXPECT_NEAR(got_mean[r], want_mean[r], 1e-5 * (1 + std::fabs(want_mean[r]))) << "row " << r;
 }
 
 TEST(SplitReductionTest, SiblingsWithAnElementStoreAndARowEpilogue) {

@@ -42,10 +42,12 @@ struct BuiltModule {
 /// The finish phase of `split`, but its function: where the partials go in the workspace.
 FinishPhase finish_phase(const kernel::SplitReduction& split, size_t num_buffers) {
   FinishPhase finish;
+  finish.rows = split.rows;
   finish.buffers = split.finish_buffers;
   for (size_t b = num_buffers; b < split.partial.buffers.size(); ++b) {
     finish.workspace_offsets.push_back(finish.workspace_bytes);
-    const int64_t bytes = split.pieces * ir::dtype_size(split.partial.buffers[b].dtype);
+    const int64_t bytes =
+        split.pieces * split.rows * ir::dtype_size(split.partial.buffers[b].dtype);
     finish.workspace_bytes += (bytes + 7) / 8 * 8;
   }
   return finish;

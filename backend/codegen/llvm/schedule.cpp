@@ -74,7 +74,15 @@ std::optional<kernel::SplitReduction> split_reduction(const Kernel& collapsed) {
 int64_t reduction_pieces(const Kernel& collapsed) {
   const int64_t grain_elements =
       std::max<int64_t>(1, kParallelGrainElements / element_cost(collapsed));
-  return kernel::full_reduction_pieces(collapsed, grain_elements, kMaxReductionPieces);
+  if (collapsed.row_rank() == 0)
+    return kernel::full_reduction_pieces(collapsed, grain_elements, kMaxReductionPieces);
+  // Rows side by side in memory (a per-channel mean of a channels-last map): split between
+  // threads, the rows would give each thread a slice of every pixel, so both walk the whole
+  // input, and the elementwise kernel after it (which splits the memory into stretches) finds
+  // half its lines in the other core's cache. Split along the reduced dims, each thread reads a
+  // stretch of its own.
+  if (!kernel::reduces_across_rows(collapsed, 2)) return 0;
+  return kernel::reduced_dim_pieces(collapsed, grain_elements, kMaxReductionPieces);
 }
 
 bool has_feature(const std::string& features, const std::string& feature) {
