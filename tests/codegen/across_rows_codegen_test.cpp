@@ -198,5 +198,41 @@ TEST(AcrossRowsCodegenTest, UnevenPiecesOfTheLaunchRange) {
   check(cases, Split::Pieces);
 }
 
+// Enough work for two pieces: the reduced dim is split (each piece reduces its stretch for every
+// row) rather than the rows, which lie side by side in memory. Rows along memory stay whole.
+TEST(AcrossRowsCodegenTest, LargeColumnReductionsSplitAlongTheReducedDim) {
+  EXPECT_GT(reduction_pieces(collapse_dims(column_kernel(ReduceKind::Sum, F32, 100, 1000))), 0);
+  EXPECT_EQ(reduction_pieces(collapse_dims(reduce_kernel(ReduceKind::Sum, F32, 100, 1000))), 0);
+  EXPECT_EQ(reduction_pieces(collapse_dims(column_kernel(ReduceKind::Sum, F32, 100, 7))), 0);
+  std::vector<Case> cases;
+  for (ReduceKind kind : kKinds)
+    cases.push_back(make_case(column_kernel(kind, F32, 40, 4096), {uniform(-1, 1)},
+                              column_tolerance(kind, 4096)));
+  check(cases, Split::Pieces);
+}
+
+// Two split kernels that differ only in their row count (rows 16 floats apart, whatever their
+// count): their partials are laid out by their rows, so the second, compiled while the first's
+// code is loaded, must not run the first's code.
+TEST(AcrossRowsCodegenTest, SplitKernelsWithOtherRowCountsDoNotShareCode) {
+  std::vector<Case> cases;
+  for (int64_t rows : {8, 12}) {
+    Kernel k = make_kernel("padded_columns_" + std::to_string(rows), {rows, 8192}, 1, {F32}, {F32});
+    KernelBuilder b(k);
+    b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {1, 16})));
+    k.split_pieces = reduction_pieces(collapse_dims(k));
+    ASSERT_GT(k.split_pieces, 0) << rows << " rows";
+    cases.push_back(make_case(k, {uniform(-1, 1)}, column_tolerance(ReduceKind::Sum, 8192)));
+  }
+  CodegenOptions options;
+  options.vector_bits = vector_widths().back();
+  const CompiledKernels first = compile_kernels({cases[0].kernel}, options);
+  const CompiledKernels second = compile_kernels({cases[1].kernel}, options);
+  std::vector<Bytes> want = fresh_buffers(cases[1]), got = fresh_buffers(cases[1]);
+  kernel::interpret(cases[1].kernel, pointers(want));
+  run_compiled_kernel(second.kernels.at(0), pointers(got), {});
+  expect_same_outputs(cases[1], want, got, "after the other", options.vector_bits);
+}
+
 }  // namespace
 }  // namespace kiln::codegen

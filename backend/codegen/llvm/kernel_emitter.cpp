@@ -510,9 +510,11 @@ class KernelEmitter final : public EmitterCore {
 kernel::Kernel code_key(const kernel::Kernel& collapsed, const CpuSchedule& schedule) {
   // Every decision that depends on the sizes is in the schedule, which the cache keys on too.
   // Beyond it the emitters read the outermost size only when it is not the launch range's: a
-  // reduction across rows, a two-dim transposing kernel (its tiles walk that dim), and a kernel
-  // whose only dims are reduced. Everywhere else the outermost index comes from the launch range.
+  // reduction across rows, a two-dim transposing kernel (its tiles walk that dim), a kernel
+  // whose only dims are reduced, and a split one (its partials are laid out by its rows).
+  // Everywhere else the outermost index comes from the launch range.
   if (schedule.strategy == CpuSchedule::Strategy::AcrossRows) return collapsed;
+  if (collapsed.split_pieces > 0) return collapsed;
   if (schedule.strategy == CpuSchedule::Strategy::Transpose && collapsed.rank() == 2)
     return collapsed;
   if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return collapsed;
