@@ -7,7 +7,7 @@
 //                   CUDA: the graph op by op through ATen's CUDA kernels)
 //     --verbose     one line per case, and kiln's warnings (KILN_LOG=warn)
 //     --show        print each case's graph and inputs before running it
-//     --large       cases of 64K-128K elements (full reductions split across threads)
+//     --large       cases of 64K-128K elements (reductions split across threads)
 //     --all-outputs every op's result is also a graph output: shows which op differs first
 #include <chrono>
 #include <cstdio>
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
               seconds, failed.size());
   std::printf("  %d fused kernels; %d of %d ops ran in them; %d cases with kernels\n", kernels,
               fused_ops, ops, cases_with_kernels);
-  std::printf("  %d full reductions split across threads\n", split_reductions);
+  std::printf("  %d reductions split across threads\n", split_reductions);
   std::printf(
       "  %d lowerable ops ran through ATen (groups kiln gave up on: KILN_LOG=warn says why)\n",
       unlowered);

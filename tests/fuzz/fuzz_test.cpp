@@ -95,7 +95,7 @@ TEST(Fuzz, LargeCasesMatchEager) {
     splits += r.split_reductions;
     unlowered += r.unlowered_ops;
   }
-  std::printf("fuzz: large seeds 0:%llu: %d failed, %d full reductions split\n",
+  std::printf("fuzz: large seeds 0:%llu: %d failed, %d reductions split\n",
               static_cast<unsigned long long>(kLargeSeeds), failed, splits);
   EXPECT_EQ(failed, 0) << reports;
   EXPECT_EQ(unlowered, 0);
