@@ -149,8 +149,10 @@ class ArenaLease {
 };
 
 void run_on_cpu(const KernelStep& step, std::vector<void*>& pointers) {
-  // A split reduction's partial results, a few KB: one per piece and reduction.
-  std::vector<int64_t> workspace;
+  // A split reduction's partial results: one per piece, row and reduction (up to a few hundred
+  // KB for a reduction with many rows), in this thread's buffer kept from call to call. No call
+  // of another kernel on this thread comes between add_workspace and run_finish.
+  thread_local std::vector<int64_t> workspace;
   const CompiledKernel& kernel = step.kernel;
   if (kernel.finish) add_workspace(*kernel.finish, workspace, pointers);
   void* const* buffers = pointers.data();

@@ -26,11 +26,14 @@ struct FinishPhase {
   int64_t workspace_bytes = 0;
 };
 
-/// Appends the workspace parts of `finish` to `buffers`, carved from `workspace` (sized here):
-/// what the kernel function of a split kernel takes after its own buffers.
+/// Appends the workspace parts of `finish` to `buffers`, carved from `workspace` (grown here,
+/// never shrunk, so a caller may keep one from call to call): what the kernel function of a
+/// split kernel takes after its own buffers. Its contents need no clearing: the partial kernel
+/// writes every partial before the finish reads it.
 inline void add_workspace(const FinishPhase& finish, std::vector<int64_t>& workspace,
                           std::vector<void*>& buffers) {
-  workspace.assign((finish.workspace_bytes + 7) / 8, 0);
+  const size_t words = static_cast<size_t>((finish.workspace_bytes + 7) / 8);
+  if (workspace.size() < words) workspace.resize(words);
   for (int64_t offset : finish.workspace_offsets)
     buffers.push_back(reinterpret_cast<char*>(workspace.data()) + offset);
 }

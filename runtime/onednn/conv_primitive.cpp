@@ -168,11 +168,11 @@ void ConvPrimitive::run(const float* input, const void* packed_weight, const flo
   const void* source = input;
   if (input_nchw || s.spec.bf16) {
     // One reorder converts the layout (a dense NCHW image) and the type (bf16) at once.
-    const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
     memory::desc& from = input_nchw ? state_->nchw : state_->nhwc_f32;
     dnnl::reorder& convert = input_nchw ? state_->from_nchw : state_->from_nhwc_f32;
     std::call_once(input_nchw ? state_->nchw_once : state_->nhwc_once, [&] {
       const dnnl::engine& engine = cpu_engine();
+      const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
       from = memory::desc(dims, memory::data_type::f32, input_nchw ? Tag::nchw : Tag::nhwc);
       convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, s.source));
     });

@@ -80,7 +80,7 @@ int64_t reduction_pieces(const Kernel& collapsed) {
   // threads, the rows would give each thread a slice of every pixel, so both walk the whole
   // input, and the elementwise kernel after it (which splits the memory into stretches) finds
   // half its lines in the other core's cache. Split along the reduced dims, each thread reads a
-  // stretch of its own.
+  // stretch of its own. (Width 2: how memory runs, whatever the vector width.)
   if (!kernel::reduces_across_rows(collapsed, 2)) return 0;
   return kernel::reduced_dim_pieces(collapsed, grain_elements, kMaxReductionPieces);
 }
