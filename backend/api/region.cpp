@@ -1,5 +1,6 @@
 #include "backend/api/region.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <torch/csrc/jit/runtime/interpreter.h>
@@ -103,9 +104,37 @@ int RegionRunner::num_specializations() const {
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     const Tensors& inputs) const {
+  SignatureKey key = signature_of(inputs);
+  if (may_freeze(inputs)) {
+    int64_t set = 0;
+    if (!admit_weight_set(inputs, set)) {
+      return unfreeze(inputs, "its graph is called with more than " +
+                                  std::to_string(kMaxWeightSets) +
+                                  " sets of weights (model instances)");
+    }
+    key.push_back(set);
+  }
   return remember(cache_.get(
-      signature_of(inputs), options_.max_specializations,
-      [&](int) { return compile_specialization(inputs); }, [&] { return past_limit(); }));
+      key, options_.max_specializations, [&](int) { return compile_specialization(inputs); },
+      [&] { return past_limit(); }));
+}
+
+bool RegionRunner::may_freeze(const Tensors& inputs) const {
+  return !unfrozen_ && !source_.weight_inputs.empty() && !needs_autograd(inputs);
+}
+
+bool RegionRunner::admit_weight_set(const Tensors& inputs, int64_t& set) const {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i : source_.weight_inputs) {
+    hash ^= reinterpret_cast<uintptr_t>(inputs.at(i).unsafeGetTensorImpl());
+    hash *= 0x100000001b3ull;
+  }
+  set = static_cast<int64_t>(hash);
+  std::lock_guard lock(weight_sets_mutex_);
+  if (std::find(weight_sets_.begin(), weight_sets_.end(), set) != weight_sets_.end()) return true;
+  if (static_cast<int>(weight_sets_.size()) >= kMaxWeightSets) return false;
+  weight_sets_.push_back(set);
+  return true;
 }
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::past_limit() const {
@@ -176,11 +205,10 @@ std::vector<RegionRunner::FrozenWeight> RegionRunner::weights_to_freeze(
 }
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::unfreeze(
-    const Tensors& inputs) const {
+    const Tensors& inputs, const std::string& why) const {
   if (!unfrozen_.exchange(true)) {
     record_unfrozen_region();
-    log(LogLevel::Info, name_ + ": a weight changed since it was compiled in; compiling again " +
-                            "with the weights as inputs");
+    log(LogLevel::Info, name_ + ": " + why + "; compiling again with the weights as inputs");
   }
   // Every frozen specialization goes: any of its constants may be stale.
   cache_.erase_if([](const Specialization& spec) { return !spec.frozen.empty(); });
@@ -198,7 +226,7 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
   };
   // A loop: a frozen specialization another thread was still compiling may land in the cache.
   while (stale(*spec))
-    spec = unfreeze(inputs);
+    spec = unfreeze(inputs, "a weight changed since it was compiled in");
   if (!spec->compiled) return source_.fallback(inputs);
   try {
     return run_plan(spec->compiled->plan, inputs);

@@ -56,6 +56,11 @@ KILN_INTERNAL RegionSource fx_region(std::shared_ptr<const FxProgram> program,
 
 class KILN_INTERNAL RegionRunner {
  public:
+  /// Sets of weights a region keeps frozen specializations for (instances of one model class
+  /// compiled in one process); past it the region compiles with its weights as inputs, so that
+  /// dead instances' weights are not kept without bound.
+  static constexpr int kMaxWeightSets = 4;
+
   RegionRunner(RegionSource source, CompileOptions options, std::string name);
 
   Tensors run(const Tensors& inputs) const;
@@ -78,6 +83,12 @@ class KILN_INTERNAL RegionRunner {
     std::vector<FrozenWeight> frozen;
   };
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
+  /// Whether a specialization compiled for these inputs would freeze their weights.
+  bool may_freeze(const Tensors& inputs) const;
+  /// Which weights `inputs` hold (a hash of their TensorImpls' addresses): part of a frozen
+  /// specialization's key, since model instances of one class share dynamo's compiled graph and
+  /// so this region. False when the region has met kMaxWeightSets other sets already.
+  bool admit_weight_set(const Tensors& inputs, int64_t& set) const;
   /// A new signature's specialization: compiled, or (unless strict) the reason it is not.
   std::shared_ptr<const Specialization> compile_specialization(const Tensors& inputs) const;
   /// For a signature past max_specializations (not cached).
@@ -85,8 +96,10 @@ class KILN_INTERNAL RegionRunner {
   std::shared_ptr<const CompiledRegion> compile(const Tensors& inputs,
                                                 const std::vector<size_t>& frozen) const;
   std::vector<FrozenWeight> weights_to_freeze(const Tensors& inputs) const;
-  /// Called when a frozen weight changed: no more freezing; every signature compiles again.
-  std::shared_ptr<const Specialization> unfreeze(const Tensors& inputs) const;
+  /// Called when a frozen weight changed (or past kMaxWeightSets), `why`: no more freezing;
+  /// every signature compiles again.
+  std::shared_ptr<const Specialization> unfreeze(const Tensors& inputs,
+                                                 const std::string& why) const;
   /// Records the specialization that ran last, for explain.
   std::shared_ptr<const Specialization> remember(std::shared_ptr<const Specialization> spec) const;
   /// After the compiled plan failed with `failure`: runs the fallback (whose error, if it fails
@@ -103,6 +116,8 @@ class KILN_INTERNAL RegionRunner {
   mutable std::shared_ptr<const Specialization> last_;
   mutable std::atomic<bool> warned_limit_ = false;
   mutable std::atomic<bool> unfrozen_ = false;
+  mutable std::mutex weight_sets_mutex_;
+  mutable std::vector<int64_t> weight_sets_;
 };
 
 /// The TorchScript interpreter rethrows what a kiln::Region node raises as a plain

@@ -16,7 +16,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from . import _cuda_graphs, _decompositions, _fx, _options, _stats, _training
+from . import _cuda_graphs, _decompositions, _direct, _fx, _options, _stats, _training
 from ._errors import KilnError
 
 _graph_ids = itertools.count()
@@ -60,9 +60,10 @@ def _fx_compiler(options: dict[str, str], kind: str):
         if replay:
             compiled = _cuda_graphs.CudaGraphReplay(compiled)
         elif isinstance(compiled, torch.fx.GraphModule):
-            # Its generated forward, without nn.Module's call machinery (about 1.2 us a call,
-            # on a batch-1 MLP whose whole step takes ~20 us): the module has no hooks.
-            compiled = compiled.forward
+            direct = _direct.region_runner(compiled)
+            if direct is not None:
+                return direct
+            compiled = _direct.plain_forward(compiled)
         return make_boxed_func(compiled)
 
     return compile_fx

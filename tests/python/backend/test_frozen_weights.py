@@ -64,6 +64,42 @@ def test_a_weight_changed_after_compiling_is_seen_on_the_next_call():
     assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
 
 
+_MAX_WEIGHT_SETS = 4  # RegionRunner::kMaxWeightSets, as docs/torch-compile.md states it
+
+
+def _instances(count):
+    torch.manual_seed(1)
+    return [_randomize_batch_norms(ConvNet().eval()) for _ in range(count)]
+
+
+def test_instances_of_one_model_keep_their_own_frozen_weights():
+    # Dynamo compiles the class's forward once for all instances, so one region sees each
+    # instance's weights in turn: each set gets frozen plans of its own.
+    models = _instances(2)
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = [torch.compile(m, backend="kiln") for m in models]
+    with torch.no_grad():
+        for _ in range(3):
+            for model, run in zip(models, compiled):
+                assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
+    stats = kiln.stats()
+    assert stats["graphs"] == 1 and stats["unfrozen_regions"] == 0, stats
+    assert stats["frozen_weights"] == 2 * 14, stats
+
+
+def test_more_instances_than_weight_sets_compile_with_the_weights_as_inputs():
+    models = _instances(_MAX_WEIGHT_SETS + 1)
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = [torch.compile(m, backend="kiln") for m in models]
+    with torch.no_grad():
+        for _ in range(2):
+            for model, run in zip(models, compiled):
+                assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
+    assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
+
+
 def test_weights_stay_inputs_with_freezing_disabled():
     code = (
         "import sys, torch, kiln\n"
