@@ -30,7 +30,11 @@ def _weight_inputs(kind: str) -> frozenset[int]:
         return frozenset()
     context = torch._guards.TracingContext.try_get()
     metadata = getattr(context, "fw_metadata", None)
-    return frozenset(getattr(metadata, "static_input_indices", None) or ())
+    static = frozenset(getattr(metadata, "static_input_indices", None) or ())
+    # A weight the graph itself writes (a compiled optimizer step's parameters) would change
+    # after every call: freezing it would only cost a compile.
+    mutated = frozenset(getattr(metadata, "mutated_inp_runtime_indices", None) or ())
+    return static - mutated
 
 
 def _fx_compiler(options: dict[str, str], kind: str):

@@ -2,6 +2,7 @@
 in as constants, so batch norms fold into convolutions and weights are converted once. A weight
 that changes afterwards (in place, through .data, by load_state_dict) is seen on the next call."""
 
+import copy
 import os
 import pathlib
 
@@ -98,6 +99,29 @@ def test_more_instances_than_weight_sets_compile_with_the_weights_as_inputs():
             for model, run in zip(models, compiled):
                 assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
     assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
+
+
+def test_weights_a_graph_writes_are_not_frozen():
+    # A compiled optimizer step writes the parameters it reads: freezing them would only mean
+    # a compile to undo at the next call.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 8)
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 16)
+    for m in (model, reference):
+        m(x).square().sum().backward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = torch.optim.SGD(reference.parameters(), lr=0.1)
+    kiln.reset_stats()
+    step = torch.compile(optimizer.step, backend="kiln")
+    for _ in range(3):
+        step()
+        expected.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.detach(), q.detach(), atol=1e-6, rtol=1e-6)
+    stats = kiln.stats()
+    assert stats["regions"] >= 1 and stats["frozen_weights"] == 0, stats
+    assert stats["unfrozen_regions"] == 0, stats
 
 
 def test_weights_stay_inputs_with_freezing_disabled():
