@@ -116,6 +116,17 @@ class Canonicalizer {
         attrs.push_back({"cudnn_enabled", false});
         replace_first_output(node, "aten::batch_norm", std::move(attrs));
       }
+    } else if (op == "aten::adaptive_avg_pool2d") {
+      // To one value per channel (a classifier's pooling, a squeeze-excitation gate): a mean,
+      // which the fusers take; ATen's pooling runs as a step of its own. AOTAutograd's
+      // decomposition does the same for torch.compile's graphs.
+      const auto& sizes = node.output()->type().sizes;
+      const size_t rank = sizes.size();
+      if (rank >= 3 && sizes[rank - 1] == 1 && sizes[rank - 2] == 1) {
+        replace(
+            node, "aten::mean.dim", node.inputs(),
+            {{"dim", std::vector<int64_t>{-1, -2}}, {"keepdim", true}, {"dtype", ir::NoneAttr{}}});
+      }
     } else if (op == "aten::clone") {
       drop_clone(node);
     } else if (op == "aten::to.dtype" || op == "aten::type_as" || op == "aten::contiguous") {

@@ -126,6 +126,24 @@ TEST(CanonicalizeTest, DivisionByThreeStays) {
   EXPECT_EQ(canonical(text, 0), text);
 }
 
+TEST(CanonicalizeTest, AdaptiveAveragePoolingToOneValueIsAMean) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,8,7,7]):\n"
+                      "  %y : f32[2,8,1,1] = aten::adaptive_avg_pool2d(%x) {output_size=[1,1]}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8,7,7]):\n"
+            "  %y : f32[2,8,1,1] = aten::mean.dim(%x) {dim=[-1,-2], keepdim=true, dtype=None}\n"
+            "  return (%y)\n");
+}
+
+TEST(CanonicalizeTest, AdaptiveAveragePoolingToMoreValuesStays) {
+  const std::string text =
+      "graph(%x : f32[2,8,7,7]):\n"
+      "  %y : f32[2,8,7,1] = aten::adaptive_avg_pool2d(%x) {output_size=[7,1]}\n"
+      "  return (%y)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
 TEST(CanonicalizeTest, DoubleTransposeIsTheInput) {
   EXPECT_EQ(canonical("graph(%x : f32[2,3]):\n"
                       "  %a : f32[3,2]{1,3} = aten::transpose.int(%x) {dim0=0, dim1=1}\n"
