@@ -1,10 +1,12 @@
 """The call path of a compiled FX graph that is nothing but one kiln region.
 
-Most inference graphs compile whole into one region that takes the graph's inputs in order and
-returns what the graph returns. Calling it through the FX graph's generated forward and the
-region's Python wrapper costs a few microseconds a call (a batch-1 MLP's whole call takes ~10),
-so such a graph is called as the region itself: AOTAutograd's boxed list of inputs goes straight
-to kiln, and kiln's list of outputs straight back.
+Most graphs compile whole into one region that takes the graph's inputs and returns what the
+graph returns, or nearly: a training forward also returns some of its inputs (saved for the
+backward), a backward returns None for inputs without a gradient. Calling the region through the
+FX graph's generated forward and the region's Python wrapper costs a few microseconds a call (a
+batch-1 MLP's whole call takes ~10), so such a graph is called as the region itself: AOTAutograd's
+boxed list of inputs goes straight to kiln, and kiln's list of outputs straight back, picked into
+the graph's outputs where they differ.
 """
 
 from __future__ import annotations
@@ -18,16 +20,26 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ._fx import RegionCall
 
+_REGION, _INPUT, _NONE = range(3)  # where a graph output comes from
 
-def _region_outputs(call: torch.fx.Node, results: list) -> bool:
-    """Whether `results` (the graph's outputs) are exactly the region's outputs, in order."""
-    if not call.target.returns_tuple:
-        return results == [call]
-    # The partitioner gives a region an output only for a value used outside it, through a
-    # getitem: outputs 0..k-1 in order are all of them.
-    return len(results) == len(call.users) and all(
-        isinstance(r, torch.fx.Node) and r.op == "call_function" and r.target is operator.getitem
-        and r.args == (call, i) for i, r in enumerate(results))
+
+def _sources(call: torch.fx.Node, results, placeholders: list) -> list[tuple[int, int]] | None:
+    """(source, index) of each graph output: the region's output index, the graph input's
+    position, or None; None when an output is anything else."""
+    sources = []
+    for r in results:
+        if r is None:
+            sources.append((_NONE, 0))
+        elif r is call and not call.target.returns_tuple:
+            sources.append((_REGION, 0))
+        elif (isinstance(r, torch.fx.Node) and r.target is operator.getitem
+              and r.args[0] is call and call.target.returns_tuple):
+            sources.append((_REGION, r.args[1]))
+        elif r in placeholders:
+            sources.append((_INPUT, placeholders.index(r)))
+        else:
+            return None
+    return sources
 
 
 def region_runner(gm: torch.fx.GraphModule) -> Callable[[list], list] | None:
@@ -42,25 +54,34 @@ def region_runner(gm: torch.fx.GraphModule) -> Callable[[list], list] | None:
     region_call: RegionCall = call.target
     if region_call.sizes or call.kwargs or not all(a in placeholders for a in call.args):
         return None
-    results = next(n for n in nodes if n.op == "output").args[0]
-    if not isinstance(results, (tuple, list)) or not _region_outputs(call, list(results)):
+    # Nothing else runs in the graph: only the getitems that take the region's outputs apart.
+    if any(n.op not in ("placeholder", "output") and n is not call
+           and not (n.target is operator.getitem and n.args[0] is call) for n in nodes):
         return None
-    inner = [n for n in nodes if n.op not in ("placeholder", "output")]
-    if len(inner) != 1 + (len(results) if region_call.returns_tuple else 0):
-        return None  # something else runs in the graph too
+    results = next(n for n in nodes if n.op == "output").args[0]
+    sources = _sources(call, results, placeholders) if isinstance(results, (tuple, list)) else None
+    if sources is None:
+        return None
     region = region_call.region
     # The partitioner orders a region's inputs by first use, not as the graph takes them.
     order = [placeholders.index(a) for a in call.args]
     pick = None if order == list(range(len(placeholders))) else operator.itemgetter(*order)
     if len(order) == 1 and pick is not None:
         pick = lambda inputs, i=order[0]: (inputs[i],)  # noqa: E731 (itemgetter of one: no tuple)
+    region_outputs = len(call.users) if region_call.returns_tuple else 1
+    as_returned = sources == [(_REGION, i) for i in range(region_outputs)]
 
     def run(inputs: list) -> list:
         tensors = inputs if pick is None else pick(inputs)
         if torch._C._len_torch_dispatch_stack():  # as RegionCall._run: kiln runs beneath modes
             with _disable_current_modes():
-                return region.run(tensors)
-        return region.run(tensors)
+                outputs = region.run(tensors)
+        else:
+            outputs = region.run(tensors)
+        if as_returned:
+            return outputs
+        return [outputs[i] if source == _REGION else inputs[i] if source == _INPUT else None
+                for source, i in sources]
 
     run._boxed_call = True  # AOTAutograd's calling convention: one list of inputs
     return run
