@@ -32,14 +32,20 @@ python: build
 models: build
 	@$(VENV_PY) scripts/make_test_models.py $(BUILD)/models
 
+# Tests never touch the user's disk cache of compiled code: each run starts one of its own, which
+# its test processes share (as a user's processes do).
+TEST_CACHE = $(abspath $(BUILD))/test-cache
+
 test: build python models
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	@rm -rf $(TEST_CACHE)
+	@cd $(BUILD) && KILN_CACHE_DIR=$(TEST_CACHE) ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The bench times what users get: glibc's allocator as it comes (no MALLOC_* variables), so
 # large outputs cost whatever page faults they cost each backend (docs/benchmarking.md). The
 # kernel-level benches (bench-micro, bench-kernels) raise glibc's thresholds, labelled as such.
-# Inductor's on-disk caches are off, so its compile time is a cold one, as kiln's is.
-BENCH_ENV = KILN_LOG=error TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
+# Inductor's on-disk caches are off, and kiln's too (KILN_CACHE=0), so every compile time is a
+# cold one.
+BENCH_ENV = KILN_LOG=error KILN_CACHE=0 TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
 TUNED_MALLOC_ENV = MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000
 
 # The bench suite: the quick zoo in <= 10 minutes (bench-full: the whole zoo), every backend.

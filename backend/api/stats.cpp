@@ -4,6 +4,10 @@
 
 #include <mutex>
 
+#ifdef KILN_HAVE_LLVM
+#include "runtime/jit/disk_cache.h"
+#endif
+
 namespace kiln {
 namespace {
 
@@ -17,16 +21,42 @@ Stats& counters() {
   return stats;
 }
 
+// The disk cache counts since the process began; stats() reports them since the last reset.
+struct DiskCounts {
+  int64_t hits = 0, misses = 0;
+};
+
+DiskCounts disk_counts() {
+#ifdef KILN_HAVE_LLVM
+  const jit::DiskCache* cache = jit::DiskCache::opened();
+  if (!cache) return {};
+  const jit::DiskCache::Counts counts = cache->counts();
+  return {counts.hits, counts.misses};
+#else
+  return {};
+#endif
+}
+
+DiskCounts& disk_baseline() {
+  static DiskCounts baseline;
+  return baseline;
+}
+
 }  // namespace
 
 Stats stats() {
   std::lock_guard lock(stats_mutex());
-  return counters();
+  Stats s = counters();
+  const DiskCounts now = disk_counts();
+  s.disk_cache_hits = now.hits - disk_baseline().hits;
+  s.disk_cache_misses = now.misses - disk_baseline().misses;
+  return s;
 }
 
 void reset_stats() {
   std::lock_guard lock(stats_mutex());
   counters() = Stats{};
+  disk_baseline() = disk_counts();
 }
 
 void record_compiled(const CompiledRegion& compiled) {

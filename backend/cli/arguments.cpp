@@ -26,6 +26,7 @@ std::string usage() {
          "  kiln run MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--iters N] [--options K=V,...]\n"
          "  kiln profile MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--iters N] [--rows N] "
          "[--peers] [--json] [--options K=V,...]\n"
+         "  kiln cache info|clear\n"
          "SHAPE is sizes joined by 'x' (1x3x224x224) or 'scalar'; DTYPE is one of: " +
          joined(input_dtypes()) + " (default float32); int=N passes the integer N\n";
 }
@@ -74,8 +75,15 @@ Arguments parse_arguments(const std::vector<std::string>& args) {
   Arguments out;
   if (args.empty()) throw UsageError("no command given");
   out.command = args[0];
+  if (out.command == "cache") {
+    if (args.size() != 2 || (args[1] != "info" && args[1] != "clear"))
+      throw UsageError("cache takes one action: info or clear");
+    out.cache_action = args[1];
+    return out;
+  }
   if (out.command != "explain" && out.command != "run" && out.command != "profile") {
-    throw UsageError("unknown command '" + out.command + "'; allowed: explain, run, profile");
+    throw UsageError("unknown command '" + out.command +
+                     "'; allowed: explain, run, profile, cache");
   }
   auto value_of = [&](size_t& i) -> const std::string& {
     if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value");

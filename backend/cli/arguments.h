@@ -24,7 +24,8 @@ struct InputSpec {
 };
 
 struct Arguments {
-  std::string command;  // "explain", "run" or "profile"
+  std::string command;       // "explain", "run", "profile" or "cache"
+  std::string cache_action;  // cache: "info" or "clear"
   std::string model;
   std::vector<InputSpec> inputs;
   int iters = 20;

@@ -189,6 +189,11 @@ int main(int argc, char** argv) {
     std::cerr << "kiln: " << e.what() << "\n" << kiln::cli::usage();
     return 2;
   }
+  if (args.command == "cache") {
+    if (args.cache_action == "clear") kiln::clear_cache();
+    std::cout << kiln::cache_info().to_text();
+    return 0;
+  }
   torch::jit::Module module;
   try {
     module = torch::jit::load(args.model);

@@ -8,6 +8,7 @@
 
 from . import _C
 from ._backend import backend
+from ._cache import cache_info, clear_cache
 from ._errors import KilnError
 from ._options import keys as option_keys
 from ._profile import Profile, profile
@@ -18,6 +19,8 @@ __all__ = [
     "CompiledScriptModule",
     "KilnError",
     "backend",
+    "cache_info",
+    "clear_cache",
     "compile",
     "option_keys",
     "Profile",

@@ -31,7 +31,9 @@ def stats() -> dict:
     extern_steps: ops in them that call ATen;
     fallbacks: specializations that run without kiln; compile_seconds: time spent compiling;
     frozen_weights: parameters and buffers compiled into inference graphs as constants;
-    unfrozen_regions: regions that compiled again with weights as inputs because one changed.
+    unfrozen_regions: regions that compiled again with weights as inputs because one changed;
+    disk_cache_hits / disk_cache_misses: compiled modules loaded from the disk cache / compiled
+    because it had no usable entry (kiln.cache_info()).
     """
     with _lock:
         result = dict(_python)

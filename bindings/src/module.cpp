@@ -10,6 +10,7 @@
 #include "backend/api/precision.h"
 #include "bindings/src/fx_program.h"
 #include "bindings/src/script_module.h"
+#include "kiln/cache.h"
 #include "kiln/error.h"
 #include "kiln/options.h"
 #include "kiln/profile.h"
@@ -42,6 +43,8 @@ py::dict stats_dict() {
   d["compile_seconds"] = s.compile_seconds;
   d["frozen_weights"] = s.frozen_weights;
   d["unfrozen_regions"] = s.unfrozen_regions;
+  d["disk_cache_hits"] = s.disk_cache_hits;
+  d["disk_cache_misses"] = s.disk_cache_misses;
   return d;
 }
 
@@ -66,6 +69,22 @@ PYBIND11_MODULE(_C, m) {
       "Validates options given as strings; returns them in kiln's 'key=value,...' form.");
   m.def("option_keys", [] { return CompileOptions::keys(); });
   m.def("stats", &stats_dict);
+  m.def(
+      "cache_info",
+      [] {
+        const CacheInfo info = cache_info();
+        py::dict d;
+        d["dir"] = info.dir;
+        d["enabled"] = info.enabled;
+        d["why_disabled"] = info.why_disabled;
+        d["entries"] = info.entries;
+        d["bytes"] = info.bytes;
+        d["max_bytes"] = info.max_bytes;
+        return d;
+      },
+      "The disk cache of compiled code: its directory, whether it is on (and why not), entries, "
+      "bytes and cap.");
+  m.def("clear_cache", &clear_cache, "Deletes every entry of the disk cache.");
   m.def("reset_stats", &reset_stats);
   m.def("op_problem", &operator_problem,
         "Why kiln cannot compile this operator (\"aten::add.Tensor\"), or None.");

@@ -26,6 +26,35 @@ std::set<std::string> names_in(const char* variable) {
   return names;
 }
 
+void read_cache_settings(Environment& env, std::vector<std::string>& problems) {
+  const std::string cache = getenv_or_empty("KILN_CACHE");
+  if (cache == "0" || cache == "1") {
+    env.cache = cache == "1";
+  } else if (!cache.empty()) {
+    problems.push_back("KILN_CACHE='" + cache + "' is not 0 or 1; the disk cache stays on");
+  }
+  env.cache_dir = getenv_or_empty("KILN_CACHE_DIR");
+  if (env.cache_dir.empty()) {
+    const std::string xdg = getenv_or_empty("XDG_CACHE_HOME");
+    const std::string home = getenv_or_empty("HOME");
+    if (!xdg.empty() && xdg[0] == '/')
+      env.cache_dir = xdg + "/kiln";
+    else if (!home.empty())
+      env.cache_dir = home + "/.cache/kiln";
+  }
+  const std::string max_mb = getenv_or_empty("KILN_CACHE_MAX_MB");
+  if (!max_mb.empty()) {
+    char* end = nullptr;
+    const long long value = std::strtoll(max_mb.c_str(), &end, 10);
+    if (*end == '\0' && value >= 1)
+      env.cache_max_mb = value;
+    else
+      problems.push_back("KILN_CACHE_MAX_MB='" + max_mb +
+                         "' is not a whole number of MB >= 1; using " +
+                         std::to_string(env.cache_max_mb));
+  }
+}
+
 // Problems are only warned about: a typo in an environment variable must not stop a model.
 Environment read_environment(std::vector<std::string>& problems) {
   Environment env;
@@ -58,6 +87,7 @@ Environment read_environment(std::vector<std::string>& problems) {
   } else if (!bf16.empty()) {
     problems.push_back("KILN_NATIVE_BF16='" + bf16 + "' is not 0 or 1; using what the CPU has");
   }
+  read_cache_settings(env, problems);
   return env;
 }
 

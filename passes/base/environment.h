@@ -9,12 +9,16 @@
 //                                    (runtime/bounds_check.h)
 //   KILN_NATIVE_BF16=0|1             treat the CPU as lacking (0) or having (1) native bf16,
 //                                    whatever it has (tests of precision=bf16's fallback)
+//   KILN_CACHE=0                     no disk cache of compiled code (runtime/jit/disk_cache.h)
+//   KILN_CACHE_DIR=DIR               where it is (default $XDG_CACHE_HOME/kiln, ~/.cache/kiln)
+//   KILN_CACHE_MAX_MB=N              its size cap (default 1024)
 //
 // KILN_DISABLE's names are the pipeline's passes and the driver's features, which this bottom
 // layer cannot know: it keeps the names as given, and the driver checks them
 // (backend/api/environment.h).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,6 +34,9 @@ struct Environment {
   std::set<std::string> disabled;   // as given; unknown names are warned about by the driver
   bool check_bounds = false;        // KILN_DEBUG=bounds
   std::optional<bool> native_bf16;  // KILN_NATIVE_BF16; unset: what the CPU has
+  bool cache = true;                // KILN_CACHE (0: off)
+  std::string cache_dir;            // KILN_CACHE_DIR, else the per-user default
+  int64_t cache_max_mb = 1024;      // KILN_CACHE_MAX_MB
 };
 
 const Environment& environment();

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <llvm/ADT/SmallString.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutorProcessControl.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -24,6 +26,9 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include "kiln/error.h"
+#include "passes/base/environment.h"
+#include "runtime/jit/disk_cache.h"
+#include "runtime/jit/object_cache.h"
 
 namespace kiln::jit {
 namespace {
@@ -209,6 +214,13 @@ OrcJit::OrcJit() {
                  // One TargetMachine per compile, so modules added on several threads compile at
                  // the same time instead of racing on one.
                  .setSupportConcurrentCompilation(true)
+                 // The compiler LLJIT picks for that, reporting each object to the disk cache.
+                 .setCompileFunctionCreator(
+                     [](llvm::orc::JITTargetMachineBuilder machine)
+                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                       return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(machine),
+                                                                                &object_store());
+                     })
                  // Kernels have no static constructors and need no ORC runtime: no platform.
                  .setPlatformSetUp(
                      [](llvm::orc::LLJIT& jit) { return llvm::orc::setUpInactivePlatform(jit); })
@@ -245,6 +257,15 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
   if (!module || !context || &module->getContext() != context.get()) {
     throw Error(ErrorKind::Internal, "OrcJit::add needs a module and the context it was built in");
   }
+  const std::string symbol = any_definition(*module);
+  // Dumps show what was compiled: a module dumped is never taken from the disk cache.
+  DiskCache& cache = DiskCache::instance();
+  std::string key;
+  if (dump_prefix.empty() && cache.enabled()) {
+    key = object_key(*module);
+    if (std::unique_ptr<JitModule> loaded = load(key, symbol)) return loaded;
+    store_object_as(*module, key);
+  }
   // Optimized here, not in an IRTransformLayer: a kiln::Error must not unwind through LLVM's
   // frames (built without exceptions), and the dumps must show what runs.
   optimize_module(*module);
@@ -255,7 +276,6 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
     write_file(dump_prefix + ".ll", text);
     write_file(dump_prefix + ".s", emit_assembly(*module));
   }
-  const std::string symbol = any_definition(*module);
 
   auto dylib = jit_->createJITDylib("kiln_module_" + std::to_string(next_dylib_++));
   if (!dylib) throw_backend("cannot create a JITDylib", dylib.takeError());
@@ -274,6 +294,34 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
       throw Error(ErrorKind::Backend,
                   "cannot compile the module: " + llvm::toString(address.takeError()) + reported);
     }
+  }
+  return result;
+}
+
+std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::string& symbol) {
+  DiskCache& cache = DiskCache::instance();
+  std::optional<std::string> object = cache.get(key);
+  if (!object) return nullptr;
+  auto dylib = jit_->createJITDylib("kiln_module_" + std::to_string(next_dylib_++));
+  if (!dylib) throw_backend("cannot create a JITDylib", dylib.takeError());
+  std::unique_ptr<JitModule> result(new JitModule(*jit_, *dylib));
+  std::string failure;
+  if (llvm::Error error =
+          jit_->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(*object))) {
+    failure = llvm::toString(std::move(error));
+  } else if (!symbol.empty()) {
+    std::string reported;
+    session_errors = &reported;
+    auto address = jit_->lookup(*dylib, symbol);
+    session_errors = nullptr;
+    if (!address) failure = llvm::toString(address.takeError()) + reported;
+  }
+  if (!failure.empty()) {
+    // Its bytes passed the checks but do not link: not kept, and compiled again.
+    log(LogLevel::Warn,
+        "disk cache: an entry that does not link was deleted (" + failure + "); compiling again");
+    cache.remove(key);
+    return nullptr;  // result's destructor removes the dylib
   }
   return result;
 }

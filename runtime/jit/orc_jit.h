@@ -73,7 +73,9 @@ class OrcJit {
   /// live modules may both define `kernel_0` and lookup() sees only its own module's symbols.
   /// Compiles eagerly: compile errors are thrown here, and lookup() costs no compile time.
   /// `context` must be the context `module` lives in. When `dump_prefix` is not empty, writes
-  /// <dump_prefix>.ll (optimized IR) and <dump_prefix>.s (assembly) first.
+  /// <dump_prefix>.ll (optimized IR) and <dump_prefix>.s (assembly) first. Otherwise, with the
+  /// disk cache on (disk_cache.h), loads the object code an earlier compile of the same module
+  /// stored there, skipping optimization and codegen, and stores what it compiles.
   std::unique_ptr<JitModule> add(std::unique_ptr<llvm::Module> module,
                                  std::unique_ptr<llvm::LLVMContext> context,
                                  const std::string& dump_prefix = {});
@@ -81,6 +83,9 @@ class OrcJit {
  private:
   OrcJit();
   ~OrcJit() = delete;
+  /// The module stored in the disk cache under `key`, linked into a new dylib and compiled
+  /// (`symbol` looked up), or null: no entry, or one that does not link (then deleted).
+  std::unique_ptr<JitModule> load(const std::string& key, const std::string& symbol);
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::string triple_;

@@ -1,4 +1,5 @@
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,8 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "kiln/error.h"
+#include "runtime/jit/disk_cache.h"
+#include "runtime/jit/object_cache.h"
 #include "runtime/jit/orc_jit.h"
 
 namespace kiln::jit {
@@ -307,6 +310,64 @@ TEST(OrcJitTest, AddLookupAndDestroyWorkFromSeveralThreads) {
   for (std::thread& thread : threads)
     thread.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// A module defining `answer` returning `value`; a value no other run used makes its key new even
+// to a cache directory that outlives the test.
+IrModule answer_module(int value) {
+  IrModule ir;
+  define_constant(*ir.module, "answer", value);
+  return ir;
+}
+
+int fresh_value() {
+  return static_cast<int>(std::chrono::steady_clock::now().time_since_epoch().count() & 0x3fffffff);
+}
+
+int call_answer(const JitModule& module) {
+  return reinterpret_cast<int (*)()>(module.lookup("answer"))();
+}
+
+TEST(OrcJitTest, ASecondCompileOfAModuleLoadsItsObjectFromTheDiskCache) {
+  DiskCache& cache = DiskCache::instance();
+  if (!cache.enabled()) GTEST_SKIP() << "the disk cache is off here: " << cache.why_disabled();
+  const int value = fresh_value();
+  const DiskCache::Counts before = cache.counts();
+  auto first = add(answer_module(value));
+  EXPECT_EQ(cache.counts().misses, before.misses + 1);
+  EXPECT_EQ(cache.counts().writes, before.writes + 1);
+  auto second = add(answer_module(value));
+  EXPECT_EQ(cache.counts().hits, before.hits + 1);
+  EXPECT_EQ(call_answer(*first), value);
+  EXPECT_EQ(call_answer(*second), value);
+}
+
+TEST(OrcJitTest, ACorruptDiskCacheEntryIsCompiledAgain) {
+  DiskCache& cache = DiskCache::instance();
+  if (!cache.enabled()) GTEST_SKIP() << "the disk cache is off here: " << cache.why_disabled();
+  const int value = fresh_value() ^ 0x5a5a;
+  IrModule probe = answer_module(value);
+  const std::string path = cache.dir() + "/objects/" + object_key(*probe.module) + ".o";
+  add(answer_module(value));
+  std::string bytes = read_file(path);
+  ASSERT_GT(bytes.size(), 64u);
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const DiskCache::Counts before = cache.counts();
+  auto again = add(answer_module(value));
+  EXPECT_EQ(cache.counts().rejected, before.rejected + 1);
+  EXPECT_EQ(call_answer(*again), value);
+  EXPECT_EQ(cache.counts().writes, before.writes + 1);  // and stored whole again
+}
+
+TEST(OrcJitTest, DumpedModulesBypassTheDiskCache) {
+  DiskCache& cache = DiskCache::instance();
+  const DiskCache::Counts before = cache.counts();
+  const std::filesystem::path dir = dump_dir();
+  auto dumped = add(answer_module(7), (dir / "answer").string());
+  EXPECT_EQ(call_answer(*dumped), 7);
+  EXPECT_EQ(cache.counts().hits, before.hits);
+  EXPECT_EQ(cache.counts().writes, before.writes);
 }
 
 }  // namespace

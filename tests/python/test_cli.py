@@ -85,7 +85,9 @@ def test_profile_peers_without_a_python_says_so(kiln_cli, build_dir):
 
 @pytest.mark.parametrize("args, code, message", [
     ([], 2, "no command given"),
-    (["frob", "m.pt"], 2, "unknown command 'frob'; allowed: explain, run, profile"),
+    (["frob", "m.pt"], 2, "unknown command 'frob'; allowed: explain, run, profile, cache"),
+    (["cache"], 2, "cache takes one action: info or clear"),
+    (["cache", "purge"], 2, "cache takes one action: info or clear"),
     (["profile", "m.pt", "--rows", "0"], 2, "--rows '0': must be an integer from 1 to 1000000"),
     (["run"], 2, "no model file given"),
     (["run", "missing.pt", "--input", "2x2"], 2, "cannot load 'missing.pt' as a TorchScript module"),
@@ -122,3 +124,17 @@ def test_a_file_that_is_not_a_model(kiln_cli, tmp_path):
     result = cli(kiln_cli, "explain", str(bogus), "--input", "2x2")
     assert result.returncode == 2
     assert "cannot load" in result.stderr
+
+
+def test_cache_info_and_clear(kiln_cli, build_dir, tmp_path):
+    # Compiling a model through `run` fills a cache of its own; `cache clear` empties it.
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache")}
+    model = os.path.join(build_dir, "models", "mlp.pt")
+    assert cli(kiln_cli, "run", model, "--input", "8x64", "--iters", "1", env=env).returncode == 0
+    info = cli(kiln_cli, "cache", "info", env=env)
+    assert info.returncode == 0 and f"dir: {tmp_path / 'cache'}" in info.stdout
+    assert "entries: 0 " not in info.stdout and "entries: " in info.stdout, info.stdout
+    cleared = cli(kiln_cli, "cache", "clear", env=env)
+    assert cleared.returncode == 0 and "entries: 0 (0.0 MB of 1024 MB)" in cleared.stdout
+    off = cli(kiln_cli, "cache", "info", env={**env, "KILN_CACHE": "0"})
+    assert off.returncode == 0 and "off: KILN_CACHE=0" in off.stdout

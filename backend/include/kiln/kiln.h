@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/cache.h"
 #include "kiln/error.h"
 #include "kiln/explain.h"
 #include "kiln/options.h"

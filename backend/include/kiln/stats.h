@@ -9,14 +9,16 @@
 namespace kiln {
 
 struct Stats {
-  int64_t specializations = 0;   // region specializations compiled (one per input signature)
-  int64_t kernels = 0;           // generated kernels in them
-  int64_t reused_kernels = 0;    // of those, taken from code compiled for an earlier plan
-  int64_t extern_steps = 0;      // ops in them that run through ATen's dispatcher
-  int64_t fallbacks = 0;         // specializations that run without kiln (compile failed, limit)
-  double compile_seconds = 0;    // time spent compiling them
-  int64_t frozen_weights = 0;    // weights compiled in as constants (torch.compile, inference)
-  int64_t unfrozen_regions = 0;  // regions that compiled again because a frozen weight changed
+  int64_t specializations = 0;    // region specializations compiled (one per input signature)
+  int64_t kernels = 0;            // generated kernels in them
+  int64_t reused_kernels = 0;     // of those, taken from code compiled for an earlier plan
+  int64_t extern_steps = 0;       // ops in them that run through ATen's dispatcher
+  int64_t fallbacks = 0;          // specializations that run without kiln (compile failed, limit)
+  double compile_seconds = 0;     // time spent compiling them
+  int64_t frozen_weights = 0;     // weights compiled in as constants (torch.compile, inference)
+  int64_t unfrozen_regions = 0;   // regions that compiled again because a frozen weight changed
+  int64_t disk_cache_hits = 0;    // compiled modules loaded from the disk cache
+  int64_t disk_cache_misses = 0;  // modules compiled because the disk cache had no good entry
 };
 
 /// A snapshot of the counters.
