@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build python test bench bench-full bench-kernels bench-profile bench-report models format format-check clean
+.PHONY: all setup build python test bench bench-full bench-compile bench-kernels bench-profile bench-report models format format-check clean
 
 all: build
 
@@ -54,6 +54,11 @@ bench: build python
 
 bench-full: build python
 	@$(BENCH_ENV) $(VENV_PY) bench/run.py --suite full
+
+# First-call times, cold and warm, each in a fresh process with each backend's own caches on
+# (docs/compile-times.md).
+bench-compile: build python
+	@$(VENV_PY) bench/compile_time.py
 
 # The test models through `kiln run` against LibTorch, and the code generator's kernel cases
 # (bench/kernel_cases.py, docs/benchmarking.md).
