@@ -1,5 +1,6 @@
 #include "passes/pipeline.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +44,17 @@ class PassRunner {
   template <typename Pass>
   void run(const std::string& name, const std::string& family, Pass pass) {
     if (options_.disabled.count(name) || options_.disabled.count(family)) return;
+    const auto start = std::chrono::steady_clock::now();
     pass();
+    // Where a compile's time goes, pass by pass (KILN_LOG=debug).
+    if (environment().log_level >= LogLevel::Debug) {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      char text[32];
+      std::snprintf(text, sizeof text, "%.1f ms", ms);
+      log(LogLevel::Debug, options_.dump_name + ": " + name + " took " + text);
+    }
     result_.passes_run.push_back(name);
     dump(name);
     if (options_.verify) ir::check_graph(graph_, name);

@@ -12,8 +12,8 @@ std::string CacheInfo::to_text() const {
   std::string text = "dir: " + (dir.empty() ? std::string("(none)") : dir) + "\n";
   if (!enabled) return text + "off: " + why_disabled + "\n";
   char sizes[96];
-  std::snprintf(sizes, sizeof sizes, " (%.1f MB of %.0f MB)\n", static_cast<double>(bytes) / (1 << 20),
-                static_cast<double>(max_bytes) / (1 << 20));
+  std::snprintf(sizes, sizeof sizes, " (%.1f MB of %.0f MB)\n",
+                static_cast<double>(bytes) / (1 << 20), static_cast<double>(max_bytes) / (1 << 20));
   return text + "entries: " + std::to_string(entries) + sizes;
 }
 

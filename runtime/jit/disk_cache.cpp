@@ -74,9 +74,9 @@ std::string unsafe_directory(const std::string& path) {
 }
 
 bool is_key(const std::string& key) {
-  return !key.empty() && key.size() <= 128 &&
-         std::all_of(key.begin(), key.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return !key.empty() && key.size() <= 128 && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
 }
 
 struct File {
@@ -128,8 +128,8 @@ DiskCache* DiskCache::opened() {
 DiskCache& DiskCache::instance() {
   static DiskCache* cache = [] {
     const Environment& env = environment();
-    auto* made = new DiskCache(env.cache_dir, env.cache_max_mb << 20,
-                               env.cache ? "" : "KILN_CACHE=0");
+    auto* made =
+        new DiskCache(env.cache_dir, env.cache_max_mb << 20, env.cache ? "" : "KILN_CACHE=0");
     if (env.cache && !made->enabled()) {
       log(LogLevel::Warn, "the disk cache is off (compiled code is not kept between processes): " +
                               made->why_disabled_);
@@ -203,8 +203,8 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   else if (header.key_hash != fnv1a(key))
     why = "written for another key";
   else if (header.size != bytes.size() - sizeof header)
-    why = "truncated or extended (" + std::to_string(bytes.size() - sizeof header) +
-          " bytes of " + std::to_string(header.size) + ")";
+    why = "truncated or extended (" + std::to_string(bytes.size() - sizeof header) + " bytes of " +
+          std::to_string(header.size) + ")";
   else if (header.hash != fnv1a(std::string_view(bytes).substr(sizeof header)))
     why = "its bytes do not match their hash";
   if (!why.empty()) {
@@ -254,8 +254,8 @@ void DiskCache::reject(const std::string& path, const std::string& why) {
   ++misses_;
   ++rejected_;
   ::unlink(path.c_str());
-  const std::string message = "disk cache: rejected and deleted " + path + ": " + why +
-                              " (compiled again)";
+  const std::string message =
+      "disk cache: rejected and deleted " + path + ": " + why + " (compiled again)";
   log(warned_.exchange(true) ? LogLevel::Debug : LogLevel::Warn, message);
 }
 

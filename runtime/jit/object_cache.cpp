@@ -111,8 +111,8 @@ std::string object_key(const llvm::Module& module) {
       << "llvm " << LLVM_VERSION_STRING << "\n"
       << build_id() << "\n";
   module.print(out, nullptr);
-  const llvm::XXH128_hash_t hash =
-      llvm::xxh3_128bits(llvm::ArrayRef(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  const llvm::XXH128_hash_t hash = llvm::xxh3_128bits(
+      llvm::ArrayRef(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   uint8_t bytes[16];
   std::memcpy(bytes, &hash.high64, 8);
   std::memcpy(bytes + 8, &hash.low64, 8);

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 
 // A fresh directory for one test's cache.
 fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("kiln_disk_cache_" + name + "_" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("kiln_disk_cache_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }
