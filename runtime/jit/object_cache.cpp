@@ -101,15 +101,19 @@ const std::string& build_id() {
 }
 
 std::string object_key(const llvm::Module& module) {
+  return object_key(module, host_target(), build_id());
+}
+
+std::string object_key(const llvm::Module& module, const HostTarget& host,
+                       const std::string& build) {
   std::string text;
   llvm::raw_string_ostream out(text);
-  const HostTarget& host = host_target();
   out << "kiln object " << DiskCache::kFormatVersion << "\n"
       << host.triple << "\n"
       << host.cpu << "\n"
       << host.features << "\n"
       << "llvm " << LLVM_VERSION_STRING << "\n"
-      << build_id() << "\n";
+      << build << "\n";
   module.print(out, nullptr);
   const llvm::XXH128_hash_t hash = llvm::xxh3_128bits(
       llvm::ArrayRef(reinterpret_cast<const uint8_t*>(text.data()), text.size()));

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "runtime/jit/orc_jit.h"
+
 namespace llvm {
 class Module;
 class ObjectCache;
@@ -15,6 +17,9 @@ namespace kiln::jit {
 /// hash of its IR text (the kernels, their schedules and every codegen choice are in it), the
 /// host (triple, CPU, features), LLVM's version, this build of kiln and the entry format.
 std::string object_key(const llvm::Module& module);
+/// The same for another host and build (what a key depends on, for tests).
+std::string object_key(const llvm::Module& module, const HostTarget& host,
+                       const std::string& build);
 
 /// This build of kiln's JIT: the GNU build ID of the binary its code is in (libkiln.so, or a
 /// test executable), else that file's size and modification time.

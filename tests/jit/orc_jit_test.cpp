@@ -360,6 +360,23 @@ TEST(OrcJitTest, ACorruptDiskCacheEntryIsCompiledAgain) {
   EXPECT_EQ(cache.counts().writes, before.writes + 1);  // and stored whole again
 }
 
+TEST(OrcJitTest, ObjectKeysChangeWithTheCodeTheHostAndTheBuild) {
+  const HostTarget& host = host_target();
+  const std::string key = object_key(*answer_module(1).module);
+  EXPECT_EQ(key.size(), 32u);
+  EXPECT_EQ(object_key(*answer_module(1).module), key);  // deterministic
+  EXPECT_EQ(object_key(*answer_module(1).module, host, build_id()), key);
+  EXPECT_NE(object_key(*answer_module(2).module), key);  // another constant
+  HostTarget other = host;
+  other.features += ",-avx512f";  // the same CPU without AVX-512
+  EXPECT_NE(object_key(*answer_module(1).module, other, build_id()), key);
+  other = host;
+  other.cpu = "znver3";
+  EXPECT_NE(object_key(*answer_module(1).module, other, build_id()), key);
+  EXPECT_NE(object_key(*answer_module(1).module, host, build_id() + "-rebuilt"), key);
+  EXPECT_FALSE(build_id().empty());
+}
+
 TEST(OrcJitTest, DumpedModulesBypassTheDiskCache) {
   DiskCache& cache = DiskCache::instance();
   const DiskCache::Counts before = cache.counts();
