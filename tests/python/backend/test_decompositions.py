@@ -189,3 +189,13 @@ def test_area_and_graph_computed_sizes_are_left_to_the_decomposition():
     x, y = torch.randn(1, 2, 5), torch.randn(4)
     torch.compile(f, backend=backend, dynamic=True)(x, y)
     assert seen == [0]
+
+
+def test_each_graph_gets_its_own_copy_of_the_table():
+    first = _decompositions.decomposition_table(True, True)
+    size = len(first)
+    first.clear()  # what a caller does with its table stays with it
+    again = _decompositions.decomposition_table(True, True)
+    assert len(again) == size and again is not first
+    # A training graph's table decomposes what an inference graph keeps whole: a table of its own.
+    assert len(_decompositions.decomposition_table(True, False)) >= size
