@@ -123,6 +123,8 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       generated = generator->compile(result.kernels, codegen_request(device, dump_prefix));
       compiled->codegen_seconds = generated.compile_seconds;
       compiled->reused_kernels = generated.reused;
+      compiled->modules = generated.modules;
+      compiled->modules_from_disk = generated.modules_from_disk;
     } catch (const Error& e) {
       // Code generation failed: this specialization runs op by op through ATen instead.
       if (options.strict) throw;

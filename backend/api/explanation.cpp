@@ -51,7 +51,8 @@ std::string Explanation::to_text() const {
       << " in the TorchScript interpreter\n"
       << regions << " compiled regions (" << fallback_regions << " fell back to the interpreter)"
       << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s ("
-      << codegen_seconds << " s in LLVM)\n"
+      << codegen_seconds << " s in LLVM; code modules: " << disk_cache_hits
+      << " from the disk cache, " << disk_cache_misses << " compiled)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
       << " without sharing), " << in_place_writes << " kernel outputs written in place\n"
       << "layout conversions: " << layout_conversions << " (" << onednn_conversions
@@ -70,9 +71,11 @@ std::string Explanation::to_json() const {
       << ", \"onednn_conversions\": " << onednn_conversions
       << ", \"channels_last_conversions\": " << channels_last_conversions
       << ", \"compile_seconds\": " << compile_seconds
-      << ", \"codegen_seconds\": " << codegen_seconds << ", \"planned_bytes\": " << planned_bytes
-      << ", \"unshared_bytes\": " << unshared_bytes << ", \"in_place_writes\": " << in_place_writes
-      << ", \"entries\": [";
+      << ", \"codegen_seconds\": " << codegen_seconds
+      << ", \"disk_cache_hits\": " << disk_cache_hits
+      << ", \"disk_cache_misses\": " << disk_cache_misses
+      << ", \"planned_bytes\": " << planned_bytes << ", \"unshared_bytes\": " << unshared_bytes
+      << ", \"in_place_writes\": " << in_place_writes << ", \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out << (i ? ", " : "") << "{\"op\": " << json_string(entries[i].op)
         << ", \"where\": " << json_string(runs_in_name(entries[i].where))

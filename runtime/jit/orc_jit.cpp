@@ -323,6 +323,7 @@ std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::strin
     cache.remove(key);
     return nullptr;  // result's destructor removes the dylib
   }
+  result->from_disk_cache_ = true;
   return result;
 }
 

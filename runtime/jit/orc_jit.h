@@ -49,6 +49,8 @@ class JitModule {
   /// The address of the function (or global) `name` defined by this module. Throws kiln::Error
   /// of kind Backend if the module does not define it.
   void* lookup(const std::string& name) const;
+  /// Whether its code came from the disk cache rather than a compile.
+  bool from_disk_cache() const { return from_disk_cache_; }
 
  private:
   friend class OrcJit;
@@ -56,6 +58,7 @@ class JitModule {
 
   llvm::orc::LLJIT& jit_;
   llvm::orc::JITDylib& dylib_;
+  bool from_disk_cache_ = false;
 };
 
 /// The process-wide JIT. All members may be called from several threads at once.

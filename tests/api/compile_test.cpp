@@ -388,7 +388,8 @@ TEST(Explain, JsonHasTheCounts) {
   auto explanation = compile(load_model("mlp")).explain({torch::randn({8, 64})});
   const std::string json = explanation.to_json();
   for (const char* key : {"\"nodes\": ", "\"kernels\": ", "\"fused_kernels\": ", "\"extern\": 3",
-                          "\"interpreter\": 0", "\"codegen_seconds\": "}) {
+                          "\"interpreter\": 0", "\"codegen_seconds\": ", "\"disk_cache_hits\": ",
+                          "\"disk_cache_misses\": "}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   }
   EXPECT_EQ(explanation.nodes,

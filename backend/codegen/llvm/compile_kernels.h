@@ -22,7 +22,9 @@ struct CompiledKernels {
   /// kernels from: kernel_cache.h); the functions live as long as it does.
   std::shared_ptr<void> code;
   std::vector<CompiledKernel> kernels;
-  int reused = 0;  // distinct kernels taken from earlier plans' code (KernelCache), not compiled
+  int reused = 0;   // distinct kernels taken from earlier plans' code (KernelCache), not compiled
+  int modules = 0;  // JIT modules made for the rest
+  int modules_from_disk = 0;  // of those, loaded from the disk cache
   double compile_seconds = 0;
 };
 

@@ -21,8 +21,12 @@ class LlvmCodeGenerator final : public CodeGenerator {
     options.one_pass_moments = request.one_pass_moments;
     options.compile_threads = request.compile_threads;
     CompiledKernels compiled = compile_kernels(kernels, options);
-    return {std::move(compiled.kernels), std::move(compiled.code), compiled.compile_seconds,
-            compiled.reused};
+    return {std::move(compiled.kernels),
+            std::move(compiled.code),
+            compiled.compile_seconds,
+            compiled.reused,
+            compiled.modules,
+            compiled.modules_from_disk};
   }
 };
 

@@ -22,9 +22,12 @@ with torch.no_grad():
         compiled = kiln.compile(torch.jit.trace(model, (x,)))
     out = compiled(x)
     assert torch.allclose(out, model(x), atol=1e-5, rtol=1e-4)
+    explained = json.loads(compiled.explain(x)) if {entry!r} == "torchscript" else None
 s = kiln.stats()
 print(json.dumps({{"hits": s["disk_cache_hits"], "misses": s["disk_cache_misses"],
-                  "out": out.flatten().tolist(), "info": kiln.cache_info()}}))
+                  "out": out.flatten().tolist(), "info": kiln.cache_info(),
+                  "explained": explained and [explained["disk_cache_hits"],
+                                              explained["disk_cache_misses"]]}}))
 """
 
 
@@ -42,6 +45,9 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
         second = _run(entry, cache)
         assert second["hits"] == first["misses"] and second["misses"] == 0, (first, second)
         assert second["out"] == first["out"]  # bit for bit: the same code ran
+        if entry == "torchscript":  # explain says it too, per compiled module
+            assert first["explained"] == [0, first["misses"]], first
+            assert second["explained"] == [second["hits"], 0], second
         assert second["info"]["entries"] == first["info"]["entries"]
 
 
