@@ -124,16 +124,25 @@ bool RegionRunner::may_freeze(const Tensors& inputs) const {
 }
 
 bool RegionRunner::admit_weight_set(const Tensors& inputs, int64_t& set) const {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i : source_.weight_inputs) {
-    hash ^= reinterpret_cast<uintptr_t>(inputs.at(i).unsafeGetTensorImpl());
-    hash *= 0x100000001b3ull;
-  }
-  set = static_cast<int64_t>(hash);
+  auto holds = [&](const std::vector<const c10::TensorImpl*>& weights) {
+    for (size_t k = 0; k < weights.size(); ++k) {
+      if (inputs.at(source_.weight_inputs[k]).unsafeGetTensorImpl() != weights[k]) return false;
+    }
+    return true;
+  };
   std::lock_guard lock(weight_sets_mutex_);
-  if (std::find(weight_sets_.begin(), weight_sets_.end(), set) != weight_sets_.end()) return true;
+  for (size_t s = 0; s < weight_sets_.size(); ++s) {
+    if (holds(weight_sets_[s])) {
+      set = static_cast<int64_t>(s);
+      return true;
+    }
+  }
   if (static_cast<int>(weight_sets_.size()) >= kMaxWeightSets) return false;
-  weight_sets_.push_back(set);
+  std::vector<const c10::TensorImpl*> weights;
+  for (size_t i : source_.weight_inputs)
+    weights.push_back(inputs.at(i).unsafeGetTensorImpl());
+  weight_sets_.push_back(std::move(weights));
+  set = static_cast<int64_t>(weight_sets_.size()) - 1;
   return true;
 }
 

@@ -85,9 +85,11 @@ class KILN_INTERNAL RegionRunner {
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
   /// Whether a specialization compiled for these inputs would freeze their weights.
   bool may_freeze(const Tensors& inputs) const;
-  /// Which weights `inputs` hold (a hash of their TensorImpls' addresses): part of a frozen
-  /// specialization's key, since model instances of one class share dynamo's compiled graph and
-  /// so this region. False when the region has met kMaxWeightSets other sets already.
+  /// Which set of weights `inputs` hold (the index of their TensorImpls among the sets met so
+  /// far): part of a frozen specialization's key, since model instances of one class share
+  /// dynamo's compiled graph and so this region. False when the region has met kMaxWeightSets
+  /// other sets already. (A frozen specialization holds its weights, so their addresses are not
+  /// reused while it lives.)
   bool admit_weight_set(const Tensors& inputs, int64_t& set) const;
   /// A new signature's specialization: compiled, or (unless strict) the reason it is not.
   std::shared_ptr<const Specialization> compile_specialization(const Tensors& inputs) const;
@@ -117,7 +119,7 @@ class KILN_INTERNAL RegionRunner {
   mutable std::atomic<bool> warned_limit_ = false;
   mutable std::atomic<bool> unfrozen_ = false;
   mutable std::mutex weight_sets_mutex_;
-  mutable std::vector<int64_t> weight_sets_;
+  mutable std::vector<std::vector<const c10::TensorImpl*>> weight_sets_;
 };
 
 /// The TorchScript interpreter rethrows what a kiln::Region node raises as a plain

@@ -46,11 +46,11 @@ void read_cache_settings(Environment& env, std::vector<std::string>& problems) {
   if (!max_mb.empty()) {
     char* end = nullptr;
     const long long value = std::strtoll(max_mb.c_str(), &end, 10);
-    if (*end == '\0' && value >= 1)
+    if (*end == '\0' && value >= 1 && value <= (int64_t{1} << 40))
       env.cache_max_mb = value;
     else
       problems.push_back("KILN_CACHE_MAX_MB='" + max_mb +
-                         "' is not a whole number of MB >= 1; using " +
+                         "' is not a whole number of MB from 1 to 2^40; using " +
                          std::to_string(env.cache_max_mb));
   }
 }

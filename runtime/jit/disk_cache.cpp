@@ -132,7 +132,9 @@ DiskCache& DiskCache::instance() {
         new DiskCache(env.cache_dir, env.cache_max_mb << 20, env.cache ? "" : "KILN_CACHE=0");
     if (env.cache && !made->enabled()) {
       log(LogLevel::Warn, "the disk cache is off (compiled code is not kept between processes): " +
-                              made->why_disabled_);
+                              made->why_disabled_ +
+                              ". Set KILN_CACHE_DIR to a directory of your own, or KILN_CACHE=0 "
+                              "to turn the cache off without this warning");
     }
     opened_cache = made;
     return made;
@@ -173,6 +175,7 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   std::string bytes;
   struct stat st {};
   bool read_ok = ::fstat(fd, &st) == 0;
+  bool shrank = false;
   if (read_ok) {
     bytes.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -181,11 +184,13 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
       if (got < 0 && errno == EINTR) continue;
       read_ok = got > 0;
       if (read_ok) done += static_cast<size_t>(got);
+      shrank = got == 0;
     }
   }
+  const std::string why_unread = shrank ? "it shrank while being read" : errno_text();
   ::close(fd);
   if (!read_ok) {
-    reject(path, "cannot read it: " + errno_text());
+    reject(path, "cannot read it: " + why_unread);
     return std::nullopt;
   }
   Header header{};

@@ -68,37 +68,32 @@ def test_a_weight_changed_after_compiling_is_seen_on_the_next_call():
 _MAX_WEIGHT_SETS = 4  # RegionRunner::kMaxWeightSets, as docs/torch-compile.md states it
 
 
-def _instances(count):
+def _run_instances_in_turn(count, rounds):
+    """Compiles `count` instances of one model (different weights) and calls them in turn,
+    each checked against its eager self; returns kiln's counters."""
     torch.manual_seed(1)
-    return [_randomize_batch_norms(ConvNet().eval()) for _ in range(count)]
+    models = [_randomize_batch_norms(ConvNet().eval()) for _ in range(count)]
+    x = torch.randn(2, 3, 16, 16)
+    kiln.reset_stats()
+    compiled = [torch.compile(m, backend="kiln") for m in models]
+    with torch.no_grad():
+        for _ in range(rounds):
+            for model, run in zip(models, compiled):
+                assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
+    return kiln.stats()
 
 
 def test_instances_of_one_model_keep_their_own_frozen_weights():
     # Dynamo compiles the class's forward once for all instances, so one region sees each
     # instance's weights in turn: each set gets frozen plans of its own.
-    models = _instances(2)
-    x = torch.randn(2, 3, 16, 16)
-    kiln.reset_stats()
-    compiled = [torch.compile(m, backend="kiln") for m in models]
-    with torch.no_grad():
-        for _ in range(3):
-            for model, run in zip(models, compiled):
-                assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
-    stats = kiln.stats()
+    stats = _run_instances_in_turn(2, rounds=3)
     assert stats["graphs"] == 1 and stats["unfrozen_regions"] == 0, stats
     assert stats["frozen_weights"] == 2 * 14, stats
 
 
 def test_more_instances_than_weight_sets_compile_with_the_weights_as_inputs():
-    models = _instances(_MAX_WEIGHT_SETS + 1)
-    x = torch.randn(2, 3, 16, 16)
-    kiln.reset_stats()
-    compiled = [torch.compile(m, backend="kiln") for m in models]
-    with torch.no_grad():
-        for _ in range(2):
-            for model, run in zip(models, compiled):
-                assert_close(run(x), model(x), atol=1e-4, rtol=1e-4)
-    assert kiln.stats()["unfrozen_regions"] == 1, kiln.stats()
+    stats = _run_instances_in_turn(_MAX_WEIGHT_SETS + 1, rounds=2)
+    assert stats["unfrozen_regions"] == 1, stats
 
 
 def test_weights_a_graph_writes_are_not_frozen():
