@@ -16,6 +16,10 @@
 #include "runtime/bridge/tensor_bridge.h"
 #include "runtime/plan_builder.h"
 
+#ifdef KILN_HAVE_LLVM
+#include "runtime/jit/code_bundle.h"
+#endif
+
 namespace kiln {
 namespace {
 
@@ -54,6 +58,14 @@ codegen::CodegenRequest codegen_request(c10::Device device, const std::string& d
   request.device_index = device.has_index() ? device.index() : 0;
   request.compile_threads = at::get_num_threads();
   request.reuse_kernels = !disabled_names().contains("kernel_cache");
+#ifdef KILN_HAVE_LLVM
+  // A package's compiles must make the same code modules in every process, so that their keys
+  // find the package's code: grouped as when it was saved, none shared with other plans.
+  if (const jit::CodeBundle* bundle = jit::code_bundle_in_use()) {
+    request.compile_threads = bundle->grouping_threads();
+    request.reuse_kernels = false;
+  }
+#endif
   request.one_pass_moments = !disabled_names().contains("one_pass_moments");
   return request;
 }
@@ -124,7 +136,7 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       compiled->codegen_seconds = generated.compile_seconds;
       compiled->reused_kernels = generated.reused;
       compiled->modules = generated.modules;
-      compiled->modules_from_disk = generated.modules_from_disk;
+      compiled->modules_loaded = generated.modules_loaded;
     } catch (const Error& e) {
       // Code generation failed: this specialization runs op by op through ATen instead.
       if (options.strict) throw;

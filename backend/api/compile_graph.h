@@ -24,7 +24,7 @@ struct CompiledRegion {
   int kernels = 0;             // generated kernels
   int reused_kernels = 0;      // of those, taken from code compiled for earlier plans
   int modules = 0;             // code modules made for the rest
-  int modules_from_disk = 0;   // of those, loaded from the disk cache
+  int modules_loaded = 0;      // of those, loaded (disk cache or a package), not compiled
 };
 
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`; `device` is where the inputs

@@ -4,34 +4,16 @@
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "backend/api/compiled_module_impl.h"
 #include "backend/api/environment.h"
-#include "backend/api/signature_cache.h"
-#include "backend/api/specialization.h"
+#include "backend/api/package.h"
 #include "backend/api/stats_recorder.h"
-#include "kiln/kiln.h"
+
+#ifdef KILN_HAVE_LLVM
+#include "runtime/jit/code_bundle.h"
+#endif
 
 namespace kiln {
-
-struct CompiledModule::Impl {
-  torch::jit::Module original;
-  CompileOptions options;
-  CapturedModule captured;
-
-  mutable SignatureCache<Specialization> specializations;
-  mutable std::atomic<bool> warned_limit = false;
-
-  /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
-  void check_inputs(std::vector<c10::IValue>& inputs) const;
-  /// The specialization for these inputs (past max_specializations, or where compiling failed,
-  /// one that runs the module uncompiled).
-  std::shared_ptr<const Specialization> specialization_for(
-      const std::vector<c10::IValue>& inputs) const;
-  std::shared_ptr<const Specialization> compile_specialization(
-      int index, const std::vector<c10::IValue>& inputs) const;
-  std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
-  c10::IValue run(std::vector<c10::IValue> inputs) const;
-};
-
 namespace {
 
 std::string signature_text(const std::vector<c10::Argument>& args) {
@@ -103,6 +85,10 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::compile_specializati
     int index, const std::vector<c10::IValue>& inputs) const {
   log(LogLevel::Info,
       "compiling specialization " + std::to_string(index) + " for " + describe_inputs(inputs));
+  if (std::optional<c10::IValue> described = describe_for_package(inputs)) {
+    std::lock_guard lock(signatures_mutex);
+    signatures.push_back(std::move(*described));
+  }
   std::string why;
   try {
     return std::make_shared<const Specialization>(captured, options, index, inputs);
@@ -123,6 +109,9 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::compile_specializati
 }
 
 c10::IValue CompiledModule::Impl::run(std::vector<c10::IValue> inputs) const {
+#ifdef KILN_HAVE_LLVM
+  jit::UseCodeBundle use_package(package_code.get());
+#endif
   check_inputs(inputs);
   auto spec = specialization_for(inputs);
   clear_region_error();

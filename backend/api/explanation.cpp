@@ -52,7 +52,7 @@ std::string Explanation::to_text() const {
       << regions << " compiled regions (" << fallback_regions << " fell back to the interpreter)"
       << ", compile time " << std::fixed << std::setprecision(3) << compile_seconds << " s ("
       << codegen_seconds << " s in LLVM; code modules: " << disk_cache_hits
-      << " from the disk cache, " << disk_cache_misses << " compiled)\n"
+      << " loaded (disk cache or package), " << disk_cache_misses << " compiled)\n"
       << "intermediate memory: " << planned_bytes << " bytes planned (" << unshared_bytes
       << " without sharing), " << in_place_writes << " kernel outputs written in place\n"
       << "layout conversions: " << layout_conversions << " (" << onednn_conversions

@@ -279,8 +279,8 @@ void RegionRunner::explain_into(Explanation& explanation) const {
       explanation.entries.push_back(entry);
     explanation.compile_seconds += spec->compiled->compile_seconds;
     explanation.codegen_seconds += spec->compiled->codegen_seconds;
-    explanation.disk_cache_hits += spec->compiled->modules_from_disk;
-    explanation.disk_cache_misses += spec->compiled->modules - spec->compiled->modules_from_disk;
+    explanation.disk_cache_hits += spec->compiled->modules_loaded;
+    explanation.disk_cache_misses += spec->compiled->modules - spec->compiled->modules_loaded;
     explanation.fused_kernels += spec->compiled->kernels;
     explanation.planned_bytes += spec->compiled->plan.arena_bytes;
     explanation.unshared_bytes += spec->compiled->plan.unshared_bytes;

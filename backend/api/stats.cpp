@@ -6,6 +6,7 @@
 
 #ifdef KILN_HAVE_LLVM
 #include "runtime/jit/disk_cache.h"
+#include "runtime/jit/orc_jit.h"
 #endif
 
 namespace kiln {
@@ -21,24 +22,29 @@ Stats& counters() {
   return stats;
 }
 
-// The disk cache counts since the process began; stats() reports them since the last reset.
-struct DiskCounts {
-  int64_t hits = 0, misses = 0;
+// The disk cache and the JIT count since the process began; stats() reports since the last
+// reset.
+struct CodeCounts {
+  int64_t hits = 0, misses = 0, compiled = 0, loaded = 0;
 };
 
-DiskCounts disk_counts() {
+CodeCounts code_counts() {
+  CodeCounts now;
 #ifdef KILN_HAVE_LLVM
-  const jit::DiskCache* cache = jit::DiskCache::opened();
-  if (!cache) return {};
-  const jit::DiskCache::Counts counts = cache->counts();
-  return {counts.hits, counts.misses};
-#else
-  return {};
+  if (const jit::DiskCache* cache = jit::DiskCache::opened()) {
+    const jit::DiskCache::Counts counts = cache->counts();
+    now.hits = counts.hits;
+    now.misses = counts.misses;
+  }
+  const jit::OrcJit::Counts modules = jit::OrcJit::counts();
+  now.compiled = modules.compiled;
+  now.loaded = modules.loaded;
 #endif
+  return now;
 }
 
-DiskCounts& disk_baseline() {
-  static DiskCounts baseline;
+CodeCounts& code_baseline() {
+  static CodeCounts baseline;
   return baseline;
 }
 
@@ -47,16 +53,19 @@ DiskCounts& disk_baseline() {
 Stats stats() {
   std::lock_guard lock(stats_mutex());
   Stats s = counters();
-  const DiskCounts now = disk_counts();
-  s.disk_cache_hits = now.hits - disk_baseline().hits;
-  s.disk_cache_misses = now.misses - disk_baseline().misses;
+  const CodeCounts now = code_counts();
+  const CodeCounts& base = code_baseline();
+  s.disk_cache_hits = now.hits - base.hits;
+  s.disk_cache_misses = now.misses - base.misses;
+  s.modules_compiled = now.compiled - base.compiled;
+  s.modules_loaded = now.loaded - base.loaded;
   return s;
 }
 
 void reset_stats() {
   std::lock_guard lock(stats_mutex());
   counters() = Stats{};
-  disk_baseline() = disk_counts();
+  code_baseline() = code_counts();
 }
 
 void record_compiled(const CompiledRegion& compiled) {

@@ -30,9 +30,9 @@ struct GeneratedKernels {
   std::vector<CompiledKernel> kernels;  // one per kernel asked for, in order
   std::shared_ptr<void> code;           // keeps the kernels' code loaded
   double compile_seconds = 0;
-  int reused = 0;             // kernels taken from code compiled for earlier plans
-  int modules = 0;            // code modules made for the others
-  int modules_from_disk = 0;  // of those, loaded from the disk cache (runtime/jit/disk_cache.h)
+  int reused = 0;          // kernels taken from code compiled for earlier plans
+  int modules = 0;         // code modules made for the others
+  int modules_loaded = 0;  // of those, loaded (disk cache or a package's code bundle), not compiled
 };
 
 class CodeGenerator {

@@ -96,10 +96,24 @@ class CompiledScriptModule:
         object.__setattr__(self, "_compile_kwargs", copy.deepcopy(kwargs))
         object.__setattr__(self, "_compiled", _C.compile_script(module, values))
 
+    @classmethod
+    def _loaded(cls, module, kwargs: dict, compiled) -> "CompiledScriptModule":
+        """One whose C++ module is ``compiled``, made by kiln.load."""
+        self = cls.__new__(cls)
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_compile_kwargs", copy.deepcopy(kwargs))
+        object.__setattr__(self, "_compiled", compiled)
+        return self
+
     def __call__(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)
 
     forward = __call__
+
+    @property
+    def num_specializations(self) -> int:
+        """Input signatures compiled so far."""
+        return self._compiled.num_specializations
 
     def explain(self, *args, **kwargs) -> str:
         """Where each op runs for these inputs, as JSON (compiles them if needed)."""

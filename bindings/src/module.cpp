@@ -45,6 +45,8 @@ py::dict stats_dict() {
   d["unfrozen_regions"] = s.unfrozen_regions;
   d["disk_cache_hits"] = s.disk_cache_hits;
   d["disk_cache_misses"] = s.disk_cache_misses;
+  d["modules_compiled"] = s.modules_compiled;
+  d["modules_loaded"] = s.modules_loaded;
   return d;
 }
 

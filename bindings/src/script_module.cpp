@@ -52,9 +52,24 @@ void bind_script_module(py::module_& m) {
           },
           "Where each op runs for these inputs, as JSON.")
       .def_property_readonly("num_specializations", &CompiledModule::num_specializations)
+      .def_property_readonly("original", &CompiledModule::original)
+      .def(
+          "save",
+          [](const CompiledModule& compiled, const std::string& path) {
+            py::gil_scoped_release release;
+            save(compiled, path);
+          },
+          "Writes the module, its options and compiled code to one file (kiln::save).")
       .def_property_readonly("options",
                              [](const CompiledModule& c) { return c.options().to_string(); });
 
+  m.def(
+      "load_package",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return load(path);
+      },
+      "A package kiln::save wrote, compiled from its code (kiln::load).");
   m.def(
       "compile_script",
       [](const py::object& module, const std::map<std::string, std::string>& options) {

@@ -88,6 +88,14 @@ Environment read_environment(std::vector<std::string>& problems) {
     problems.push_back("KILN_NATIVE_BF16='" + bf16 + "' is not 0 or 1; using what the CPU has");
   }
   read_cache_settings(env, problems);
+  for (const std::string& feature : names_in("KILN_CPU_FEATURES")) {
+    if (feature.size() > 1 && feature[0] == '-')
+      env.cpu_features_off.insert(feature.substr(1));
+    else
+      problems.push_back("KILN_CPU_FEATURES='" + feature +
+                         "' is not a removal; only '-name' is allowed (code for a feature the CPU "
+                         "lacks would not run), so it is ignored");
+  }
   return env;
 }
 

@@ -37,6 +37,9 @@ struct Environment {
   bool cache = true;                // KILN_CACHE (0: off)
   std::string cache_dir;            // KILN_CACHE_DIR, else the per-user default
   int64_t cache_max_mb = 1024;      // KILN_CACHE_MAX_MB
+  /// KILN_CPU_FEATURES: CPU features kiln's generated code must not use ("avx512f", ...), as if
+  /// the CPU lacked them. Only removals: code for a feature the CPU lacks would not run.
+  std::set<std::string> cpu_features_off;
 };
 
 const Environment& environment();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "passes/base/environment.h"
+#include "passes/base/hash.h"
 
 namespace kiln::jit {
 namespace {
@@ -31,16 +32,6 @@ struct Header {
   uint64_t size;
   uint64_t hash;
 };
-
-// FNV-1a, 64-bit: a check against accidents, not against an attacker (see the header).
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
 
 std::string errno_text() {
   return std::strerror(errno);

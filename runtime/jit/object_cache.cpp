@@ -14,6 +14,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Support/xxhash.h>
 
+#include "runtime/jit/code_bundle.h"
 #include "runtime/jit/disk_cache.h"
 #include "runtime/jit/orc_jit.h"
 
@@ -75,7 +76,11 @@ class ObjectStore : public llvm::ObjectCache {
   void notifyObjectCompiled(const llvm::Module* module, llvm::MemoryBufferRef object) override {
     const std::string& id = module->getModuleIdentifier();
     if (id.rfind(kTag, 0) != 0) return;
-    DiskCache::instance().put(id.substr(std::strlen(kTag)), object.getBuffer());
+    const std::string key = id.substr(std::strlen(kTag));
+    // Called on the thread whose add() compiles the module (orc_jit.cpp), so its bundle.
+    if (CodeBundle* bundle = code_bundle_in_use()) bundle->add(key, object.getBuffer());
+    DiskCache& cache = DiskCache::instance();
+    if (cache.enabled()) cache.put(key, object.getBuffer());
   }
 
   std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module*) override { return nullptr; }
@@ -104,16 +109,20 @@ std::string object_key(const llvm::Module& module) {
   return object_key(module, host_target(), build_id());
 }
 
+std::string code_identity() {
+  return code_identity(host_target(), build_id());
+}
+
+std::string code_identity(const HostTarget& host, const std::string& build) {
+  return "kiln object " + std::to_string(DiskCache::kFormatVersion) + "\n" + host.triple + "\n" +
+         host.cpu + "\n" + host.features + "\n" + "llvm " + LLVM_VERSION_STRING + "\n" + build +
+         "\n";
+}
+
 std::string object_key(const llvm::Module& module, const HostTarget& host,
                        const std::string& build) {
-  std::string text;
+  std::string text = code_identity(host, build);
   llvm::raw_string_ostream out(text);
-  out << "kiln object " << DiskCache::kFormatVersion << "\n"
-      << host.triple << "\n"
-      << host.cpu << "\n"
-      << host.features << "\n"
-      << "llvm " << LLVM_VERSION_STRING << "\n"
-      << build << "\n";
   module.print(out, nullptr);
   const llvm::XXH128_hash_t hash = llvm::xxh3_128bits(
       llvm::ArrayRef(reinterpret_cast<const uint8_t*>(text.data()), text.size()));

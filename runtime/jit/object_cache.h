@@ -21,6 +21,12 @@ std::string object_key(const llvm::Module& module);
 std::string object_key(const llvm::Module& module, const HostTarget& host,
                        const std::string& build);
 
+/// What every object key depends on besides the module (one line each: the format, the host's
+/// triple, CPU and features, LLVM's version, the build): code made where it differs does not
+/// serve here.
+std::string code_identity();
+std::string code_identity(const HostTarget& host, const std::string& build);
+
 /// This build of kiln's JIT: the GNU build ID of the binary its code is in (libkiln.so, or a
 /// test executable), else that file's size and modification time.
 const std::string& build_id();
@@ -29,8 +35,8 @@ const std::string& build_id();
 void store_object_as(llvm::Module& module, const std::string& key);
 
 /// The ObjectCache the JIT's compiler reports compiled objects to: it stores those of marked
-/// modules in DiskCache::instance(), and never answers a lookup (OrcJit::add looks up entries
-/// itself, before optimizing, which is most of the time a hit saves).
+/// modules in DiskCache::instance() and the code bundle in use, and never answers a lookup
+/// (OrcJit::add looks up entries itself, before optimizing, which is most of the time a hit saves).
 llvm::ObjectCache& object_store();
 
 }  // namespace kiln::jit

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <llvm/ADT/SmallString.h>
@@ -18,6 +19,8 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -27,6 +30,7 @@
 
 #include "kiln/error.h"
 #include "passes/base/environment.h"
+#include "runtime/jit/code_bundle.h"
 #include "runtime/jit/disk_cache.h"
 #include "runtime/jit/object_cache.h"
 
@@ -43,6 +47,8 @@ namespace {
 // the thread whose lookup started it (see the InPlaceTaskDispatcher below), so add() collects
 // these per thread and puts them into its kiln::Error; others go to stderr, as ORC's default does.
 thread_local std::string* session_errors = nullptr;
+
+std::atomic<int64_t> modules_compiled{0}, modules_loaded{0};  // OrcJit::counts
 
 void report_session_error(llvm::Error error) {
   std::string message = llvm::toString(std::move(error));
@@ -113,6 +119,30 @@ std::string any_definition(const llvm::Module& module) {
   return {};
 }
 
+// `host`'s features with `off` removed, and every feature that needs one of them (AVX-512 needs
+// AVX2): LLVM's own feature table decides, so the set stays one a CPU can have.
+std::string without_features(const HostTarget& host, const std::set<std::string>& off) {
+  initialize_llvm();
+  std::string features = host.features;
+  for (const std::string& name : off)
+    features += ",-" + name;
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(host.triple, error);
+  if (!target) throw Error(ErrorKind::Backend, "no LLVM target for " + host.triple + ": " + error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo(host.triple, host.cpu, features));
+  std::vector<std::string> kept;
+  for (const auto& feature : llvm::sys::getHostCPUFeatures()) {
+    const std::string name = feature.getKey().str();
+    kept.push_back((info->checkFeatures("+" + name) ? "+" : "-") + name);
+  }
+  std::sort(kept.begin(), kept.end());
+  std::string text;
+  for (const std::string& feature : kept)
+    text += (text.empty() ? "" : ",") + feature;
+  return text;
+}
+
 }  // namespace
 
 const HostTarget& host_target() {
@@ -120,15 +150,22 @@ const HostTarget& host_target() {
     HostTarget target;
     target.triple = llvm::sys::getProcessTriple();
     target.cpu = llvm::sys::getHostCPUName().str();
+    const llvm::StringMap<bool> detected = llvm::sys::getHostCPUFeatures();
     std::vector<std::string> features;
-    for (const auto& feature : llvm::sys::getHostCPUFeatures()) {
+    for (const auto& feature : detected)
       features.push_back((feature.getValue() ? "+" : "-") + feature.getKey().str());
-    }
-    // Sorted so that dumps of the same kernel on the same machine are identical.
+    // Sorted so that dumps of the same kernel on the same machine are identical (and every
+    // removal comes after the additions, as without_features needs).
     std::sort(features.begin(), features.end());
-    for (const std::string& feature : features) {
+    for (const std::string& feature : features)
       target.features += (target.features.empty() ? "" : ",") + feature;
+    const std::set<std::string>& off = environment().cpu_features_off;
+    for (const std::string& name : off) {
+      if (!detected.contains(name))
+        log(LogLevel::Warn,
+            "KILN_CPU_FEATURES names '-" + name + "', a feature LLVM does not know");
     }
+    if (!off.empty()) target.features = without_features(target, off);
     return target;
   }();
   return host;
@@ -258,11 +295,11 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
     throw Error(ErrorKind::Internal, "OrcJit::add needs a module and the context it was built in");
   }
   const std::string symbol = any_definition(*module);
-  // Dumps show what was compiled: a module dumped is never taken from the disk cache.
+  // Dumps show what was compiled: a module dumped is never taken from a cache or a bundle.
   DiskCache& cache = DiskCache::instance();
-  std::string key;
-  if (dump_prefix.empty() && cache.enabled()) {
-    key = object_key(*module);
+  CodeBundle* bundle = code_bundle_in_use();
+  if (dump_prefix.empty() && (cache.enabled() || bundle)) {
+    const std::string key = object_key(*module);
     if (std::unique_ptr<JitModule> loaded = load(key, symbol)) return loaded;
     store_object_as(*module, key);
   }
@@ -295,19 +332,44 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
                   "cannot compile the module: " + llvm::toString(address.takeError()) + reported);
     }
   }
+  ++modules_compiled;
   return result;
 }
 
 std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::string& symbol) {
+  CodeBundle* bundle = code_bundle_in_use();
+  if (bundle) {
+    if (std::shared_ptr<const std::string> object = bundle->find(key)) {
+      std::string failure;
+      if (std::unique_ptr<JitModule> linked = link(*object, symbol, failure)) return linked;
+      // Its key matched, so this is a bug (or a package from a mislabelled CPU): compile it.
+      log(LogLevel::Warn, "a package's code module does not link (" + failure + "); compiling it");
+    }
+  }
   DiskCache& cache = DiskCache::instance();
+  if (!cache.enabled()) return nullptr;
   std::optional<std::string> object = cache.get(key);
   if (!object) return nullptr;
+  std::string failure;
+  std::unique_ptr<JitModule> linked = link(*object, symbol, failure);
+  if (!linked) {
+    // Its bytes passed the checks but do not link: not kept, and compiled again.
+    log(LogLevel::Warn,
+        "disk cache: an entry that does not link was deleted (" + failure + "); compiling again");
+    cache.remove(key);
+    return nullptr;
+  }
+  if (bundle) bundle->add(key, *object);
+  return linked;
+}
+
+std::unique_ptr<JitModule> OrcJit::link(const std::string& object, const std::string& symbol,
+                                        std::string& failure) {
   auto dylib = jit_->createJITDylib("kiln_module_" + std::to_string(next_dylib_++));
   if (!dylib) throw_backend("cannot create a JITDylib", dylib.takeError());
   std::unique_ptr<JitModule> result(new JitModule(*jit_, *dylib));
-  std::string failure;
   if (llvm::Error error =
-          jit_->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(*object))) {
+          jit_->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(object))) {
     failure = llvm::toString(std::move(error));
   } else if (!symbol.empty()) {
     std::string reported;
@@ -316,15 +378,14 @@ std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::strin
     session_errors = nullptr;
     if (!address) failure = llvm::toString(address.takeError()) + reported;
   }
-  if (!failure.empty()) {
-    // Its bytes passed the checks but do not link: not kept, and compiled again.
-    log(LogLevel::Warn,
-        "disk cache: an entry that does not link was deleted (" + failure + "); compiling again");
-    cache.remove(key);
-    return nullptr;  // result's destructor removes the dylib
-  }
-  result->from_disk_cache_ = true;
+  if (!failure.empty()) return nullptr;  // result's destructor removes the dylib
+  result->loaded_ = true;
+  ++modules_loaded;
   return result;
+}
+
+OrcJit::Counts OrcJit::counts() {
+  return {modules_compiled.load(), modules_loaded.load()};
 }
 
 }  // namespace kiln::jit

@@ -49,8 +49,8 @@ class JitModule {
   /// The address of the function (or global) `name` defined by this module. Throws kiln::Error
   /// of kind Backend if the module does not define it.
   void* lookup(const std::string& name) const;
-  /// Whether its code came from the disk cache rather than a compile.
-  bool from_disk_cache() const { return from_disk_cache_; }
+  /// Whether its code was loaded (from the disk cache or a code bundle) rather than compiled.
+  bool loaded() const { return loaded_; }
 
  private:
   friend class OrcJit;
@@ -58,7 +58,7 @@ class JitModule {
 
   llvm::orc::LLJIT& jit_;
   llvm::orc::JITDylib& dylib_;
-  bool from_disk_cache_ = false;
+  bool loaded_ = false;
 };
 
 /// The process-wide JIT. All members may be called from several threads at once.
@@ -77,18 +77,31 @@ class OrcJit {
   /// Compiles eagerly: compile errors are thrown here, and lookup() costs no compile time.
   /// `context` must be the context `module` lives in. When `dump_prefix` is not empty, writes
   /// <dump_prefix>.ll (optimized IR) and <dump_prefix>.s (assembly) first. Otherwise, with the
-  /// disk cache on (disk_cache.h), loads the object code an earlier compile of the same module
-  /// stored there, skipping optimization and codegen, and stores what it compiles.
+  /// disk cache on (disk_cache.h) or a code bundle in use (code_bundle.h), loads the object code
+  /// an earlier compile of the same module stored there (the bundle first), skipping
+  /// optimization and codegen, and stores what it compiles in both.
   std::unique_ptr<JitModule> add(std::unique_ptr<llvm::Module> module,
                                  std::unique_ptr<llvm::LLVMContext> context,
                                  const std::string& dump_prefix = {});
 
+  /// Modules compiled and modules loaded since the process began (zero before the JIT exists;
+  /// asking does not create it).
+  struct Counts {
+    int64_t compiled = 0;
+    int64_t loaded = 0;
+  };
+  static Counts counts();
+
  private:
   OrcJit();
   ~OrcJit() = delete;
-  /// The module stored in the disk cache under `key`, linked into a new dylib and compiled
-  /// (`symbol` looked up), or null: no entry, or one that does not link (then deleted).
+  /// The module stored under `key` in the bundle in use or the disk cache, linked into a new
+  /// dylib (`symbol` looked up), or null: no entry, or one that does not link (a disk entry is
+  /// then deleted).
   std::unique_ptr<JitModule> load(const std::string& key, const std::string& symbol);
+  /// `object` linked into a new dylib, or null with `failure` saying why.
+  std::unique_ptr<JitModule> link(const std::string& object, const std::string& symbol,
+                                  std::string& failure);
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::string triple_;

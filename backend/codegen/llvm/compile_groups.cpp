@@ -5,6 +5,8 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/jit/code_bundle.h"
+
 namespace kiln::codegen {
 namespace {
 
@@ -54,9 +56,15 @@ void run_concurrently(size_t n, const std::function<void(size_t)>& work) {
       if (!first) first = std::current_exception();
     }
   };
+  // A compile under a code bundle (a package's) looks modules up in it on every thread.
+  jit::CodeBundle* bundle = jit::code_bundle_in_use();
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < n; ++i)
-    threads.emplace_back(guarded, i);
+  for (size_t i = 1; i < n; ++i) {
+    threads.emplace_back([&guarded, bundle, i] {
+      jit::UseCodeBundle use(bundle);
+      guarded(i);
+    });
+  }
   if (n > 0) guarded(0);
   for (std::thread& t : threads)
     t.join();

@@ -209,7 +209,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   CompiledKernels compiled;
   compiled.modules = static_cast<int>(codes.size());
   for (const auto& code : codes)
-    compiled.modules_from_disk += code->from_disk_cache();
+    compiled.modules_loaded += code->loaded();
   compiled.reused = static_cast<int>(distinct.kernels.size() - fresh.size());
   for (size_t d : distinct.index)
     compiled.kernels.push_back(by_distinct[d]);

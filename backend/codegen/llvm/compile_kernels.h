@@ -24,7 +24,7 @@ struct CompiledKernels {
   std::vector<CompiledKernel> kernels;
   int reused = 0;   // distinct kernels taken from earlier plans' code (KernelCache), not compiled
   int modules = 0;  // JIT modules made for the rest
-  int modules_from_disk = 0;  // of those, loaded from the disk cache
+  int modules_loaded = 0;  // of those, loaded (disk cache or a package), not compiled
   double compile_seconds = 0;
 };
 

@@ -26,7 +26,7 @@ class LlvmCodeGenerator final : public CodeGenerator {
             compiled.compile_seconds,
             compiled.reused,
             compiled.modules,
-            compiled.modules_from_disk};
+            compiled.modules_loaded};
   }
 };
 

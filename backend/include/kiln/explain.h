@@ -38,8 +38,8 @@ struct KILN_API Explanation {
   int fallback_regions = 0;
   double compile_seconds = 0;
   double codegen_seconds = 0;         // the part of compile_seconds spent in LLVM
-  int disk_cache_hits = 0;            // code modules loaded from the disk cache
-  int disk_cache_misses = 0;          // code modules compiled (and stored there)
+  int disk_cache_hits = 0;            // code modules loaded (disk cache or package)
+  int disk_cache_misses = 0;          // code modules compiled
   int64_t planned_bytes = 0;          // arena bytes of the memory plans
   int64_t unshared_bytes = 0;         // what the planned intermediates would take without sharing
   int in_place_writes = 0;            // kernel outputs written over an input that dies there

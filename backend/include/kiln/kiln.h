@@ -50,6 +50,8 @@ class KILN_API CompiledModule {
   explicit CompiledModule(std::shared_ptr<Impl> impl);
 
  private:
+  friend KILN_API void save(const CompiledModule& compiled, const std::string& path);
+  friend KILN_API CompiledModule load(const std::string& path);
   std::shared_ptr<Impl> impl_;
 };
 
@@ -60,5 +62,17 @@ KILN_API CompiledModule compile(const torch::jit::Module& module,
 /// The original module and the options it was compiled with: a trainer can wrap the module
 /// (DDP, FSDP) and call compile(wrapped, options) again with the same arguments.
 KILN_API std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled);
+
+/// Writes `compiled` to `path` as one file (a package): the module, its options, the input
+/// signatures it has compiled so far, and their machine code for this CPU and this kiln build.
+/// Call it after the first call, or compile with example_inputs. Throws Error(InvalidInput)
+/// if the file cannot be written.
+KILN_API void save(const CompiledModule& compiled, const std::string& path);
+
+/// The module a package holds, compiled with its options, its signatures compiled already: from
+/// the package's code where the CPU and kiln build are those it was saved with (no code is
+/// generated), else compiled here, with one warning. Throws Error(InvalidInput) for a file that
+/// is not a package, of another format, truncated or corrupt.
+KILN_API CompiledModule load(const std::string& path);
 
 }  // namespace kiln

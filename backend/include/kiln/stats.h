@@ -19,6 +19,8 @@ struct Stats {
   int64_t unfrozen_regions = 0;   // regions that compiled again because a frozen weight changed
   int64_t disk_cache_hits = 0;    // compiled modules loaded from the disk cache
   int64_t disk_cache_misses = 0;  // modules compiled because the disk cache had no good entry
+  int64_t modules_compiled = 0;   // CPU code modules LLVM compiled
+  int64_t modules_loaded = 0;     // CPU code modules loaded instead (disk cache or a package)
 };
 
 /// A snapshot of the counters.

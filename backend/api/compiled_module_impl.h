@@ -1,0 +1,46 @@
+// What a CompiledModule holds (kiln/kiln.h): the module as given, its options, the captured
+// graph and the specializations compiled for it. Shared by the API's files, not public.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/api/signature_cache.h"
+#include "backend/api/specialization.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace jit {
+class CodeBundle;
+}  // namespace jit
+
+struct CompiledModule::Impl {
+  torch::jit::Module original;
+  CompileOptions options;
+  CapturedModule captured;
+
+  mutable SignatureCache<Specialization> specializations;
+  mutable std::atomic<bool> warned_limit = false;
+
+  /// The input signatures compiled so far, described for a package (package.h), in order.
+  mutable std::mutex signatures_mutex;
+  mutable std::vector<c10::IValue> signatures;
+  /// Set for a module loaded from a package: the package's code, in use on every call, so that
+  /// compiles load it instead of generating code.
+  std::shared_ptr<jit::CodeBundle> package_code;
+
+  /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
+  void check_inputs(std::vector<c10::IValue>& inputs) const;
+  /// The specialization for these inputs (past max_specializations, or where compiling failed,
+  /// one that runs the module uncompiled).
+  std::shared_ptr<const Specialization> specialization_for(
+      const std::vector<c10::IValue>& inputs) const;
+  std::shared_ptr<const Specialization> compile_specialization(
+      int index, const std::vector<c10::IValue>& inputs) const;
+  std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
+  c10::IValue run(std::vector<c10::IValue> inputs) const;
+};
+
+}  // namespace kiln

@@ -1,0 +1,279 @@
+#include "backend/api/package.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "backend/api/compiled_module_impl.h"
+#include "backend/api/environment.h"
+#include "backend/api/package_file.h"
+
+#ifdef KILN_HAVE_LLVM
+#include "runtime/jit/code_bundle.h"
+#include "runtime/jit/object_cache.h"
+#endif
+
+namespace kiln {
+namespace {
+
+// A tensor in a package's signature: ("kiln.tensor", sizes, strides, dtype, device,
+// requires_grad); a list of tensors: ("kiln.tensor_list", (tensor, ...)).
+constexpr const char* kTensorTag = "kiln.tensor";
+constexpr const char* kTensorListTag = "kiln.tensor_list";
+
+bool holds_tensor(const c10::IValue& value) {
+  if (value.isTensor() || value.isTensorList()) return true;
+  if (value.isTuple()) {
+    for (const c10::IValue& element : value.toTupleRef().elements())
+      if (holds_tensor(element)) return true;
+  }
+  if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef())
+      if (holds_tensor(element)) return true;
+  }
+  if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict())
+      if (holds_tensor(entry.key()) || holds_tensor(entry.value())) return true;
+  }
+  return false;
+}
+
+std::optional<c10::IValue> describe(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    if (!t.defined() || t.layout() != at::kStrided || t.is_quantized()) return std::nullopt;
+    return c10::ivalue::Tuple::create(
+        {kTensorTag, c10::List<int64_t>(t.sizes()), c10::List<int64_t>(t.strides()),
+         static_cast<int64_t>(t.scalar_type()), t.device().str(), t.requires_grad()});
+  }
+  if (value.isTensorList()) {
+    std::vector<c10::IValue> tensors;
+    for (const at::Tensor& t : value.toTensorVector()) {
+      std::optional<c10::IValue> described = describe(t);
+      if (!described) return std::nullopt;
+      tensors.push_back(std::move(*described));
+    }
+    return c10::ivalue::Tuple::create({kTensorListTag, c10::ivalue::Tuple::create(tensors)});
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      std::optional<c10::IValue> described = describe(element);
+      if (!described) return std::nullopt;
+      elements.push_back(std::move(*described));
+    }
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  if (holds_tensor(value)) return std::nullopt;  // a dict or generic list of tensors
+  if (value.isNone() || value.isBool() || value.isInt() || value.isDouble() || value.isString() ||
+      value.isList() || value.isGenericDict() || value.isDevice()) {
+    return value;
+  }
+  return std::nullopt;
+}
+
+bool tagged(const c10::IValue& value, const char* tag) {
+  if (!value.isTuple()) return false;
+  const auto& elements = value.toTupleRef().elements();
+  return !elements.empty() && elements[0].isString() && elements[0].toStringRef() == tag;
+}
+
+// Zeros with a described tensor's metadata (a signature depends on nothing else).
+at::Tensor zeros_like_described(const c10::IValue& described) {
+  const auto& fields = described.toTupleRef().elements();
+  const std::vector<int64_t> sizes = fields[1].toIntVector();
+  const std::vector<int64_t> strides = fields[2].toIntVector();
+  int64_t storage = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) storage = 0;
+    if (storage) storage += (sizes[i] - 1) * strides[i];
+  }
+  const auto options = at::TensorOptions()
+                           .dtype(static_cast<at::ScalarType>(fields[3].toInt()))
+                           .device(c10::Device(fields[4].toStringRef()));
+  // Over a storage of its own size: strides that overlap (an expanded input) stay as they were.
+  at::Tensor tensor = at::zeros({storage}, options).as_strided(sizes, strides);
+  if (fields[5].toBool()) tensor.requires_grad_(true);
+  return tensor;
+}
+
+c10::IValue rebuild(const c10::IValue& described) {
+  if (tagged(described, kTensorTag)) return zeros_like_described(described);
+  if (tagged(described, kTensorListTag)) {
+    c10::List<at::Tensor> tensors;
+    for (const c10::IValue& t : described.toTupleRef().elements()[1].toTupleRef().elements())
+      tensors.push_back(zeros_like_described(t));
+    return tensors;
+  }
+  if (described.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : described.toTupleRef().elements())
+      elements.push_back(rebuild(element));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return described;
+}
+
+// Calls `compiled` once on zeros of each signature, which compiles it; one that fails (a model
+// whose ops reject zeros) is left to compile at its first real call.
+void compile_signatures(const CompiledModule& compiled, const std::vector<c10::IValue>& signatures,
+                        const std::string& path) {
+  for (size_t i = 0; i < signatures.size(); ++i) {
+    try {
+      std::vector<c10::IValue> inputs;
+      for (const c10::IValue& described : signatures[i].toTupleRef().elements())
+        inputs.push_back(rebuild(described));
+      compiled.forward(std::move(inputs));
+    } catch (const std::exception& e) {
+      log(LogLevel::Warn, "package '" + path + "': input signature " + std::to_string(i) +
+                              " did not compile ahead (" + e.what() +
+                              "); it compiles at its first call");
+    }
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(ErrorKind::InvalidInput,
+                "cannot load kiln package '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return std::move(bytes).str();
+}
+
+// Written whole to a file of its own and renamed into place: a reader never sees half of it.
+void write_file(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      const std::string why = std::strerror(errno);
+      std::remove(temporary.c_str());
+      throw Error(ErrorKind::InvalidInput, "cannot write kiln package '" + path + "': " + why);
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Error(ErrorKind::InvalidInput, "cannot write kiln package '" + path + "': " + why);
+  }
+}
+
+std::string pickled(const std::vector<c10::IValue>& signatures) {
+  const std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create(signatures));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::vector<c10::IValue> unpickled(const std::string& bytes, const std::string& path) {
+  if (bytes.empty()) return {};
+  try {
+    return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
+        .toTupleRef()
+        .elements()
+        .vec();
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::InvalidInput,
+                "cannot load kiln package '" + path + "': its input signatures do not read (" +
+                    e.what() + ")");
+  }
+}
+
+#ifdef KILN_HAVE_LLVM
+// What differs between the identity a package's code was made for and this process's.
+std::string identity_difference(const std::string& saved, const std::string& here) {
+  static const char* what[] = {"code format", "target triple", "CPU", "CPU features",
+                               "LLVM version", "kiln build"};
+  std::istringstream a(saved), b(here);
+  std::string differs;
+  std::string line_a, line_b;
+  for (const char* name : what) {
+    std::getline(a, line_a);
+    std::getline(b, line_b);
+    if (line_a != line_b) differs += std::string(differs.empty() ? "" : " and ") + name;
+  }
+  return differs.empty() ? "code identity" : differs;
+}
+#endif
+
+}  // namespace
+
+std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& inputs) {
+  return describe(c10::ivalue::Tuple::create(inputs));
+}
+
+void save(const CompiledModule& compiled, const std::string& path) {
+  const CompiledModule::Impl& impl = *compiled.impl_;
+  std::vector<c10::IValue> signatures;
+  {
+    std::lock_guard lock(impl.signatures_mutex);
+    signatures = impl.signatures;
+  }
+  PackageContents contents;
+  contents.options = impl.options.to_string();
+  std::ostringstream archive;
+  impl.original.save(archive);
+  contents.module = std::move(archive).str();
+  contents.signatures = pickled(signatures);
+#ifdef KILN_HAVE_LLVM
+  // The signatures compile again from the module under a bundle, as a load will compile them,
+  // so that the bundle's modules are the ones a load asks for (mostly from the disk cache).
+  auto bundle = std::make_shared<jit::CodeBundle>(at::get_num_threads());
+  CompileOptions options = impl.options;
+  options.example_inputs.clear();
+  CompiledModule replay = compile(impl.original, options);
+  replay.impl_->package_code = bundle;
+  compile_signatures(replay, signatures, path);
+  contents.identity = jit::code_identity();
+  contents.grouping_threads = bundle->grouping_threads();
+  contents.objects = bundle->objects();
+#endif
+  write_file(path, encode_package(contents));
+  log(LogLevel::Info, "saved package '" + path + "': " + std::to_string(signatures.size()) +
+                          " input signatures, " + std::to_string(contents.objects.size()) +
+                          " code modules");
+}
+
+CompiledModule load(const std::string& path) {
+  const PackageContents contents = decode_package(read_file(path), path);
+  torch::jit::Module module;
+  try {
+    std::istringstream archive(contents.module);
+    module = torch::jit::load(archive);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
+                                             "': its module does not load (" +
+                                             e.what_without_backtrace() + ")");
+  }
+  CompiledModule compiled = compile(module, CompileOptions::parse(contents.options));
+#ifdef KILN_HAVE_LLVM
+  if (!contents.objects.empty()) {
+    const std::string here = jit::code_identity();
+    if (contents.identity == here) {
+      auto bundle = std::make_shared<jit::CodeBundle>(static_cast<int>(contents.grouping_threads));
+      for (const auto& [key, object] : contents.objects)
+        bundle->add(key, object);
+      compiled.impl_->package_code = std::move(bundle);
+    } else {
+      log(LogLevel::Warn, "package '" + path + "' holds code that does not fit here (it was " +
+                              "made with another " + identity_difference(contents.identity, here) +
+                              "); its input signatures compile here instead");
+    }
+  }
+#endif
+  compile_signatures(compiled, unpickled(contents.signatures, path), path);
+  return compiled;
+}
+
+}  // namespace kiln

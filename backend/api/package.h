@@ -1,0 +1,19 @@
+// Packages (kiln::save, kiln::load in kiln/kiln.h): a compiled module in one file, with the
+// machine code of the input signatures it compiled, so that another process compiles them
+// without generating code (docs/packages.md). The file's bytes are package_file.h's.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <vector>
+
+namespace kiln {
+
+/// The inputs of a call as a package keeps them to compile their signature again: tensors as
+/// their metadata (sizes, strides, dtype, device, requires_grad; no data), None, scalars,
+/// strings and tuples or lists of those as they are. Nothing for inputs it cannot describe
+/// (objects, dicts of tensors): that signature then compiles at its first call after a load.
+std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& inputs);
+
+}  // namespace kiln

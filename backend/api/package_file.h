@@ -1,0 +1,33 @@
+// The bytes of a package (kiln/kiln.h: save, load): named sections behind a header, and a
+// checksum of everything before it. A file that is not a package, of another format version,
+// truncated or corrupt is refused with a message that says which, never half-read.
+//
+// Layout (little-endian): "KILNPKG\0", u32 format version, u32 section count; per section u32
+// name length, name, u64 length, bytes; then u64 FNV-1a of all that precedes it.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+struct PackageContents {
+  std::string identity;    // jit::code_identity() where the code was made (empty: no code)
+  std::string options;     // CompileOptions::to_string()
+  std::string module;      // the TorchScript archive
+  std::string signatures;  // the pickled input signatures to compile at load (package.cpp)
+  int64_t grouping_threads = 1;  // jit::CodeBundle::grouping_threads
+  std::map<std::string, std::shared_ptr<const std::string>> objects;  // key -> object code
+};
+
+inline constexpr uint32_t kPackageVersion = 1;
+
+std::string encode_package(const PackageContents& contents);
+/// Throws Error(InvalidInput) naming `path` and what is wrong with it.
+PackageContents decode_package(std::string_view bytes, const std::string& path);
+
+}  // namespace kiln

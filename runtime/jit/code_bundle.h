@@ -1,0 +1,55 @@
+// Object code carried with a compiled module instead of a cache: what a package (kiln/package.h)
+// holds. While a bundle is in use on a thread, the JIT (OrcJit::add) links a module whose key
+// the bundle has from the bundle's bytes, and adds to the bundle every module it compiles or
+// loads from the disk cache. So one replay of a module's compiles fills a bundle, and a replay
+// in another process with that bundle compiles nothing. Torch-free and LLVM-free.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace kiln::jit {
+
+class CodeBundle {
+ public:
+  /// `grouping_threads`: the thread count compiles under this bundle group their kernels into
+  /// modules for (compile_groups.h), whatever the process's; a module's key depends on which
+  /// kernels it holds, so a replay that groups otherwise would miss.
+  explicit CodeBundle(int grouping_threads) : grouping_threads_(grouping_threads) {}
+
+  int grouping_threads() const { return grouping_threads_; }
+  /// Keeps `object` under `key`, unless the bundle holds that key already.
+  void add(const std::string& key, std::string_view object);
+  void add(const std::string& key, std::shared_ptr<const std::string> object);
+  /// The object stored under `key`, or null.
+  std::shared_ptr<const std::string> find(const std::string& key) const;
+  /// Every key and its object, in key order.
+  std::map<std::string, std::shared_ptr<const std::string>> objects() const;
+  size_t size() const;
+
+ private:
+  const int grouping_threads_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const std::string>> objects_;
+};
+
+/// The bundle in use on this thread, or null.
+CodeBundle* code_bundle_in_use();
+
+/// Puts `bundle` in use on this thread for the scope's lifetime (null: none), restoring the one
+/// in use before. Threads a compile starts take over their starter's (compile_groups.cpp).
+class UseCodeBundle {
+ public:
+  explicit UseCodeBundle(CodeBundle* bundle);
+  ~UseCodeBundle();
+  UseCodeBundle(const UseCodeBundle&) = delete;
+  UseCodeBundle& operator=(const UseCodeBundle&) = delete;
+
+ private:
+  CodeBundle* previous_;
+};
+
+}  // namespace kiln::jit
