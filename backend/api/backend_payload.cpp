@@ -12,12 +12,12 @@ constexpr size_t kHeaderBytes = kMagicBytes + sizeof(uint32_t);
 
 }  // namespace
 
-std::string encode_payload(std::string_view archive) {
+std::string encode_payload(std::string_view package) {
   std::string payload(kHeaderBytes, '\0');
   std::memcpy(payload.data(), kPayloadMagic.data(), kPayloadMagic.size());
   const uint32_t version = kPayloadVersion;
   std::memcpy(payload.data() + kMagicBytes, &version, sizeof(version));
-  payload.append(archive);
+  payload.append(package);
   return payload;
 }
 

@@ -43,4 +43,9 @@ struct CompiledModule::Impl {
   c10::IValue run(std::vector<c10::IValue> inputs) const;
 };
 
+/// What kiln's own files reach inside a CompiledModule through.
+struct CompiledModuleAccess {
+  static CompiledModule::Impl& impl(const CompiledModule& compiled) { return *compiled.impl_; }
+};
+
 }  // namespace kiln

@@ -2,11 +2,16 @@
 //
 //   lowered = torch._C._jit_to_backend("kiln", scripted, {"forward": {"strict": True}})
 //
-// Preprocessing validates the options and keeps the module, saved as a TorchScript archive behind
-// kiln's payload header (backend_payload.h) in a uint8 tensor, as the payload (a module object as
-// payload loses its submodules' methods when the lowered module is saved). Loading a saved lowered
-// module (in a process where libkiln is loaded, e.g. after `import kiln`) compiles it again through
-// kiln::compile.
+//   lowered = torch._C._jit_to_backend("kiln", scripted,
+//                                      {"forward": {"example_inputs": (x,)}})  # code included
+//
+// Preprocessing validates the options, compiles the module (for the spec's example_inputs, if
+// any) and keeps it as a package (package.h: the module's TorchScript archive, the options, the
+// compiled signatures and their machine code) behind kiln's payload header (backend_payload.h) in
+// a uint8 tensor, as the payload (a module object as payload loses its submodules' methods when
+// the lowered module is saved). Loading a saved lowered module (in a process where libkiln is
+// loaded, e.g. after `import kiln`) loads the package at the first call, as kiln::load does: on
+// the same CPU and kiln build the example signatures compile without generating code.
 #include <torch/csrc/jit/backends/backend.h>
 #include <torch/csrc/jit/backends/backend_preprocess.h>
 
@@ -19,10 +24,14 @@
 #include <unordered_map>
 
 #include "backend/api/backend_payload.h"
+#include "backend/api/package.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
+
+// The compile spec's inputs to compile the lowered module for ahead of time.
+constexpr const char* kExampleInputs = "example_inputs";
 
 // One method's compile spec ({"strict": true, "mode": "default"}) as CompileOptions.
 CompileOptions options_from_spec(const std::string& method, const c10::IValue& spec) {
@@ -43,6 +52,7 @@ CompileOptions options_from_spec(const std::string& method, const c10::IValue& s
                   "kiln option names are strings, got " + entry.key().tagKind());
     }
     const std::string& key = entry.key().toStringRef();
+    if (key == kExampleInputs) continue;  // example_inputs_in_spec reads it
     const c10::IValue& value = entry.value();
     if (value.isBool()) {
       values[key] = value.toBool() ? "true" : "false";
@@ -74,14 +84,14 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
                       ", not kiln's byte tensor; lower the original module to kiln again");
     }
     const at::Tensor payload = processed.toTensor().contiguous();
-    const std::string_view archive = decode_payload(
+    const std::string_view package = decode_payload(
         {static_cast<const char*>(payload.const_data_ptr()), static_cast<size_t>(payload.numel())});
     std::lock_guard lock(mutex_);
-    archive_.assign(archive);
+    package_.assign(package);
     c10::impl::GenericDict handles(c10::StringType::get(), c10::AnyType::get());
     for (const auto& entry : method_compile_spec) {
       const std::string method = entry.key().toStringRef();
-      options_.insert_or_assign(method, options_from_spec(method, entry.value()));
+      options_from_spec(method, entry.value());  // the package holds the options themselves
       handles.insert(method, method);
     }
     return handles;
@@ -105,35 +115,44 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
     std::lock_guard lock(mutex_);
     auto found = compiled_.find(method);
     if (found == compiled_.end()) {
-      std::istringstream bytes(archive_);
-      torch::jit::Module module;
-      try {
-        module = torch::jit::load(bytes);
-      } catch (const c10::Error& e) {
-        throw Error(ErrorKind::InvalidInput,
-                    std::string("the TorchScript archive in the module's kiln backend payload "
-                                "cannot be loaded: ") +
-                        e.what_without_backtrace());
-      }
-      found = compiled_.emplace(method, kiln::compile(module, options_.at(method))).first;
+      // Compiled with the options the package holds: preprocess wrote them from this spec.
+      found =
+          compiled_.emplace(method, load_package_bytes(package_, "(kiln backend payload)")).first;
     }
     return found->second;
   }
 
   std::mutex mutex_;
-  std::string archive_;
-  std::unordered_map<std::string, CompileOptions> options_;
+  std::string package_;
   std::unordered_map<std::string, CompiledModule> compiled_;
 };
 
+// The spec's `example_inputs` (a tuple or list of forward's arguments), if it has them.
+std::optional<std::vector<c10::IValue>> example_inputs_in_spec(const c10::IValue& spec) {
+  const c10::impl::GenericDict dict = spec.toGenericDict();
+  if (!dict.contains(kExampleInputs)) return std::nullopt;
+  const c10::IValue value = dict.at(kExampleInputs);
+  if (value.isTuple()) return value.toTupleRef().elements().vec();
+  if (value.isList()) return value.toList().vec();
+  throw Error(ErrorKind::InvalidInput, std::string(kExampleInputs) +
+                                           " must be a tuple or list of forward's inputs, got " +
+                                           value.tagKind());
+}
+
+// The payload is a package (package.h): the module, its options and, when the spec gives
+// example inputs, their compiled code, so that a load on this machine generates none.
 c10::IValue preprocess(const torch::jit::Module& module,
                        const c10::Dict<c10::IValue, c10::IValue>& method_compile_spec,
                        const torch::jit::BackendDebugHandleGenerator&) {
-  for (const auto& entry : method_compile_spec)
-    options_from_spec(entry.key().toStringRef(), entry.value());  // fail now, not at load
-  std::ostringstream bytes;
-  module.save(bytes);
-  const std::string encoded = encode_payload(bytes.str());
+  std::optional<CompileOptions> options;
+  std::optional<std::vector<c10::IValue>> examples;
+  for (const auto& entry : method_compile_spec) {
+    options = options_from_spec(entry.key().toStringRef(), entry.value());  // fail now
+    examples = example_inputs_in_spec(entry.value());
+  }
+  CompiledModule compiled = kiln::compile(module, options.value_or(CompileOptions{}));
+  if (examples) compiled.forward(*examples);
+  const std::string encoded = encode_payload(package_bytes(compiled));
   at::Tensor payload = at::empty({static_cast<int64_t>(encoded.size())}, at::kByte);
   std::memcpy(payload.mutable_data_ptr(), encoded.data(), encoded.size());
   return payload;

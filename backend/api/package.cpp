@@ -125,7 +125,7 @@ c10::IValue rebuild(const c10::IValue& described) {
 // Calls `compiled` once on zeros of each signature, which compiles it; one that fails (a model
 // whose ops reject zeros) is left to compile at its first real call.
 void compile_signatures(const CompiledModule& compiled, const std::vector<c10::IValue>& signatures,
-                        const std::string& path) {
+                        const std::string& context) {
   for (size_t i = 0; i < signatures.size(); ++i) {
     try {
       std::vector<c10::IValue> inputs;
@@ -133,7 +133,7 @@ void compile_signatures(const CompiledModule& compiled, const std::vector<c10::I
         inputs.push_back(rebuild(described));
       compiled.forward(std::move(inputs));
     } catch (const std::exception& e) {
-      log(LogLevel::Warn, "package '" + path + "': input signature " + std::to_string(i) +
+      log(LogLevel::Warn, context + ": input signature " + std::to_string(i) +
                               " did not compile ahead (" + e.what() +
                               "); it compiles at its first call");
     }
@@ -184,17 +184,17 @@ std::vector<c10::IValue> unpickled(const std::string& bytes, const std::string& 
         .elements()
         .vec();
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::InvalidInput,
-                "cannot load kiln package '" + path + "': its input signatures do not read (" +
-                    e.what() + ")");
+    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
+                                             "': its input signatures do not read (" + e.what() +
+                                             ")");
   }
 }
 
 #ifdef KILN_HAVE_LLVM
 // What differs between the identity a package's code was made for and this process's.
 std::string identity_difference(const std::string& saved, const std::string& here) {
-  static const char* what[] = {"code format", "target triple", "CPU", "CPU features",
-                               "LLVM version", "kiln build"};
+  static const char* what[] = {"code format",  "target triple", "CPU",
+                               "CPU features", "LLVM version",  "kiln build"};
   std::istringstream a(saved), b(here);
   std::string differs;
   std::string line_a, line_b;
@@ -213,8 +213,8 @@ std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& 
   return describe(c10::ivalue::Tuple::create(inputs));
 }
 
-void save(const CompiledModule& compiled, const std::string& path) {
-  const CompiledModule::Impl& impl = *compiled.impl_;
+std::string package_bytes(const CompiledModule& compiled) {
+  const CompiledModule::Impl& impl = CompiledModuleAccess::impl(compiled);
   std::vector<c10::IValue> signatures;
   {
     std::lock_guard lock(impl.signatures_mutex);
@@ -233,20 +233,27 @@ void save(const CompiledModule& compiled, const std::string& path) {
   CompileOptions options = impl.options;
   options.example_inputs.clear();
   CompiledModule replay = compile(impl.original, options);
-  replay.impl_->package_code = bundle;
-  compile_signatures(replay, signatures, path);
+  CompiledModuleAccess::impl(replay).package_code = bundle;
+  compile_signatures(replay, signatures, "saving a package");
   contents.identity = jit::code_identity();
   contents.grouping_threads = bundle->grouping_threads();
   contents.objects = bundle->objects();
 #endif
-  write_file(path, encode_package(contents));
-  log(LogLevel::Info, "saved package '" + path + "': " + std::to_string(signatures.size()) +
-                          " input signatures, " + std::to_string(contents.objects.size()) +
-                          " code modules");
+  log(LogLevel::Info, "package: " + std::to_string(signatures.size()) + " input signatures, " +
+                          std::to_string(contents.objects.size()) + " code modules");
+  return encode_package(contents);
+}
+
+void save(const CompiledModule& compiled, const std::string& path) {
+  write_file(path, package_bytes(compiled));
 }
 
 CompiledModule load(const std::string& path) {
-  const PackageContents contents = decode_package(read_file(path), path);
+  return load_package_bytes(read_file(path), path);
+}
+
+CompiledModule load_package_bytes(std::string_view bytes, const std::string& path) {
+  const PackageContents contents = decode_package(bytes, path);
   torch::jit::Module module;
   try {
     std::istringstream archive(contents.module);
@@ -264,7 +271,7 @@ CompiledModule load(const std::string& path) {
       auto bundle = std::make_shared<jit::CodeBundle>(static_cast<int>(contents.grouping_threads));
       for (const auto& [key, object] : contents.objects)
         bundle->add(key, object);
-      compiled.impl_->package_code = std::move(bundle);
+      CompiledModuleAccess::impl(compiled).package_code = std::move(bundle);
     } else {
       log(LogLevel::Warn, "package '" + path + "' holds code that does not fit here (it was " +
                               "made with another " + identity_difference(contents.identity, here) +
@@ -272,7 +279,7 @@ CompiledModule load(const std::string& path) {
     }
   }
 #endif
-  compile_signatures(compiled, unpickled(contents.signatures, path), path);
+  compile_signatures(compiled, unpickled(contents.signatures, path), "package '" + path + "'");
   return compiled;
 }
 

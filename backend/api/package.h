@@ -5,7 +5,11 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "kiln/kiln.h"
+
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln {
@@ -15,5 +19,10 @@ namespace kiln {
 /// strings and tuples or lists of those as they are. Nothing for inputs it cannot describe
 /// (objects, dicts of tensors): that signature then compiles at its first call after a load.
 std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& inputs);
+
+/// The bytes kiln::save writes for `compiled`.
+std::string package_bytes(const CompiledModule& compiled);
+/// kiln::load of a package's bytes; `name` says where they came from in messages.
+CompiledModule load_package_bytes(std::string_view bytes, const std::string& name);
 
 }  // namespace kiln

@@ -16,10 +16,10 @@
 namespace kiln {
 
 struct PackageContents {
-  std::string identity;    // jit::code_identity() where the code was made (empty: no code)
-  std::string options;     // CompileOptions::to_string()
-  std::string module;      // the TorchScript archive
-  std::string signatures;  // the pickled input signatures to compile at load (package.cpp)
+  std::string identity;          // jit::code_identity() where the code was made (empty: no code)
+  std::string options;           // CompileOptions::to_string()
+  std::string module;            // the TorchScript archive
+  std::string signatures;        // the pickled input signatures to compile at load (package.cpp)
   int64_t grouping_threads = 1;  // jit::CodeBundle::grouping_threads
   std::map<std::string, std::shared_ptr<const std::string>> objects;  // key -> object code
 };

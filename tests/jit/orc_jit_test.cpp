@@ -17,6 +17,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "kiln/error.h"
+#include "runtime/jit/code_bundle.h"
 #include "runtime/jit/disk_cache.h"
 #include "runtime/jit/object_cache.h"
 #include "runtime/jit/orc_jit.h"
@@ -385,6 +386,38 @@ TEST(OrcJitTest, DumpedModulesBypassTheDiskCache) {
   EXPECT_EQ(call_answer(*dumped), 7);
   EXPECT_EQ(cache.counts().hits, before.hits);
   EXPECT_EQ(cache.counts().writes, before.writes);
+}
+
+TEST(OrcJitTest, ACodeBundleRecordsWhatIsCompiledAndSuppliesItLater) {
+  const int value = fresh_value() ^ 0x3c3c;
+  CodeBundle bundle(1);
+  const OrcJit::Counts before = OrcJit::counts();
+  {
+    UseCodeBundle use(&bundle);
+    EXPECT_EQ(call_answer(*add(answer_module(value))), value);
+  }
+  // Recorded from the compile, or from the disk cache where an earlier run stored it.
+  ASSERT_EQ(bundle.size(), 1u);
+  EXPECT_NE(bundle.find(object_key(*answer_module(value).module)), nullptr);
+
+  // The same module again under the bundle: linked from it, not compiled.
+  const OrcJit::Counts middle = OrcJit::counts();
+  EXPECT_EQ(middle.compiled + middle.loaded, before.compiled + before.loaded + 1);
+  {
+    UseCodeBundle use(&bundle);
+    EXPECT_EQ(call_answer(*add(answer_module(value))), value);
+  }
+  EXPECT_EQ(OrcJit::counts().compiled, middle.compiled);
+  EXPECT_EQ(OrcJit::counts().loaded, middle.loaded + 1);
+  EXPECT_EQ(code_bundle_in_use(), nullptr);  // the scope put back what was in use
+}
+
+TEST(OrcJitTest, ABundleEntryThatDoesNotLinkIsCompiledInstead) {
+  const int value = fresh_value() ^ 0x1234;
+  CodeBundle bundle(1);
+  bundle.add(object_key(*answer_module(value).module), "not an object file");
+  UseCodeBundle use(&bundle);
+  EXPECT_EQ(call_answer(*add(answer_module(value))), value);
 }
 
 }  // namespace

@@ -50,8 +50,7 @@ class KILN_API CompiledModule {
   explicit CompiledModule(std::shared_ptr<Impl> impl);
 
  private:
-  friend KILN_API void save(const CompiledModule& compiled, const std::string& path);
-  friend KILN_API CompiledModule load(const std::string& path);
+  friend struct CompiledModuleAccess;  // kiln's own files (backend/api/compiled_module_impl.h)
   std::shared_ptr<Impl> impl_;
 };
 

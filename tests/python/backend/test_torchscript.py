@@ -2,6 +2,7 @@
 
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -51,9 +52,13 @@ def test_script_module_bad_input_is_a_clear_error(scripted):
         compiled("not a tensor")
 
 
-def test_to_backend_runs_through_kiln_and_saves(tmp_path, scripted):
-    lowered = torch._C._jit_to_backend("kiln", scripted, {"forward": {"strict": True}})
+@pytest.mark.parametrize("ahead", [False, True], ids=["compiled_at_load", "code_in_payload"])
+def test_to_backend_runs_through_kiln_and_saves(tmp_path, scripted, ahead):
     x = torch.randn(3, 32)
+    # From Python a spec's values must share one type (torch's dict conversion): example_inputs
+    # goes alone.
+    spec = {"example_inputs": (x,)} if ahead else {"strict": True}
+    lowered = torch._C._jit_to_backend("kiln", scripted, {"forward": spec})
     kiln.reset_stats()
     assert_close(lowered(x), scripted(x))
     assert kiln.stats()["specializations"] >= 1
@@ -62,16 +67,26 @@ def test_to_backend_runs_through_kiln_and_saves(tmp_path, scripted):
     torch.save(x, tmp_path / "x.pt")
     torch.save(scripted(x), tmp_path / "expected.pt")
     code = (
-        "import sys, torch, kiln\n"
+        "import json, sys, torch, kiln\n"
         f"m = torch.jit.load({str(path)!r})\n"
         f"x = torch.load({str(tmp_path / 'x.pt')!r})\n"
         f"torch.testing.assert_close(m(x), torch.load({str(tmp_path / 'expected.pt')!r}))\n"
-        "print(kiln.stats()['specializations'])\n"
+        "print(json.dumps(kiln.stats()))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, env={**os.environ, "KILN_CACHE": "0"})
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout.split()[-1]) >= 1
+    stats = json.loads(result.stdout.splitlines()[-1])
+    assert stats["specializations"] >= 1 and stats["kernels"] >= 1, stats
+    if ahead:  # the payload carried the code: a fresh process without a disk cache compiles none
+        assert stats["modules_compiled"] == 0 and stats["modules_loaded"] >= 1, stats
+    else:
+        assert stats["modules_compiled"] >= 1, stats
+
+
+def test_to_backend_example_inputs_must_be_a_tuple(scripted):
+    with pytest.raises(Exception, match="example_inputs must be a tuple or list"):
+        torch._C._jit_to_backend("kiln", scripted, {"forward": {"example_inputs": 3}})
 
 
 def test_to_backend_rejects_unknown_options(scripted):
