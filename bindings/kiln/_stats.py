@@ -33,7 +33,9 @@ def stats() -> dict:
     frozen_weights: parameters and buffers compiled into inference graphs as constants;
     unfrozen_regions: regions that compiled again with weights as inputs because one changed;
     disk_cache_hits / disk_cache_misses: compiled modules loaded from the disk cache / compiled
-    because it had no usable entry (kiln.cache_info()).
+    because it had no usable entry (kiln.cache_info());
+    modules_compiled / modules_loaded: CPU code modules LLVM compiled / loaded instead (from the
+    disk cache or a package: kiln.load).
     """
     with _lock:
         result = dict(_python)

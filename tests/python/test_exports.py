@@ -14,7 +14,8 @@ PUBLIC = ("kiln::compile(", "kiln::unwrap(", "kiln::stats(", "kiln::reset_stats(
           "kiln::CompileOptions::",
           "kiln::CompiledModule::", "kiln::Explanation::", "kiln::Error",
           "kiln::start_profiling(", "kiln::finish_profiling(", "kiln::Profile::",
-          "kiln::cache_info(", "kiln::clear_cache(", "kiln::CacheInfo::")
+          "kiln::cache_info(", "kiln::clear_cache(", "kiln::CacheInfo::", "kiln::save(",
+          "kiln::load(")
 INTERNAL = ("kiln::FxProgram::", "kiln::SizeExpression::", "kiln::RegionRunner::",
             "kiln::fx_region(", "kiln::find_operator(", "kiln::operator_problem(",
             "kiln::is_tensor_type(", "kiln::is_optional_tensor_type(",
