@@ -167,10 +167,10 @@ const std::vector<std::string>& pipeline_pass_names() {
   return names;
 }
 
-PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
-  PipelineResult result;
-  if (options.verify) ir::check_graph(graph, "capture");
-  PassRunner passes(graph, options, result);
+namespace {
+
+void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result,
+                      PassRunner& passes) {
   passes.run("canonicalize", "", [&] { canonicalize(graph); });
   // Batch-norm folding writes the new weights as ops on constants, and layout assignment the
   // channels-last copies of frozen convolution weights; fold_constants computes them.
@@ -213,6 +213,10 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
   passes.run("eliminate_dead_code", "", [&] { eliminate_dead_code(graph); });
   passes.run("eliminate_common_subexpressions", "",
              [&] { eliminate_common_subexpressions(graph); });
+}
+
+void run_kernel_passes(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result,
+                       PassRunner& passes) {
   // Reductions first, so they can take their producers; then GEMM/conv epilogues; then the
   // remaining elementwise ops.
   if (options.fusion) {
@@ -237,6 +241,18 @@ PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options) {
       k.in_place.emplace_back(write.input, k.num_inputs() + write.output);
     }
   });
+}
+
+}  // namespace
+
+PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options, PipelinePart part,
+                            int layout_conversions) {
+  PipelineResult result;
+  result.layout_conversions = layout_conversions;
+  if (options.verify) ir::check_graph(graph, "capture");
+  PassRunner passes(graph, options, result);
+  if (part != PipelinePart::KernelPasses) run_graph_passes(graph, options, result, passes);
+  if (part != PipelinePart::GraphPasses) run_kernel_passes(graph, options, result, passes);
   return result;
 }
 

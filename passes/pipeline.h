@@ -71,6 +71,16 @@ struct PipelineResult {
 /// The names of all passes, in pipeline order.
 const std::vector<std::string>& pipeline_pass_names();
 
-PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options);
+/// Which passes run_pipeline runs: all of them, or the two halves a cached graph splits them
+/// into (backend/api/graph_cache.h). The graph passes (canonicalize to
+/// eliminate_common_subexpressions) rewrite the graph and fold its constants, and are most of a
+/// compile's pass time; the kernel passes (the fusers to plan_memory) make kernels and the memory
+/// plan, in a few milliseconds.
+enum class PipelinePart { Whole, GraphPasses, KernelPasses };
+
+/// For KernelPasses, `layout_conversions` is the one GraphPasses' result had (it is carried
+/// into the result).
+PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options,
+                            PipelinePart part = PipelinePart::Whole, int layout_conversions = 0);
 
 }  // namespace kiln

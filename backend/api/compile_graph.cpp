@@ -9,6 +9,7 @@
 #include "backend/api/code_generators.h"
 #include "backend/api/environment.h"
 #include "backend/api/explain_plan.h"
+#include "backend/api/graph_cache.h"
 #include "backend/api/precision.h"
 #include "backend/api/run_node.h"
 #include "kiln/error.h"
@@ -70,6 +71,40 @@ codegen::CodegenRequest codegen_request(c10::Device device, const std::string& d
   return request;
 }
 
+// The graph passes' result: the optimized graph and its constants taken from the graph cache
+// (graph_cache.h) where they are kept, else made by the passes and kept.
+PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::Tensor>& constants,
+                            const PipelineOptions& pipeline, CompiledRegion& compiled) {
+  const auto start = std::chrono::steady_clock::now();
+  auto log_time = [&](const char* what) {
+    if (environment().log_level < LogLevel::Debug) return;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log(LogLevel::Debug,
+        pipeline.dump_name + ": graph cache: " + what + " after " + std::to_string(ms) + " ms");
+  };
+  compiled.graph_key = graph_key(*graph, constants, pipeline);
+  log_time("key");
+  if (!compiled.graph_key.empty()) {
+    std::optional<CachedGraph> cached = load_graph(compiled.graph_key);
+    log_time(cached ? "loaded" : "missed");
+    if (cached) {
+      graph = std::move(cached->graph);
+      constants = std::move(cached->constants);
+      compiled.graph_loaded = true;
+      PipelineResult result;
+      result.layout_conversions = cached->layout_conversions;
+      return result;
+    }
+  }
+  PipelineResult result = run_pipeline(*graph, pipeline, PipelinePart::GraphPasses);
+  if (!compiled.graph_key.empty()) {
+    store_graph(compiled.graph_key, *graph, constants, result.layout_conversions);
+    log_time("stored");
+  }
+  return result;
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
@@ -123,11 +158,12 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   }
   // Kept to start over without fusion if code generation fails.
   std::unique_ptr<ir::Graph> unfused = pipeline.fusion ? graph->clone() : nullptr;
-  PipelineResult result = run_pipeline(*graph, pipeline);
+  auto compiled = std::make_shared<CompiledRegion>();
+  PipelineResult result = graph_passes(graph, all_constants, pipeline, *compiled);
+  result = run_pipeline(*graph, pipeline, PipelinePart::KernelPasses, result.layout_conversions);
   for (const std::string& why : result.unfused)
     log(LogLevel::Warn, name + ": a fusion group runs op by op: " + why);
 
-  auto compiled = std::make_shared<CompiledRegion>();
   codegen::GeneratedKernels generated;
   if (!result.kernels.empty()) {
     const std::string dump_prefix = pipeline.dump_dir.empty() ? "" : pipeline.dump_dir + "/" + name;
@@ -142,12 +178,22 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       if (options.strict) throw;
       log(LogLevel::Warn, name + ": code generation failed, running without fusion: " + e.what());
       graph = std::move(unfused);
+      all_constants = constants;  // the unfused graph's indices are the imported constants'
       pipeline.fusion = false;
       result = run_pipeline(*graph, pipeline);
     }
   }
+  const auto plan_start = std::chrono::steady_clock::now();
   compiled->plan =
       build_plan(*graph, all_constants, result.memory, device, generated.kernels, generated.code);
+  if (env.log_level >= LogLevel::Debug) {
+    auto ms = [](auto from, auto to) {
+      return std::to_string(std::chrono::duration<double, std::milli>(to - from).count());
+    };
+    log(LogLevel::Debug, name + ": code generation took " +
+                             std::to_string(compiled->codegen_seconds * 1e3) + " ms, the plan " +
+                             ms(plan_start, std::chrono::steady_clock::now()) + " ms");
+  }
   compiled->plan.layout_conversions = result.layout_conversions;
   compiled->entries = explain_graph(*graph, result.memory);
   for (const ir::Node* node : graph->nodes())

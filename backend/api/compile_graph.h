@@ -25,6 +25,10 @@ struct CompiledRegion {
   int reused_kernels = 0;      // of those, taken from code compiled for earlier plans
   int modules = 0;             // code modules made for the rest
   int modules_loaded = 0;      // of those, loaded (disk cache or a package), not compiled
+  /// The key its optimized graph is kept under (graph_cache.h; empty: not kept), and whether it
+  /// was taken from there rather than made by the graph passes.
+  std::string graph_key;
+  bool graph_loaded = false;
 };
 
 /// `constants[i]` is the tensor of `prim::Constant {index=i}`; `device` is where the inputs

@@ -237,10 +237,10 @@ std::string package_bytes(const CompiledModule& compiled) {
   compile_signatures(replay, signatures, "saving a package");
   contents.identity = jit::code_identity();
   contents.grouping_threads = bundle->grouping_threads();
-  contents.objects = bundle->objects();
+  contents.entries = bundle->entries();
 #endif
   log(LogLevel::Info, "package: " + std::to_string(signatures.size()) + " input signatures, " +
-                          std::to_string(contents.objects.size()) + " code modules");
+                          std::to_string(contents.entries.size()) + " entries");
   return encode_package(contents);
 }
 
@@ -265,12 +265,12 @@ CompiledModule load_package_bytes(std::string_view bytes, const std::string& pat
   }
   CompiledModule compiled = compile(module, CompileOptions::parse(contents.options));
 #ifdef KILN_HAVE_LLVM
-  if (!contents.objects.empty()) {
+  if (!contents.entries.empty()) {
     const std::string here = jit::code_identity();
     if (contents.identity == here) {
       auto bundle = std::make_shared<jit::CodeBundle>(static_cast<int>(contents.grouping_threads));
-      for (const auto& [key, object] : contents.objects)
-        bundle->add(key, object);
+      for (const auto& [key, entry] : contents.entries)
+        bundle->add(key, entry);
       CompiledModuleAccess::impl(compiled).package_code = std::move(bundle);
     } else {
       log(LogLevel::Warn, "package '" + path + "' holds code that does not fit here (it was " +

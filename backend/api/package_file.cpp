@@ -9,7 +9,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kMagic("KILNPKG\0", 8);
-constexpr std::string_view kObjectPrefix = "object:";
+constexpr std::string_view kEntryPrefix = "entry:";
 
 template <typename T>
 void append(std::string& out, T value) {
@@ -56,15 +56,15 @@ class Reader {
 std::string encode_package(const PackageContents& contents) {
   std::string out(kMagic);
   append(out, kPackageVersion);
-  append(out, static_cast<uint32_t>(5 + contents.objects.size()));
+  append(out, static_cast<uint32_t>(5 + contents.entries.size()));
   append_section(out, "identity", contents.identity);
   append_section(out, "options", contents.options);
   append_section(out, "module", contents.module);
   append_section(out, "signatures", contents.signatures);
   append_section(out, "grouping_threads", std::to_string(contents.grouping_threads));
-  for (const auto& [key, object] : contents.objects)
-    append_section(out, std::string(kObjectPrefix) + key, *object);
-  append(out, fnv1a(out));
+  for (const auto& [key, entry] : contents.entries)
+    append_section(out, std::string(kEntryPrefix) + key, *entry);
+  append(out, checksum(out));
   return out;
 }
 
@@ -82,7 +82,8 @@ PackageContents decode_package(std::string_view bytes, const std::string& path) 
   const std::string_view body = bytes.substr(0, bytes.size() - sizeof(uint64_t));
   uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + body.size(), sizeof stored);
-  if (stored != fnv1a(body)) header.fail("its checksum does not match: it is truncated or corrupt");
+  if (stored != checksum(body))
+    header.fail("its checksum does not match: it is truncated or corrupt");
 
   Reader reader(body, path);
   reader.take_bytes(kMagic.size() + sizeof version);
@@ -104,8 +105,8 @@ PackageContents decode_package(std::string_view bytes, const std::string& path) 
       contents.signatures = value;
     } else if (name == "grouping_threads") {
       contents.grouping_threads = std::max<int64_t>(1, std::atoll(std::string(value).c_str()));
-    } else if (name.rfind(kObjectPrefix, 0) == 0) {
-      contents.objects[name.substr(kObjectPrefix.size())] =
+    } else if (name.rfind(kEntryPrefix, 0) == 0) {
+      contents.entries[name.substr(kEntryPrefix.size())] =
           std::make_shared<const std::string>(value);
     } else {
       reader.fail("it has a section '" + name + "' this kiln does not know");

@@ -3,8 +3,8 @@
 // truncated or corrupt is refused with a message that says which, never half-read.
 //
 // Layout (little-endian): "KILNPKG\0", u32 format version, u32 section count; per section u32
-// name length, name, u64 length, bytes; then u64 FNV-1a of all that precedes it.
-// Torch-free.
+// name length, name, u64 length, bytes; then the u64 checksum (passes/base/hash.h) of all that
+// precedes it. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ struct PackageContents {
   std::string module;            // the TorchScript archive
   std::string signatures;        // the pickled input signatures to compile at load (package.cpp)
   int64_t grouping_threads = 1;  // jit::CodeBundle::grouping_threads
-  std::map<std::string, std::shared_ptr<const std::string>> objects;  // key -> object code
+  /// By disk-cache key: code modules' object files and optimized graphs (graph_cache.h).
+  std::map<std::string, std::shared_ptr<const std::string>> entries;
 };
 
 inline constexpr uint32_t kPackageVersion = 1;

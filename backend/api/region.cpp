@@ -5,6 +5,7 @@
 
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include "backend/api/environment.h"
+#include "backend/api/graph_cache.h"
 #include "backend/api/precision.h"
 #include "backend/api/stats_recorder.h"
 #include "backend/capture/import_graph.h"
@@ -86,6 +87,13 @@ std::shared_ptr<const CompiledRegion> RegionRunner::compile(
     const Tensors& inputs, const std::vector<size_t>& frozen) const {
   const auto start = std::chrono::steady_clock::now();
   ImportedGraph imported = source_.import(inputs, frozen);
+  if (environment().log_level >= LogLevel::Debug) {
+    log(LogLevel::Debug, name_ + ": import took " +
+                             std::to_string(std::chrono::duration<double, std::milli>(
+                                                std::chrono::steady_clock::now() - start)
+                                                .count()) +
+                             " ms");
+  }
   // Generated kernels record no autograd history: where a gradient must flow through the region
   // (a TorchScript module called on inputs that require grad), every op runs through ATen.
   const bool autograd = needs_autograd(inputs);
@@ -240,11 +248,12 @@ Tensors RegionRunner::run(const Tensors& inputs) const {
   try {
     return run_plan(spec->compiled->plan, inputs);
   } catch (const std::exception& e) {
-    return recover(inputs, e);
+    return recover(inputs, *spec->compiled, e);
   }
 }
 
-Tensors RegionRunner::recover(const Tensors& inputs, const std::exception& failure) const {
+Tensors RegionRunner::recover(const Tensors& inputs, const CompiledRegion& compiled,
+                              const std::exception& failure) const {
   // Regions have no side effects (a plan never writes into its inputs), so the call can run
   // again the way it would without kiln. If that fails too, the error is the caller's: it
   // propagates as the fallback raised it, with its message, and the plan stays.
@@ -258,6 +267,7 @@ Tensors RegionRunner::recover(const Tensors& inputs, const std::exception& failu
   }
   auto failed = std::make_shared<Specialization>();
   failed->failure = why;
+  forget_graph(compiled.graph_key);  // nor kept for the next process: it would fail there too
   record_fallback();
   log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_in) +
                           " for these inputs from now on; " + why);

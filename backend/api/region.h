@@ -108,7 +108,9 @@ class KILN_INTERNAL RegionRunner {
   /// too, is the caller's and propagates), then raises (strict: Unsupported where the plan met
   /// one of kiln's stated limits, else Internal) or keeps these inputs' signature on the
   /// fallback from now on.
-  Tensors recover(const Tensors& inputs, const std::exception& failure) const;
+  /// Its optimized graph is deleted from the disk cache (graph_cache.h).
+  Tensors recover(const Tensors& inputs, const CompiledRegion& compiled,
+                  const std::exception& failure) const;
 
   RegionSource source_;
   CompileOptions options_;

@@ -74,6 +74,7 @@ void record_compiled(const CompiledRegion& compiled) {
   ++s.specializations;
   s.kernels += compiled.kernels;
   s.reused_kernels += compiled.reused_kernels;
+  s.graphs_loaded += compiled.graph_loaded;
   for (const ExplainEntry& entry : compiled.entries) {
     if (entry.where == RunsIn::ExternAten) ++s.extern_steps;
   }

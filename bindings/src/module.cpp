@@ -47,6 +47,7 @@ py::dict stats_dict() {
   d["disk_cache_misses"] = s.disk_cache_misses;
   d["modules_compiled"] = s.modules_compiled;
   d["modules_loaded"] = s.modules_loaded;
+  d["graphs_loaded"] = s.graphs_loaded;
   return d;
 }
 

@@ -23,7 +23,7 @@ std::shared_ptr<const std::string> CodeBundle::find(const std::string& key) cons
   return found == objects_.end() ? nullptr : found->second;
 }
 
-std::map<std::string, std::shared_ptr<const std::string>> CodeBundle::objects() const {
+std::map<std::string, std::shared_ptr<const std::string>> CodeBundle::entries() const {
   std::lock_guard lock(mutex_);
   return objects_;
 }

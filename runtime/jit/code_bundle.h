@@ -1,8 +1,10 @@
-// Object code carried with a compiled module instead of a cache: what a package (kiln/package.h)
-// holds. While a bundle is in use on a thread, the JIT (OrcJit::add) links a module whose key
-// the bundle has from the bundle's bytes, and adds to the bundle every module it compiles or
-// loads from the disk cache. So one replay of a module's compiles fills a bundle, and a replay
-// in another process with that bundle compiles nothing. Torch-free and LLVM-free.
+// Compiled entries carried with a compiled module instead of a cache: what a package
+// (backend/api/package.h) holds. Its entries are keyed as the disk cache's are: code modules'
+// object files, and optimized graphs (backend/api/graph_cache.h). While a bundle is in use on a
+// thread, the JIT (OrcJit::add) links a module whose key the bundle has from the bundle's bytes,
+// the graph cache takes a graph from it the same way, and both add to the bundle every entry
+// they make or load from the disk cache. So one replay of a module's compiles fills a bundle,
+// and a replay in another process with that bundle compiles nothing. Torch-free and LLVM-free.
 #pragma once
 
 #include <map>
@@ -21,13 +23,13 @@ class CodeBundle {
   explicit CodeBundle(int grouping_threads) : grouping_threads_(grouping_threads) {}
 
   int grouping_threads() const { return grouping_threads_; }
-  /// Keeps `object` under `key`, unless the bundle holds that key already.
+  /// Keeps `object` (an entry's bytes) under `key`, unless the bundle holds that key already.
   void add(const std::string& key, std::string_view object);
   void add(const std::string& key, std::shared_ptr<const std::string> object);
-  /// The object stored under `key`, or null.
+  /// The entry stored under `key`, or null.
   std::shared_ptr<const std::string> find(const std::string& key) const;
-  /// Every key and its object, in key order.
-  std::map<std::string, std::shared_ptr<const std::string>> objects() const;
+  /// Every key and its entry, in key order.
+  std::map<std::string, std::shared_ptr<const std::string>> entries() const;
   size_t size() const;
 
  private:

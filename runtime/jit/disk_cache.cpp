@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,8 @@ constexpr const char* kTempPrefix = ".tmp-";
 
 // Before every entry's bytes. Entries are read only on the machine that wrote them (the key
 // holds the CPU), so the layout is the host's.
+// 64 bytes, so that a mapped entry's payload starts 64-byte aligned (graph_cache.h maps packed
+// weights straight from it).
 struct Header {
   char magic[8];
   uint32_t version;
@@ -31,7 +35,9 @@ struct Header {
   uint64_t key_hash;
   uint64_t size;
   uint64_t hash;
+  char padding[24];
 };
+static_assert(sizeof(Header) == 64);
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -155,64 +161,80 @@ std::string DiskCache::entry_path(const std::string& key) const {
   return objects_ + "/" + key + kSuffix;
 }
 
-std::optional<std::string> DiskCache::get(const std::string& key) {
-  if (!enabled() || !is_key(key)) return std::nullopt;
+std::shared_ptr<const std::string_view> DiskCache::map(const std::string& key) {
+  if (!enabled() || !is_key(key)) return nullptr;
   const std::string path = entry_path(key);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     ++misses_;
-    return std::nullopt;
+    return nullptr;
   }
-  std::string bytes;
   struct stat st {};
-  bool read_ok = ::fstat(fd, &st) == 0;
-  bool shrank = false;
-  if (read_ok) {
-    bytes.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (read_ok && done < bytes.size()) {
-      const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
-      if (got < 0 && errno == EINTR) continue;
-      read_ok = got > 0;
-      if (read_ok) done += static_cast<size_t>(got);
-      shrank = got == 0;
-    }
-  }
-  const std::string why_unread = shrank ? "it shrank while being read" : errno_text();
+  const bool sized = ::fstat(fd, &st) == 0;
+  const size_t length = sized ? static_cast<size_t>(st.st_size) : 0;
+  // Private and writable: the payload's users never write it, and if one did it would write
+  // its own copy of the page, never the entry. Populated in one go: every page is read anyway.
+  void* address = length == 0 ? MAP_FAILED
+                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  const std::string why_unmapped = errno_text();
   ::close(fd);
-  if (!read_ok) {
-    reject(path, "cannot read it: " + why_unread);
-    return std::nullopt;
+  if (address == MAP_FAILED) {
+    reject(path, length == 0 && sized ? "it is empty" : "cannot read it: " + why_unmapped);
+    return nullptr;
   }
+  const char* bytes = static_cast<const char*>(address);
+  std::shared_ptr<const std::string_view> mapped(
+      new std::string_view(bytes, length), [length](const std::string_view* view) {
+        ::munmap(const_cast<char*>(view->data()), length);
+        delete view;
+      });
   Header header{};
-  if (bytes.size() < sizeof header) {
-    reject(path, "truncated (" + std::to_string(bytes.size()) + " bytes)");
-    return std::nullopt;
+  if (length < sizeof header) {
+    reject(path, "truncated (" + std::to_string(length) + " bytes)");
+    return nullptr;
   }
-  std::memcpy(&header, bytes.data(), sizeof header);
+  std::memcpy(&header, bytes, sizeof header);
+  const std::string_view payload = mapped->substr(sizeof header);
   std::string why;
   if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0)
     why = "not a kiln cache entry";
   else if (header.version != kFormatVersion)
     why = "format version " + std::to_string(header.version) + ", not " +
           std::to_string(kFormatVersion);
-  else if (header.key_hash != fnv1a(key))
+  else if (header.key_hash != checksum(key))
     why = "written for another key";
-  else if (header.size != bytes.size() - sizeof header)
-    why = "truncated or extended (" + std::to_string(bytes.size() - sizeof header) + " bytes of " +
+  else if (header.size != payload.size())
+    why = "truncated or extended (" + std::to_string(payload.size()) + " bytes of " +
           std::to_string(header.size) + ")";
-  else if (header.hash != fnv1a(std::string_view(bytes).substr(sizeof header)))
+  else if (header.hash != checksum(payload))
     why = "its bytes do not match their hash";
   if (!why.empty()) {
     reject(path, why);
-    return std::nullopt;
+    return nullptr;
   }
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
   ++hits_;
-  return bytes.substr(sizeof header);
+  // What the caller holds is the payload's view; the mapping lives as long as it does.
+  struct Payload {
+    std::shared_ptr<const std::string_view> mapping;
+    std::string_view view;
+  };
+  auto held = std::make_shared<Payload>(Payload{std::move(mapped), payload});
+  return std::shared_ptr<const std::string_view>(held, &held->view);
+}
+
+std::optional<std::string> DiskCache::get(const std::string& key) {
+  std::shared_ptr<const std::string_view> payload = map(key);
+  if (!payload) return std::nullopt;
+  return std::string(*payload);
 }
 
 void DiskCache::put(const std::string& key, std::string_view bytes) {
+  put(key, std::vector<std::string_view>{bytes});
+}
+
+void DiskCache::put(const std::string& key, const std::vector<std::string_view>& parts) {
   if (!enabled() || !is_key(key)) return;
   static std::atomic<uint64_t> serial = 0;
   const std::string temporary =
@@ -227,11 +249,16 @@ void DiskCache::put(const std::string& key, std::string_view bytes) {
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof kMagic);
   header.version = kFormatVersion;
-  header.key_hash = fnv1a(key);
-  header.size = bytes.size();
-  header.hash = fnv1a(bytes);
-  const bool written = write_all(fd, reinterpret_cast<const char*>(&header), sizeof header) &&
-                       write_all(fd, bytes.data(), bytes.size());
+  header.key_hash = checksum(key);
+  Checksum hash;
+  for (std::string_view part : parts) {
+    hash.update(part);
+    header.size += part.size();
+  }
+  header.hash = hash.value();
+  bool written = write_all(fd, reinterpret_cast<const char*>(&header), sizeof header);
+  for (std::string_view part : parts)
+    written = written && write_all(fd, part.data(), part.size());
   const bool closed = ::close(fd) == 0;
   if (!written || !closed || ::rename(temporary.c_str(), entry_path(key).c_str()) != 0) {
     log(LogLevel::Debug, "disk cache: cannot write an entry: " + errno_text());

@@ -17,9 +17,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::jit {
 
@@ -45,7 +47,12 @@ class DiskCache {
   /// The bytes stored under `key` (lowercase hex), or nothing: no such entry, or one rejected
   /// (and deleted) because it is truncated, corrupt, of another format or another key's.
   std::optional<std::string> get(const std::string& key);
+  /// The same, read in place: the entry's file mapped into memory (64-byte aligned), checked,
+  /// and unmapped when the last copy of the pointer goes. Costs no copy of a large entry.
+  std::shared_ptr<const std::string_view> map(const std::string& key);
   void put(const std::string& key, std::string_view bytes);
+  /// Stores the concatenation of `parts` (written one after another, never joined in memory).
+  void put(const std::string& key, const std::vector<std::string_view>& parts);
   /// Deletes `key`'s entry: bytes that passed the checks but could not be used.
   void remove(const std::string& key);
 
@@ -67,7 +74,7 @@ class DiskCache {
 
   /// Bumped when the entry header or the meaning of a key changes: older entries then read as
   /// another format and are replaced.
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;
 
  private:
   std::string entry_path(const std::string& key) const;

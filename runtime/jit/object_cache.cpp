@@ -119,17 +119,21 @@ std::string code_identity(const HostTarget& host, const std::string& build) {
          "\n";
 }
 
+std::string content_hash(std::string_view bytes) {
+  const llvm::XXH128_hash_t hash = llvm::xxh3_128bits(
+      llvm::ArrayRef(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  uint8_t digest[16];
+  std::memcpy(digest, &hash.high64, 8);
+  std::memcpy(digest + 8, &hash.low64, 8);
+  return hex(digest, sizeof digest);
+}
+
 std::string object_key(const llvm::Module& module, const HostTarget& host,
                        const std::string& build) {
   std::string text = code_identity(host, build);
   llvm::raw_string_ostream out(text);
   module.print(out, nullptr);
-  const llvm::XXH128_hash_t hash = llvm::xxh3_128bits(
-      llvm::ArrayRef(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-  uint8_t bytes[16];
-  std::memcpy(bytes, &hash.high64, 8);
-  std::memcpy(bytes + 8, &hash.low64, 8);
-  return hex(bytes, sizeof bytes);
+  return content_hash(text);
 }
 
 void store_object_as(llvm::Module& module, const std::string& key) {

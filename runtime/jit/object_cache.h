@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "runtime/jit/orc_jit.h"
 
@@ -26,6 +27,10 @@ std::string object_key(const llvm::Module& module, const HostTarget& host,
 /// serve here.
 std::string code_identity();
 std::string code_identity(const HostTarget& host, const std::string& build);
+
+/// 32 lowercase hex digits of an XXH3-128 hash of `bytes` (about 10 GB/s): what keys other
+/// entries of the disk cache (a cached graph's frozen weights: backend/api/graph_cache.h).
+std::string content_hash(std::string_view bytes);
 
 /// This build of kiln's JIT: the GNU build ID of the binary its code is in (libkiln.so, or a
 /// test executable), else that file's size and modification time.

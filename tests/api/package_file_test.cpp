@@ -18,7 +18,7 @@ PackageContents sample() {
   contents.module = std::string("PK\0\3archive", 11);
   contents.signatures = "pickled";
   contents.grouping_threads = 2;
-  contents.objects["0123"] = std::make_shared<const std::string>("object code");
+  contents.entries["0123"] = std::make_shared<const std::string>("object code");
   return contents;
 }
 
@@ -35,7 +35,7 @@ std::string refusal(const std::string& bytes) {
 // The checksum recomputed, so that the damage inside gets past it.
 std::string resealed(std::string bytes) {
   bytes.resize(bytes.size() - sizeof(uint64_t));
-  const uint64_t hash = fnv1a(bytes);
+  const uint64_t hash = checksum(bytes);
   bytes.append(reinterpret_cast<const char*>(&hash), sizeof hash);
   return bytes;
 }
@@ -47,8 +47,8 @@ TEST(PackageFileTest, WhatIsWrittenReadsBack) {
   EXPECT_EQ(read.module, sample().module);
   EXPECT_EQ(read.signatures, "pickled");
   EXPECT_EQ(read.grouping_threads, 2);
-  ASSERT_EQ(read.objects.size(), 1u);
-  EXPECT_EQ(*read.objects.at("0123"), "object code");
+  ASSERT_EQ(read.entries.size(), 1u);
+  EXPECT_EQ(*read.entries.at("0123"), "object code");
 }
 
 TEST(PackageFileTest, DamagedOrForeignBytesAreRefusedSayingHow) {

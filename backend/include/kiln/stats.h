@@ -21,6 +21,8 @@ struct Stats {
   int64_t disk_cache_misses = 0;  // modules compiled because the disk cache had no good entry
   int64_t modules_compiled = 0;   // CPU code modules LLVM compiled
   int64_t modules_loaded = 0;     // CPU code modules loaded instead (disk cache or a package)
+  int64_t graphs_loaded = 0;      // specializations whose optimized graph was loaded instead of
+                                  // made by the graph passes (disk cache or a package)
 };
 
 /// A snapshot of the counters.

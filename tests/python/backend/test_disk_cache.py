@@ -25,6 +25,8 @@ with torch.no_grad():
     explained = json.loads(compiled.explain(x)) if {entry!r} == "torchscript" else None
 s = kiln.stats()
 print(json.dumps({{"hits": s["disk_cache_hits"], "misses": s["disk_cache_misses"],
+                  "compiled": s["modules_compiled"], "loaded": s["modules_loaded"],
+                  "graphs_loaded": s["graphs_loaded"],
                   "out": out.flatten().tolist(), "info": kiln.cache_info(),
                   "explained": explained and [explained["disk_cache_hits"],
                                               explained["disk_cache_misses"]]}}))
@@ -45,9 +47,12 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
         second = _run(entry, cache)
         assert second["hits"] == first["misses"] and second["misses"] == 0, (first, second)
         assert second["out"] == first["out"]  # bit for bit: the same code ran
-        if entry == "torchscript":  # explain says it too, per compiled module
-            assert first["explained"] == [0, first["misses"]], first
-            assert second["explained"] == [second["hits"], 0], second
+        # Entries are code modules and optimized graphs (the graph passes skipped).
+        assert second["compiled"] == 0 and second["loaded"] == first["compiled"] > 0
+        assert second["graphs_loaded"] > 0 and first["graphs_loaded"] == 0
+        if entry == "torchscript":  # explain says it too, per code module
+            assert first["explained"] == [0, first["compiled"]], first
+            assert second["explained"] == [second["loaded"], 0], second
         assert second["info"]["entries"] == first["info"]["entries"]
 
 

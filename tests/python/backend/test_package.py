@@ -1,5 +1,5 @@
 """Packages (kiln.save / kiln.load, docs/packages.md): a model saved in one process runs in a
-fresh one with zero code modules compiled and bit-identical results; a package from another
+fresh one with zero code modules compiled, no graph passes run and bit-identical results; a package from another
 CPU compiles with one warning; a corrupt or foreign file is refused; torch.compile'd models are
 saved through tracing."""
 
@@ -45,6 +45,7 @@ for out, x in zip(outs, inputs):
 s = kiln.stats()
 print(json.dumps({{"outs": [o.flatten().tolist() for o in outs], "at_load": compiled_at_load,
                    "compiled": s["modules_compiled"], "loaded": s["modules_loaded"],
+                   "graphs_loaded": s["graphs_loaded"],
                    "kernels": s["kernels"], "kwargs": kiln.unwrap(loaded)[1]}}))
 """
 
@@ -71,6 +72,7 @@ def test_a_fresh_process_runs_a_package_without_generating_code(saved):
     assert result["at_load"] == 2  # both saved signatures compiled by load itself
     assert result["kernels"] > 0 and result["loaded"] > 0, result
     assert result["compiled"] == 0, result  # no code generated: it all came from the package
+    assert result["graphs_loaded"] == 2, result  # nor the graph passes run, per signature
     assert result["outs"] == outs  # bit for bit: the same code ran
     assert result["kwargs"]["options"]["mode"] == "default"
 
