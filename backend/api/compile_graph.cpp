@@ -159,8 +159,15 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   // Kept to start over without fusion if code generation fails.
   std::unique_ptr<ir::Graph> unfused = pipeline.fusion ? graph->clone() : nullptr;
   auto compiled = std::make_shared<CompiledRegion>();
-  PipelineResult result = graph_passes(graph, all_constants, pipeline, *compiled);
-  result = run_pipeline(*graph, pipeline, PipelinePart::KernelPasses, result.layout_conversions);
+  PipelineResult result;
+  if (pipeline.dump_dir.empty()) {
+    const PipelineResult graph_result = graph_passes(graph, all_constants, pipeline, *compiled);
+    result =
+        run_pipeline(*graph, pipeline, PipelinePart::KernelPasses, graph_result.layout_conversions);
+  } else {
+    // Dumps show every pass: a dumped graph is never taken from the graph cache.
+    result = run_pipeline(*graph, pipeline);
+  }
   for (const std::string& why : result.unfused)
     log(LogLevel::Warn, name + ": a fusion group runs op by op: " + why);
 

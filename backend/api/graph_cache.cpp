@@ -74,16 +74,14 @@ class EntryReader {
 
 // The pipeline's switches that change what the graph passes make.
 std::string switches(const PipelineOptions& options) {
-  std::string text = "fusion=" + std::to_string(options.fusion) +
-                     " strict=" + std::to_string(options.strict) +
-                     " prepack=" + std::to_string(options.prepack_onednn) +
-                     " own_onednn=" + std::to_string(options.own_onednn) +
-                     " bf16=" + std::to_string(options.bf16) +
-                     " device=" + ir::device_name(options.device) +
-                     " fold=" + std::to_string(static_cast<bool>(options.evaluate_constant)) +
-                     " layout=" + std::to_string(static_cast<bool>(options.infer_types)) +
-                     " out=" + std::to_string(static_cast<bool>(options.can_write_into_buffer)) +
-                     " disabled=";
+  std::string text =
+      "fusion=" + std::to_string(options.fusion) + " strict=" + std::to_string(options.strict) +
+      " prepack=" + std::to_string(options.prepack_onednn) +
+      " own_onednn=" + std::to_string(options.own_onednn) +
+      " bf16=" + std::to_string(options.bf16) + " device=" + ir::device_name(options.device) +
+      " fold=" + std::to_string(static_cast<bool>(options.evaluate_constant)) +
+      " layout=" + std::to_string(static_cast<bool>(options.infer_types)) +
+      " out=" + std::to_string(static_cast<bool>(options.can_write_into_buffer)) + " disabled=";
   for (const std::string& name : options.disabled)
     text += name + ",";
   return text;
@@ -117,7 +115,8 @@ CachedGraph parse_entry(std::string_view bytes, const std::shared_ptr<const void
       t = at::empty_strided(sizes, strides, options);
     }
     if (data.size() != span_of(t).size()) throw std::runtime_error("a constant's size is wrong");
-    if (t.const_data_ptr() != data.data()) std::memcpy(t.mutable_data_ptr(), data.data(), data.size());
+    if (t.const_data_ptr() != data.data())
+      std::memcpy(t.mutable_data_ptr(), data.data(), data.size());
     cached.constants.push_back(std::move(t));
   }
   return cached;
