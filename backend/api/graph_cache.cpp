@@ -139,24 +139,14 @@ std::string graph_key(const ir::Graph& graph, const std::vector<at::Tensor>& con
 }
 
 std::optional<CachedGraph> load_graph(const std::string& key) {
-  std::shared_ptr<const std::string_view> bytes;
   jit::CodeBundle* bundle = jit::code_bundle_in_use();
-  if (bundle) {
-    if (std::shared_ptr<const std::string> entry = bundle->find(key)) {
-      struct Held {
-        std::shared_ptr<const std::string> entry;
-        std::string_view view;
-      };
-      auto held = std::make_shared<Held>(Held{entry, *entry});
-      bytes = std::shared_ptr<const std::string_view>(held, &held->view);
-    }
-  }
+  std::shared_ptr<const std::string_view> bytes = bundle ? bundle->find(key) : nullptr;
   jit::DiskCache& cache = jit::DiskCache::instance();
   if (!bytes && cache.enabled()) bytes = cache.map(key);
   if (!bytes) return std::nullopt;
   try {
     CachedGraph cached = parse_entry(*bytes, bytes);
-    if (bundle && !bundle->find(key)) bundle->add(key, *bytes);
+    if (bundle) bundle->add(key, bytes);  // the mapped entry itself, not a copy
     return cached;
   } catch (const std::exception& e) {
     // The disk cache checked its bytes, so this is another build's layout or a bug: rebuilt.

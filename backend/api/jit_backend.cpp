@@ -87,7 +87,7 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
     const std::string_view package = decode_payload(
         {static_cast<const char*>(payload.const_data_ptr()), static_cast<size_t>(payload.numel())});
     std::lock_guard lock(mutex_);
-    package_.assign(package);
+    package_ = std::make_shared<const std::string>(package);
     c10::impl::GenericDict handles(c10::StringType::get(), c10::AnyType::get());
     for (const auto& entry : method_compile_spec) {
       const std::string method = entry.key().toStringRef();
@@ -115,15 +115,18 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
     std::lock_guard lock(mutex_);
     auto found = compiled_.find(method);
     if (found == compiled_.end()) {
-      // Compiled with the options the package holds: preprocess wrote them from this spec.
-      found =
-          compiled_.emplace(method, load_package_bytes(package_, "(kiln backend payload)")).first;
+      // Compiled with the options the package holds: preprocess wrote them from this spec. Its
+      // entries are views of the payload, which they keep alive.
+      auto held = std::make_shared<std::pair<std::shared_ptr<const std::string>, std::string_view>>(
+          package_, *package_);
+      std::shared_ptr<const std::string_view> bytes(held, &held->second);
+      found = compiled_.emplace(method, load_package_bytes(bytes, "(kiln backend payload)")).first;
     }
     return found->second;
   }
 
   std::mutex mutex_;
-  std::string package_;
+  std::shared_ptr<const std::string> package_;
   std::unordered_map<std::string, CompiledModule> compiled_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <unistd.h>
@@ -140,16 +143,56 @@ void compile_signatures(const CompiledModule& compiled, const std::vector<c10::I
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(ErrorKind::InvalidInput,
-                "cannot load kiln package '" + path + "': " + std::strerror(errno));
+// The file mapped into memory (private: nothing written to it reaches the file), unmapped when
+// the last user of its bytes goes. A package's weights become tensors over it, with no copy.
+std::shared_ptr<const std::string_view> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path + "': " + why);
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return std::move(bytes).str();
+  const auto length = static_cast<size_t>(st.st_size);
+  void* address = length == 0 ? nullptr
+                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  const std::string why = std::strerror(errno);
+  ::close(fd);
+  if (address == MAP_FAILED)
+    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path + "': " + why);
+  return std::shared_ptr<const std::string_view>(
+      new std::string_view(static_cast<const char*>(address), length),
+      [length](const std::string_view* view) {
+        if (length) ::munmap(const_cast<char*>(view->data()), length);
+        delete view;
+      });
 }
+
+// Bytes in memory as a stream buffer, for torch::jit::load (which seeks), without copying them.
+class ViewBuffer : public std::streambuf {
+ public:
+  explicit ViewBuffer(std::string_view bytes) {
+    char* begin = const_cast<char*>(bytes.data());
+    setg(begin, begin, begin + bytes.size());
+  }
+
+ private:
+  std::streambuf::pos_type seekoff(std::streambuf::off_type offset, std::ios_base::seekdir dir,
+                                   std::ios_base::openmode) override {
+    const std::streambuf::off_type base = dir == std::ios_base::beg   ? 0
+                                          : dir == std::ios_base::cur ? gptr() - eback()
+                                                                      : egptr() - eback();
+    return seekpos(std::streambuf::pos_type(base + offset), std::ios_base::in);
+  }
+  std::streambuf::pos_type seekpos(std::streambuf::pos_type position,
+                                   std::ios_base::openmode) override {
+    const std::streambuf::off_type at = position;
+    if (at < 0 || at > egptr() - eback()) return std::streambuf::pos_type(-1);
+    setg(eback(), eback() + at, egptr());
+    return position;
+  }
+};
 
 // Written whole to a file of its own and renamed into place: a reader never sees half of it.
 void write_file(const std::string& path, const std::string& bytes) {
@@ -222,9 +265,10 @@ std::string package_bytes(const CompiledModule& compiled) {
   }
   PackageContents contents;
   contents.options = impl.options.to_string();
-  std::ostringstream archive;
-  impl.original.save(archive);
-  contents.module = std::move(archive).str();
+  std::ostringstream archive_stream;
+  impl.original.save(archive_stream);
+  const std::string archive = std::move(archive_stream).str();
+  contents.module = archive;
   contents.signatures = pickled(signatures);
 #ifdef KILN_HAVE_LLVM
   // The signatures compile again from the module under a bundle, as a load will compile them,
@@ -237,7 +281,9 @@ std::string package_bytes(const CompiledModule& compiled) {
   compile_signatures(replay, signatures, "saving a package");
   contents.identity = jit::code_identity();
   contents.grouping_threads = bundle->grouping_threads();
-  contents.entries = bundle->entries();
+  const std::map<std::string, jit::CodeBundle::Entry> entries = bundle->entries();
+  for (const auto& [key, entry] : entries)
+    contents.entries[key] = *entry;
 #endif
   log(LogLevel::Info, "package: " + std::to_string(signatures.size()) + " input signatures, " +
                           std::to_string(contents.entries.size()) + " entries");
@@ -249,14 +295,16 @@ void save(const CompiledModule& compiled, const std::string& path) {
 }
 
 CompiledModule load(const std::string& path) {
-  return load_package_bytes(read_file(path), path);
+  return load_package_bytes(map_file(path), path);
 }
 
-CompiledModule load_package_bytes(std::string_view bytes, const std::string& path) {
-  const PackageContents contents = decode_package(bytes, path);
+CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
+                                  const std::string& path) {
+  const PackageContents contents = decode_package(*bytes, path);
   torch::jit::Module module;
   try {
-    std::istringstream archive(contents.module);
+    ViewBuffer buffer(contents.module);
+    std::istream archive(&buffer);
     module = torch::jit::load(archive);
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
@@ -269,8 +317,13 @@ CompiledModule load_package_bytes(std::string_view bytes, const std::string& pat
     const std::string here = jit::code_identity();
     if (contents.identity == here) {
       auto bundle = std::make_shared<jit::CodeBundle>(static_cast<int>(contents.grouping_threads));
-      for (const auto& [key, entry] : contents.entries)
-        bundle->add(key, entry);
+      // The entries are views of the package's bytes, which they keep alive.
+      for (const auto& [key, entry] : contents.entries) {
+        auto held =
+            std::make_shared<std::pair<std::shared_ptr<const std::string_view>, std::string_view>>(
+                bytes, entry);
+        bundle->add(key, jit::CodeBundle::Entry(held, &held->second));
+      }
       CompiledModuleAccess::impl(compiled).package_code = std::move(bundle);
     } else {
       log(LogLevel::Warn, "package '" + path + "' holds code that does not fit here (it was " +

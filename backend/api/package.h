@@ -7,6 +7,7 @@
 
 #include "kiln/kiln.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,7 +23,9 @@ std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& 
 
 /// The bytes kiln::save writes for `compiled`.
 std::string package_bytes(const CompiledModule& compiled);
-/// kiln::load of a package's bytes; `name` says where they came from in messages.
-CompiledModule load_package_bytes(std::string_view bytes, const std::string& name);
+/// kiln::load of a package's bytes (kept alive by the pointer as long as the module's code is
+/// used); `name` says where they came from in messages.
+CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
+                                  const std::string& name);
 
 }  // namespace kiln

@@ -16,10 +16,16 @@ void append(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
+constexpr size_t kAlignment = 64;
+
 void append_section(std::string& out, std::string_view name, std::string_view bytes) {
   append(out, static_cast<uint32_t>(name.size()));
   out.append(name);
   append(out, static_cast<uint64_t>(bytes.size()));
+  const size_t start = out.size() + sizeof(uint32_t);
+  const auto padding = static_cast<uint32_t>((kAlignment - start % kAlignment) % kAlignment);
+  append(out, padding);
+  out.append(padding, '\0');
   out.append(bytes);
 }
 
@@ -63,7 +69,7 @@ std::string encode_package(const PackageContents& contents) {
   append_section(out, "signatures", contents.signatures);
   append_section(out, "grouping_threads", std::to_string(contents.grouping_threads));
   for (const auto& [key, entry] : contents.entries)
-    append_section(out, std::string(kEntryPrefix) + key, *entry);
+    append_section(out, std::string(kEntryPrefix) + key, entry);
   append(out, checksum(out));
   return out;
 }
@@ -92,7 +98,9 @@ PackageContents decode_package(std::string_view bytes, const std::string& path) 
   bool have_module = false, have_options = false;
   for (uint32_t i = 0; i < sections; ++i) {
     const std::string name(reader.take_bytes(reader.take<uint32_t>()));
-    std::string_view value = reader.take_bytes(reader.take<uint64_t>());
+    const uint64_t size = reader.take<uint64_t>();
+    reader.take_bytes(reader.take<uint32_t>());  // the padding
+    std::string_view value = reader.take_bytes(size);
     if (name == "identity") {
       contents.identity = value;
     } else if (name == "options") {
@@ -106,8 +114,7 @@ PackageContents decode_package(std::string_view bytes, const std::string& path) 
     } else if (name == "grouping_threads") {
       contents.grouping_threads = std::max<int64_t>(1, std::atoll(std::string(value).c_str()));
     } else if (name.rfind(kEntryPrefix, 0) == 0) {
-      contents.entries[name.substr(kEntryPrefix.size())] =
-          std::make_shared<const std::string>(value);
+      contents.entries[name.substr(kEntryPrefix.size())] = value;
     } else {
       reader.fail("it has a section '" + name + "' this kiln does not know");
     }

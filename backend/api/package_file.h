@@ -3,8 +3,10 @@
 // truncated or corrupt is refused with a message that says which, never half-read.
 //
 // Layout (little-endian): "KILNPKG\0", u32 format version, u32 section count; per section u32
-// name length, name, u64 length, bytes; then the u64 checksum (passes/base/hash.h) of all that
-// precedes it. Torch-free.
+// name length, name, u64 length, u32 padding, that many zero bytes, then the bytes, which start at
+// a multiple of 64 from the file's start (so a mapped package's weights are aligned); then the
+// u64 checksum (passes/base/hash.h) of all that precedes it. Decoding returns views into the
+// bytes given, which must outlive them. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +20,11 @@ namespace kiln {
 struct PackageContents {
   std::string identity;          // jit::code_identity() where the code was made (empty: no code)
   std::string options;           // CompileOptions::to_string()
-  std::string module;            // the TorchScript archive
+  std::string_view module;       // the TorchScript archive
   std::string signatures;        // the pickled input signatures to compile at load (package.cpp)
   int64_t grouping_threads = 1;  // jit::CodeBundle::grouping_threads
   /// By disk-cache key: code modules' object files and optimized graphs (graph_cache.h).
-  std::map<std::string, std::shared_ptr<const std::string>> entries;
+  std::map<std::string, std::string_view> entries;
 };
 
 inline constexpr uint32_t kPackageVersion = 1;

@@ -7,30 +7,41 @@ thread_local CodeBundle* in_use = nullptr;
 
 }  // namespace
 
-void CodeBundle::add(const std::string& key, std::string_view object) {
-  std::lock_guard lock(mutex_);
-  if (!objects_.contains(key)) objects_[key] = std::make_shared<const std::string>(object);
+void CodeBundle::add(const std::string& key, std::string_view bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (entries_.contains(key)) return;
+  }
+  // A string and the view of it, in one allocation the entry owns.
+  struct Owned {
+    std::string bytes;
+    std::string_view view;
+  };
+  auto owned = std::make_shared<Owned>();
+  owned->bytes.assign(bytes);
+  owned->view = owned->bytes;
+  add(key, Entry(owned, &owned->view));
 }
 
-void CodeBundle::add(const std::string& key, std::shared_ptr<const std::string> object) {
+void CodeBundle::add(const std::string& key, Entry entry) {
   std::lock_guard lock(mutex_);
-  objects_.try_emplace(key, std::move(object));
+  entries_.try_emplace(key, std::move(entry));
 }
 
-std::shared_ptr<const std::string> CodeBundle::find(const std::string& key) const {
+CodeBundle::Entry CodeBundle::find(const std::string& key) const {
   std::lock_guard lock(mutex_);
-  auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : found->second;
+  auto found = entries_.find(key);
+  return found == entries_.end() ? nullptr : found->second;
 }
 
-std::map<std::string, std::shared_ptr<const std::string>> CodeBundle::entries() const {
+std::map<std::string, CodeBundle::Entry> CodeBundle::entries() const {
   std::lock_guard lock(mutex_);
-  return objects_;
+  return entries_;
 }
 
 size_t CodeBundle::size() const {
   std::lock_guard lock(mutex_);
-  return objects_.size();
+  return entries_.size();
 }
 
 CodeBundle* code_bundle_in_use() {

@@ -23,19 +23,23 @@ class CodeBundle {
   explicit CodeBundle(int grouping_threads) : grouping_threads_(grouping_threads) {}
 
   int grouping_threads() const { return grouping_threads_; }
-  /// Keeps `object` (an entry's bytes) under `key`, unless the bundle holds that key already.
-  void add(const std::string& key, std::string_view object);
-  void add(const std::string& key, std::shared_ptr<const std::string> object);
+  /// An entry's bytes; the pointer owns what they live in (a string, a mapped package).
+  using Entry = std::shared_ptr<const std::string_view>;
+
+  /// Keeps a copy of `bytes` under `key`, unless the bundle holds that key already.
+  void add(const std::string& key, std::string_view bytes);
+  /// Keeps `entry` itself (no copy), unless the bundle holds that key already.
+  void add(const std::string& key, Entry entry);
   /// The entry stored under `key`, or null.
-  std::shared_ptr<const std::string> find(const std::string& key) const;
+  Entry find(const std::string& key) const;
   /// Every key and its entry, in key order.
-  std::map<std::string, std::shared_ptr<const std::string>> entries() const;
+  std::map<std::string, Entry> entries() const;
   size_t size() const;
 
  private:
   const int grouping_threads_;
   mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const std::string>> objects_;
+  std::map<std::string, Entry> entries_;
 };
 
 /// The bundle in use on this thread, or null.

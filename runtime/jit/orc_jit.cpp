@@ -339,7 +339,7 @@ std::unique_ptr<JitModule> OrcJit::add(std::unique_ptr<llvm::Module> module,
 std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::string& symbol) {
   CodeBundle* bundle = code_bundle_in_use();
   if (bundle) {
-    if (std::shared_ptr<const std::string> object = bundle->find(key)) {
+    if (CodeBundle::Entry object = bundle->find(key)) {
       std::string failure;
       if (std::unique_ptr<JitModule> linked = link(*object, symbol, failure)) return linked;
       // Its key matched, so this is a bug (or a package from a mislabelled CPU): compile it.
@@ -363,13 +363,14 @@ std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::strin
   return linked;
 }
 
-std::unique_ptr<JitModule> OrcJit::link(const std::string& object, const std::string& symbol,
+std::unique_ptr<JitModule> OrcJit::link(std::string_view object, const std::string& symbol,
                                         std::string& failure) {
   auto dylib = jit_->createJITDylib("kiln_module_" + std::to_string(next_dylib_++));
   if (!dylib) throw_backend("cannot create a JITDylib", dylib.takeError());
   std::unique_ptr<JitModule> result(new JitModule(*jit_, *dylib));
-  if (llvm::Error error =
-          jit_->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(object))) {
+  if (llvm::Error error = jit_->addObjectFile(
+          *dylib,
+          llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size())))) {
     failure = llvm::toString(std::move(error));
   } else if (!symbol.empty()) {
     std::string reported;

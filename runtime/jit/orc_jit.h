@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace llvm {
 class DataLayout;
@@ -100,7 +101,7 @@ class OrcJit {
   /// then deleted).
   std::unique_ptr<JitModule> load(const std::string& key, const std::string& symbol);
   /// `object` linked into a new dylib, or null with `failure` saying why.
-  std::unique_ptr<JitModule> link(const std::string& object, const std::string& symbol,
+  std::unique_ptr<JitModule> link(std::string_view object, const std::string& symbol,
                                   std::string& failure);
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;

@@ -15,10 +15,10 @@ PackageContents sample() {
   PackageContents contents;
   contents.identity = "kiln object 1\nx86_64\ncpu\n+avx2\nllvm 19\nbuild\n";
   contents.options = "mode=default";
-  contents.module = std::string("PK\0\3archive", 11);
+  contents.module = std::string_view("PK\0\3archive", 11);
   contents.signatures = "pickled";
   contents.grouping_threads = 2;
-  contents.entries["0123"] = std::make_shared<const std::string>("object code");
+  contents.entries["0123"] = "object code";
   return contents;
 }
 
@@ -48,7 +48,7 @@ TEST(PackageFileTest, WhatIsWrittenReadsBack) {
   EXPECT_EQ(read.signatures, "pickled");
   EXPECT_EQ(read.grouping_threads, 2);
   ASSERT_EQ(read.entries.size(), 1u);
-  EXPECT_EQ(*read.entries.at("0123"), "object code");
+  EXPECT_EQ(read.entries.at("0123"), "object code");
 }
 
 TEST(PackageFileTest, DamagedOrForeignBytesAreRefusedSayingHow) {
