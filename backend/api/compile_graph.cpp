@@ -99,7 +99,9 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
   }
   PipelineResult result = run_pipeline(*graph, pipeline, PipelinePart::GraphPasses);
   if (!compiled.graph_key.empty()) {
-    store_graph(compiled.graph_key, *graph, constants, result.layout_conversions);
+    const double pass_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    store_graph(compiled.graph_key, *graph, constants, result.layout_conversions, pass_seconds);
     log_time("stored");
   }
   return result;

@@ -158,7 +158,11 @@ std::optional<CachedGraph> load_graph(const std::string& key) {
 }
 
 void store_graph(const std::string& key, const ir::Graph& graph,
-                 const std::vector<at::Tensor>& constants, int layout_conversions) {
+                 const std::vector<at::Tensor>& constants, int layout_conversions,
+                 double pass_seconds) {
+  jit::CodeBundle* bundle = jit::code_bundle_in_use();
+  jit::DiskCache& cache = jit::DiskCache::instance();
+  if (!bundle && !cache.enabled()) return;
   // The constants the graph still reads, renumbered in order.
   std::unique_ptr<ir::Graph> kept = ir::parse_graph(ir::print_graph(graph));
   std::map<int64_t, int64_t> renumbered;
@@ -173,6 +177,16 @@ void store_graph(const std::string& key, const ir::Graph& graph,
       stored.push_back(&constants[*index]);
     }
     node->set_attr("index", at->second);
+  }
+  size_t constant_bytes = 0;
+  for (const at::Tensor* t : stored)
+    constant_bytes += span_of(*t).size();
+  constexpr double kLoadBytesPerSecond = 1e9;
+  const bool pays = pass_seconds * kLoadBytesPerSecond >= static_cast<double>(constant_bytes);
+  if (!bundle && !pays) {
+    log(LogLevel::Debug, "graph cache: not kept (" + std::to_string(constant_bytes >> 20) +
+                             " MB of constants would load slower than the passes ran)");
+    return;
   }
   std::string head;
   put(head, kEntryVersion);
@@ -209,14 +223,13 @@ void store_graph(const std::string& key, const ir::Graph& graph,
     parts.push_back(data[i]);
     written = offsets[i] + data[i].size();
   }
-  if (jit::CodeBundle* bundle = jit::code_bundle_in_use()) {
+  if (bundle) {
     std::string joined;
     for (std::string_view part : parts)
       joined += part;
     bundle->add(key, joined);
   }
-  jit::DiskCache& cache = jit::DiskCache::instance();
-  if (cache.enabled()) cache.put(key, parts);
+  if (cache.enabled() && pays) cache.put(key, parts);
 }
 
 void forget_graph(const std::string& key) {
@@ -232,7 +245,8 @@ std::string graph_key(const ir::Graph&, const std::vector<at::Tensor>&, const Pi
 std::optional<CachedGraph> load_graph(const std::string&) {
   return std::nullopt;
 }
-void store_graph(const std::string&, const ir::Graph&, const std::vector<at::Tensor>&, int) {}
+void store_graph(const std::string&, const ir::Graph&, const std::vector<at::Tensor>&, int,
+                 double) {}
 void forget_graph(const std::string&) {}
 
 #endif

@@ -39,11 +39,18 @@ std::string graph_key(const ir::Graph& graph, const std::vector<at::Tensor>& con
 /// nothing. An entry that does not read is deleted and logged.
 std::optional<CachedGraph> load_graph(const std::string& key);
 
-/// Stores `graph` (after the graph passes) and the constants it reads under `key`, in the disk
-/// cache and the bundle in use. `constants` is indexed as the graph's nodes say; only those the
-/// graph still reads are stored.
+/// Stores `graph` (after the graph passes, which took `pass_seconds`) and the constants it reads
+/// under `key`, in the bundle in use and, where it pays, in the disk cache. `constants` is
+/// indexed as the graph's nodes say; only those the graph still reads are stored.
+///
+/// Where it pays: loading an entry maps and checks all of its bytes, which costs about 1 ms per
+/// MB (and writing it more), so the disk cache keeps a graph only when its passes took longer
+/// than that: ResNet-50's (0.26 s of passes, 194 MB) yes, a BERT encoder's (tens of ms of
+/// passes for a hundred MB of linear weights) no. A package keeps every graph: it is read whole
+/// anyway.
 void store_graph(const std::string& key, const ir::Graph& graph,
-                 const std::vector<at::Tensor>& constants, int layout_conversions);
+                 const std::vector<at::Tensor>& constants, int layout_conversions,
+                 double pass_seconds);
 
 /// Deletes the disk cache's entry: its plan failed when it ran.
 void forget_graph(const std::string& key);
