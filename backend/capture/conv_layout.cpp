@@ -29,7 +29,8 @@ void restride(c10::IValue& out, at::MemoryFormat format) {
 
 void match_conv_layout(const std::string& op, const torch::jit::Stack& inputs,
                        torch::jit::Stack& outputs, c10::Device device) {
-  const bool forward = op == "aten::convolution";
+  // aten::_convolution's first nine arguments are aten::convolution's.
+  const bool forward = op == "aten::convolution" || op == "aten::_convolution";
   if (!forward && op != "aten::convolution_backward") return;
   // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
   // groups); convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,

@@ -14,7 +14,8 @@
 
 namespace kiln {
 
-/// After a meta run of `op` ("aten::convolution", "aten::convolution_backward"; others are left
+/// After a meta run of `op` ("aten::convolution", "aten::_convolution",
+/// "aten::convolution_backward"; others are left
 /// alone) on `inputs`, gives `outputs` (meta tensors) the memory format the kernel on `device`
 /// would return: the one ATen's backend selection picks for the input and weight. Where that
 /// selection fails (a device whose runtime is not loaded), the outputs are left as they are.
