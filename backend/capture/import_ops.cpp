@@ -182,8 +182,8 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
                                               " on meta tensors: " + reason(e));
     }
     sampled = !ir::find_op(op_name);
-    log(LogLevel::Debug, "import: " + op_name + " runs on zeros for its output shapes (" +
-                             reason(e) + ")");
+    log(LogLevel::Debug,
+        "import: " + op_name + " runs on zeros for its output shapes (" + reason(e) + ")");
     stack.clear();
     for (size_t i = 0; i < args.size(); ++i)
       stack.push_back(materialize(meta_of(args[i], formals.at(i))));
