@@ -26,6 +26,7 @@
 #include "backend/api/backend_payload.h"
 #include "backend/api/package.h"
 #include "kiln/kiln.h"
+#include "passes/base/strings.h"
 
 namespace kiln {
 namespace {
@@ -117,10 +118,10 @@ class KilnJitBackend : public torch::jit::PyTorchBackendInterface {
     if (found == compiled_.end()) {
       // Compiled with the options the package holds: preprocess wrote them from this spec. Its
       // entries are views of the payload, which they keep alive.
-      auto held = std::make_shared<std::pair<std::shared_ptr<const std::string>, std::string_view>>(
-          package_, *package_);
-      std::shared_ptr<const std::string_view> bytes(held, &held->second);
-      found = compiled_.emplace(method, load_package_bytes(bytes, "(kiln backend payload)")).first;
+      found = compiled_
+                  .emplace(method, load_package_bytes(shared_view(package_, *package_),
+                                                      "(kiln backend payload)"))
+                  .first;
     }
     return found->second;
   }

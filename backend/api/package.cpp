@@ -18,6 +18,7 @@
 #include "backend/api/compiled_module_impl.h"
 #include "backend/api/environment.h"
 #include "backend/api/package_file.h"
+#include "passes/base/strings.h"
 
 #ifdef KILN_HAVE_LLVM
 #include "runtime/jit/code_bundle.h"
@@ -273,17 +274,21 @@ std::string package_bytes(const CompiledModule& compiled) {
 #ifdef KILN_HAVE_LLVM
   // The signatures compile again from the module under a bundle, as a load will compile them,
   // so that the bundle's modules are the ones a load asks for (mostly from the disk cache).
-  auto bundle = std::make_shared<jit::CodeBundle>(at::get_num_threads());
-  CompileOptions options = impl.options;
-  options.example_inputs.clear();
-  CompiledModule replay = compile(impl.original, options);
-  CompiledModuleAccess::impl(replay).package_code = bundle;
-  compile_signatures(replay, signatures, "saving a package");
-  contents.identity = jit::code_identity();
-  contents.grouping_threads = bundle->grouping_threads();
-  const std::map<std::string, jit::CodeBundle::Entry> entries = bundle->entries();
-  for (const auto& [key, entry] : entries)
-    contents.entries[key] = *entry;
+  // `entries` holds the bytes contents.entries views until they are encoded.
+  std::map<std::string, jit::CodeBundle::Entry> entries;
+  if (!signatures.empty()) {
+    auto bundle = std::make_shared<jit::CodeBundle>(at::get_num_threads());
+    CompileOptions options = impl.options;
+    options.example_inputs.clear();
+    CompiledModule replay = compile(impl.original, options);
+    CompiledModuleAccess::impl(replay).package_code = bundle;
+    compile_signatures(replay, signatures, "saving a package");
+    contents.identity = jit::code_identity();
+    contents.grouping_threads = bundle->grouping_threads();
+    entries = bundle->entries();
+    for (const auto& [key, entry] : entries)
+      contents.entries[key] = *entry;
+  }
 #endif
   log(LogLevel::Info, "package: " + std::to_string(signatures.size()) + " input signatures, " +
                           std::to_string(contents.entries.size()) + " entries");
@@ -318,12 +323,8 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
     if (contents.identity == here) {
       auto bundle = std::make_shared<jit::CodeBundle>(static_cast<int>(contents.grouping_threads));
       // The entries are views of the package's bytes, which they keep alive.
-      for (const auto& [key, entry] : contents.entries) {
-        auto held =
-            std::make_shared<std::pair<std::shared_ptr<const std::string_view>, std::string_view>>(
-                bytes, entry);
-        bundle->add(key, jit::CodeBundle::Entry(held, &held->second));
-      }
+      for (const auto& [key, entry] : contents.entries)
+        bundle->add(key, shared_view(bytes, entry));
       CompiledModuleAccess::impl(compiled).package_code = std::move(bundle);
     } else {
       log(LogLevel::Warn, "package '" + path + "' holds code that does not fit here (it was " +

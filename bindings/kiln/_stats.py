@@ -35,7 +35,9 @@ def stats() -> dict:
     disk_cache_hits / disk_cache_misses: compiled modules loaded from the disk cache / compiled
     because it had no usable entry (kiln.cache_info());
     modules_compiled / modules_loaded: CPU code modules LLVM compiled / loaded instead (from the
-    disk cache or a package: kiln.load).
+    disk cache or a package: kiln.load);
+    graphs_loaded: region specializations whose optimized graph was loaded (disk cache or
+    package) instead of made by the graph passes (not dynamo's `graphs`).
     """
     with _lock:
         result = dict(_python)

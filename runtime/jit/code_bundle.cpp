@@ -1,5 +1,7 @@
 #include "runtime/jit/code_bundle.h"
 
+#include "passes/base/strings.h"
+
 namespace kiln::jit {
 namespace {
 
@@ -12,15 +14,8 @@ void CodeBundle::add(const std::string& key, std::string_view bytes) {
     std::lock_guard lock(mutex_);
     if (entries_.contains(key)) return;
   }
-  // A string and the view of it, in one allocation the entry owns.
-  struct Owned {
-    std::string bytes;
-    std::string_view view;
-  };
-  auto owned = std::make_shared<Owned>();
-  owned->bytes.assign(bytes);
-  owned->view = owned->bytes;
-  add(key, Entry(owned, &owned->view));
+  auto copy = std::make_shared<const std::string>(bytes);
+  add(key, shared_view(copy, *copy));
 }
 
 void CodeBundle::add(const std::string& key, Entry entry) {

@@ -16,6 +16,7 @@
 
 #include "passes/base/environment.h"
 #include "passes/base/hash.h"
+#include "passes/base/strings.h"
 
 namespace kiln::jit {
 namespace {
@@ -215,13 +216,7 @@ std::shared_ptr<const std::string_view> DiskCache::map(const std::string& key) {
   }
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
   ++hits_;
-  // What the caller holds is the payload's view; the mapping lives as long as it does.
-  struct Payload {
-    std::shared_ptr<const std::string_view> mapping;
-    std::string_view view;
-  };
-  auto held = std::make_shared<Payload>(Payload{std::move(mapped), payload});
-  return std::shared_ptr<const std::string_view>(held, &held->view);
+  return shared_view(std::move(mapped), payload);  // the mapping lives as long as the payload
 }
 
 std::optional<std::string> DiskCache::get(const std::string& key) {
