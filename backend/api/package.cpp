@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -32,6 +35,11 @@ namespace {
 // requires_grad); a list of tensors: ("kiln.tensor_list", (tensor, ...)).
 constexpr const char* kTensorTag = "kiln.tensor";
 constexpr const char* kTensorListTag = "kiln.tensor_list";
+// A signature: ("kiln.signature", (input, ...), grad mode, CPU autocast, CUDA autocast): the
+// global state a specialization folds is part of its signature (signature.h), so a model saved
+// after calls under torch.no_grad() compiles its no_grad specialization at load. (A bare tuple of
+// inputs, as the first packages held them, is compiled with grad mode on and no autocast.)
+constexpr const char* kSignatureTag = "kiln.signature";
 
 bool holds_tensor(const c10::IValue& value) {
   if (value.isTensor() || value.isTensorList()) return true;
@@ -126,15 +134,46 @@ c10::IValue rebuild(const c10::IValue& described) {
   return described;
 }
 
-// Calls `compiled` once on zeros of each signature, which compiles it; one that fails (a model
-// whose ops reject zeros) is left to compile at its first real call.
+// Sets the global state a signature was compiled under, and restores the caller's.
+class SignatureState {
+ public:
+  explicit SignatureState(const c10::IValue& signature)
+      : grad_(at::GradMode::is_enabled()),
+        autocast_cpu_(at::autocast::is_autocast_enabled(at::kCPU)),
+        autocast_cuda_(at::autocast::is_autocast_enabled(at::kCUDA)) {
+    if (!tagged(signature, kSignatureTag)) return;
+    const auto& fields = signature.toTupleRef().elements();
+    at::GradMode::set_enabled(fields[2].toBool());
+    at::autocast::set_autocast_enabled(at::kCPU, fields[3].toBool());
+    at::autocast::set_autocast_enabled(at::kCUDA, fields[4].toBool());
+  }
+  ~SignatureState() {
+    at::GradMode::set_enabled(grad_);
+    at::autocast::set_autocast_enabled(at::kCPU, autocast_cpu_);
+    at::autocast::set_autocast_enabled(at::kCUDA, autocast_cuda_);
+  }
+  SignatureState(const SignatureState&) = delete;
+  SignatureState& operator=(const SignatureState&) = delete;
+
+ private:
+  bool grad_, autocast_cpu_, autocast_cuda_;
+};
+
+const c10::IValue& signature_inputs(const c10::IValue& signature) {
+  return tagged(signature, kSignatureTag) ? signature.toTupleRef().elements()[1] : signature;
+}
+
+// Calls `compiled` once on zeros of each signature, under the state it was compiled under, which
+// compiles it; one that fails (a model whose ops reject zeros) is left to compile at its first
+// real call.
 void compile_signatures(const CompiledModule& compiled, const std::vector<c10::IValue>& signatures,
                         const std::string& context) {
   for (size_t i = 0; i < signatures.size(); ++i) {
     try {
       std::vector<c10::IValue> inputs;
-      for (const c10::IValue& described : signatures[i].toTupleRef().elements())
+      for (const c10::IValue& described : signature_inputs(signatures[i]).toTupleRef().elements())
         inputs.push_back(rebuild(described));
+      SignatureState state(signatures[i]);
       compiled.forward(std::move(inputs));
     } catch (const std::exception& e) {
       log(LogLevel::Warn, context + ": input signature " + std::to_string(i) +
@@ -146,6 +185,8 @@ void compile_signatures(const CompiledModule& compiled, const std::vector<c10::I
 
 // The file mapped into memory (private: nothing written to it reaches the file), unmapped when
 // the last user of its bytes goes. A package's weights become tensors over it, with no copy.
+// Pages fault in as the checksum reads them (MAP_POPULATE would copy every page of a writable
+// private mapping up front: ~0.15 s for a ResNet-50 package).
 std::shared_ptr<const std::string_view> map_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
@@ -155,9 +196,8 @@ std::shared_ptr<const std::string_view> map_file(const std::string& path) {
     throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path + "': " + why);
   }
   const auto length = static_cast<size_t>(st.st_size);
-  void* address = length == 0 ? nullptr
-                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  void* address =
+      length == 0 ? nullptr : ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   const std::string why = std::strerror(errno);
   ::close(fd);
   if (address == MAP_FAILED)
@@ -254,7 +294,11 @@ std::string identity_difference(const std::string& saved, const std::string& her
 }  // namespace
 
 std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& inputs) {
-  return describe(c10::ivalue::Tuple::create(inputs));
+  std::optional<c10::IValue> described = describe(c10::ivalue::Tuple::create(inputs));
+  if (!described) return std::nullopt;
+  return c10::ivalue::Tuple::create(
+      {kSignatureTag, std::move(*described), at::GradMode::is_enabled(),
+       at::autocast::is_autocast_enabled(at::kCPU), at::autocast::is_autocast_enabled(at::kCUDA)});
 }
 
 std::string package_bytes(const CompiledModule& compiled) {
@@ -305,7 +349,16 @@ CompiledModule load(const std::string& path) {
 
 CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
                                   const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  auto log_time = [&](const char* what) {
+    if (environment().log_level < LogLevel::Debug) return;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log(LogLevel::Debug,
+        "package '" + path + "': " + what + " after " + std::to_string(ms) + " ms");
+  };
   const PackageContents contents = decode_package(*bytes, path);
+  log_time("checked");
   torch::jit::Module module;
   try {
     ViewBuffer buffer(contents.module);
@@ -316,7 +369,9 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
                                              "': its module does not load (" +
                                              e.what_without_backtrace() + ")");
   }
+  log_time("module loaded");
   CompiledModule compiled = compile(module, CompileOptions::parse(contents.options));
+  log_time("module captured");
 #ifdef KILN_HAVE_LLVM
   if (!contents.entries.empty()) {
     const std::string here = jit::code_identity();
@@ -334,6 +389,7 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
   }
 #endif
   compile_signatures(compiled, unpickled(contents.signatures, path), "package '" + path + "'");
+  log_time("input signatures compiled");
   return compiled;
 }
 

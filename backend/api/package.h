@@ -19,6 +19,8 @@ namespace kiln {
 /// their metadata (sizes, strides, dtype, device, requires_grad; no data), None, scalars,
 /// strings and tuples or lists of those as they are. Nothing for inputs it cannot describe
 /// (objects, dicts of tensors): that signature then compiles at its first call after a load.
+/// With them, the global state a signature includes (grad mode, autocast), which a load sets
+/// while it compiles that signature.
 std::optional<c10::IValue> describe_for_package(const std::vector<c10::IValue>& inputs);
 
 /// The bytes kiln::save writes for `compiled`.

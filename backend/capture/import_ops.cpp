@@ -7,6 +7,7 @@
 
 #include "backend/capture/conv_layout.h"
 #include "backend/capture/expand_transformer_ops.h"
+#include "backend/capture/meta_memo.h"
 #include "kiln/error.h"
 #include "passes/base/environment.h"
 #include "passes/ir/op_table.h"
@@ -170,7 +171,12 @@ std::vector<ir::Value*> OpImporter::add_op(const c10::FunctionSchema& schema, co
   const torch::jit::Stack meta_inputs = stack;
   bool sampled = false;
   try {
-    if (!run_meta_substitute(op_name, stack)) run(stack);
+    run_on_meta_remembered(
+        schema,
+        [&](torch::jit::Stack& inputs) {
+          if (!run_meta_substitute(op_name, inputs)) run(inputs);
+        },
+        stack);
     match_conv_layout(op_name, meta_inputs, stack, result_.device);
     match_group_norm_layout(op_name, meta_inputs, stack, result_.device);
   } catch (const std::exception& e) {

@@ -174,10 +174,11 @@ std::shared_ptr<const std::string_view> DiskCache::map(const std::string& key) {
   const bool sized = ::fstat(fd, &st) == 0;
   const size_t length = sized ? static_cast<size_t>(st.st_size) : 0;
   // Private and writable: the payload's users never write it, and if one did it would write
-  // its own copy of the page, never the entry. Populated in one go: every page is read anyway.
+  // its own copy of the page, never the entry. Not MAP_POPULATE: populating a writable private
+  // mapping copies every page up front (~0.5 ms per MB), where faulting them in as the checksum
+  // reads them shares the page cache's (the same check costs ~0.15 ms per MB).
   void* address = length == 0 ? MAP_FAILED
-                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   const std::string why_unmapped = errno_text();
   ::close(fd);
   if (address == MAP_FAILED) {

@@ -123,3 +123,21 @@ def test_a_torch_compile_model_is_saved_by_tracing(tmp_path):
     assert loaded.num_specializations == 1
     torch.testing.assert_close(loaded(x), model(x), atol=1e-5, rtol=1e-4)
     assert kiln.unwrap(loaded)[1]["options"]["fusion"] == "true"
+
+
+def test_a_signature_compiled_under_no_grad_loads_as_one(tmp_path):
+    # Grad mode is part of a signature: saved after calls under no_grad, a package compiles the
+    # no_grad specialization at load, so the first no_grad call after it compiles nothing.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh()).eval()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.trace(model, (x,)))
+        compiled(x)
+        kiln.save(compiled, str(tmp_path / "m.kiln"))
+        loaded = kiln.load(str(tmp_path / "m.kiln"))
+        assert loaded.num_specializations == 1
+        torch.testing.assert_close(loaded(x), model(x), atol=1e-5, rtol=1e-4)
+        assert loaded.num_specializations == 1
+    loaded(x)  # grad mode on: another signature
+    assert loaded.num_specializations == 2
