@@ -25,6 +25,14 @@ std::string signature_text(const std::vector<c10::Argument>& args) {
 
 }  // namespace
 
+const torch::jit::Module& CompiledModule::Impl::original_module() const {
+  if (load_original) {
+    std::call_once(original_loaded,
+                   [this] { const_cast<torch::jit::Module&>(original) = load_original(); });
+  }
+  return original;
+}
+
 void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const {
   const auto& args = captured.arguments;
   if (inputs.size() > args.size() ||
@@ -131,6 +139,14 @@ c10::IValue CompiledModule::Impl::run(std::vector<c10::IValue> inputs) const {
   }
 }
 
+void CompiledModule::Impl::prepare(std::vector<c10::IValue> inputs) const {
+#ifdef KILN_HAVE_LLVM
+  jit::UseCodeBundle use_package(package_code.get());
+#endif
+  check_inputs(inputs);
+  if (!specialization_for(inputs)->prepare(inputs)) run(std::move(inputs));
+}
+
 CompiledModule::CompiledModule(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 c10::IValue CompiledModule::forward(std::vector<c10::IValue> inputs) const {
@@ -138,7 +154,10 @@ c10::IValue CompiledModule::forward(std::vector<c10::IValue> inputs) const {
 }
 
 const torch::jit::Module& CompiledModule::original() const {
-  return impl_->original;
+  return impl_->original_module();
+}
+const c10::FunctionSchema& CompiledModule::forward_schema() const {
+  return impl_->captured.frozen.get_method("forward").function().getSchema();
 }
 const CompileOptions& CompiledModule::options() const {
   return impl_->options;
@@ -177,7 +196,9 @@ Profile CompiledModule::profile(std::vector<c10::IValue> inputs, int calls) cons
   return finish_profiling(calls, total_ms / calls);
 }
 
-CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options) {
+namespace {
+
+void check_target(const CompileOptions& options) {
   if (options.target == Target::CUDA && !at::hasCUDA()) {
     // libtorch_cuda registers CUDA's device guard when it is loaded.
     const std::string why = c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)
@@ -188,13 +209,34 @@ CompiledModule compile(const torch::jit::Module& module, const CompileOptions& o
                 "target=cuda, but CUDA is not available in this process (" + why +
                     "); allowed here: target=auto or target=cpu");
   }
+}
+
+CompiledModule compiled_from(std::shared_ptr<CompiledModule::Impl> impl) {
+  const std::vector<c10::IValue> example_inputs = impl->options.example_inputs;
+  CompiledModule compiled(std::move(impl));
+  if (!example_inputs.empty()) compiled.forward(example_inputs);
+  return compiled;
+}
+
+}  // namespace
+
+CompiledModule compile(const torch::jit::Module& module, const CompileOptions& options) {
+  check_target(options);
   auto impl = std::make_shared<CompiledModule::Impl>();
   impl->original = module;
   impl->options = options;
   impl->captured = capture_module(module);
-  CompiledModule compiled(impl);
-  if (!options.example_inputs.empty()) compiled.forward(options.example_inputs);
-  return compiled;
+  return compiled_from(std::move(impl));
+}
+
+CompiledModule compile_owned(const torch::jit::Module& module, const CompileOptions& options,
+                             std::function<torch::jit::Module()> load_original) {
+  check_target(options);
+  auto impl = std::make_shared<CompiledModule::Impl>();
+  impl->load_original = std::move(load_original);
+  impl->options = options;
+  impl->captured = capture_module(module, /*share_weights=*/true);
+  return compiled_from(std::move(impl));
 }
 
 std::pair<torch::jit::Module, CompileOptions> unwrap(const CompiledModule& compiled) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -17,7 +18,11 @@ class CodeBundle;
 }  // namespace jit
 
 struct CompiledModule::Impl {
+  /// The module as given; read through original_module(), which loads it at first use where
+  /// `load_original` is set (a package's).
   torch::jit::Module original;
+  std::function<torch::jit::Module()> load_original;
+  mutable std::once_flag original_loaded;
   CompileOptions options;
   CapturedModule captured;
 
@@ -31,6 +36,7 @@ struct CompiledModule::Impl {
   /// compiles load it instead of generating code.
   std::shared_ptr<jit::CodeBundle> package_code;
 
+  const torch::jit::Module& original_module() const;
   /// Checks the inputs against forward's schema and fills defaults; throws kiln::Error.
   void check_inputs(std::vector<c10::IValue>& inputs) const;
   /// The specialization for these inputs (past max_specializations, or where compiling failed,
@@ -41,7 +47,15 @@ struct CompiledModule::Impl {
       int index, const std::vector<c10::IValue>& inputs) const;
   std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;
+  /// Compiles the specialization for these inputs; runs them only where the specialization
+  /// cannot compile without running (the interpreter runs glue between its regions).
+  void prepare(std::vector<c10::IValue> inputs) const;
 };
+
+/// compile() of a module nobody else holds (one just read from a package): captured without
+/// copying its weights. `load_original` gives the module as saved, for original(), at first use.
+CompiledModule compile_owned(const torch::jit::Module& module, const CompileOptions& options,
+                             std::function<torch::jit::Module()> load_original);
 
 /// What kiln's own files reach inside a CompiledModule through.
 struct CompiledModuleAccess {

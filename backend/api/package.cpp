@@ -163,9 +163,9 @@ const c10::IValue& signature_inputs(const c10::IValue& signature) {
   return tagged(signature, kSignatureTag) ? signature.toTupleRef().elements()[1] : signature;
 }
 
-// Calls `compiled` once on zeros of each signature, under the state it was compiled under, which
-// compiles it; one that fails (a model whose ops reject zeros) is left to compile at its first
-// real call.
+// Compiles each signature, under the state it was compiled under, for zeros of its inputs
+// (running them only where the interpreter runs glue between regions); one that fails (a model
+// whose ops reject zeros) is left to compile at its first real call.
 void compile_signatures(const CompiledModule& compiled, const std::vector<c10::IValue>& signatures,
                         const std::string& context) {
   for (size_t i = 0; i < signatures.size(); ++i) {
@@ -174,7 +174,7 @@ void compile_signatures(const CompiledModule& compiled, const std::vector<c10::I
       for (const c10::IValue& described : signature_inputs(signatures[i]).toTupleRef().elements())
         inputs.push_back(rebuild(described));
       SignatureState state(signatures[i]);
-      compiled.forward(std::move(inputs));
+      CompiledModuleAccess::impl(compiled).prepare(std::move(inputs));
     } catch (const std::exception& e) {
       log(LogLevel::Warn, context + ": input signature " + std::to_string(i) +
                               " did not compile ahead (" + e.what() +
@@ -311,7 +311,7 @@ std::string package_bytes(const CompiledModule& compiled) {
   PackageContents contents;
   contents.options = impl.options.to_string();
   std::ostringstream archive_stream;
-  impl.original.save(archive_stream);
+  impl.original_module().save(archive_stream);
   const std::string archive = std::move(archive_stream).str();
   contents.module = archive;
   contents.signatures = pickled(signatures);
@@ -324,7 +324,7 @@ std::string package_bytes(const CompiledModule& compiled) {
     auto bundle = std::make_shared<jit::CodeBundle>(at::get_num_threads());
     CompileOptions options = impl.options;
     options.example_inputs.clear();
-    CompiledModule replay = compile(impl.original, options);
+    CompiledModule replay = compile(impl.original_module(), options);
     CompiledModuleAccess::impl(replay).package_code = bundle;
     compile_signatures(replay, signatures, "saving a package");
     contents.identity = jit::code_identity();
@@ -359,18 +359,23 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
   };
   const PackageContents contents = decode_package(*bytes, path);
   log_time("checked");
-  torch::jit::Module module;
-  try {
-    ViewBuffer buffer(contents.module);
-    std::istream archive(&buffer);
-    module = torch::jit::load(archive);
-  } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
-                                             "': its module does not load (" +
-                                             e.what_without_backtrace() + ")");
-  }
+  // Read twice: once here for the compiled module's frozen copy, which takes its tensors, and
+  // again only if the caller asks for original() (a trainer's unwrap, attribute access).
+  auto read_module = [bytes, archive = contents.module, path] {
+    try {
+      ViewBuffer buffer(archive);
+      std::istream in(&buffer);
+      return torch::jit::load(in);
+    } catch (const c10::Error& e) {
+      throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
+                                               "': its module does not load (" +
+                                               e.what_without_backtrace() + ")");
+    }
+  };
+  const torch::jit::Module module = read_module();
   log_time("module loaded");
-  CompiledModule compiled = compile(module, CompileOptions::parse(contents.options));
+  CompiledModule compiled =
+      compile_owned(module, CompileOptions::parse(contents.options), read_module);
   log_time("module captured");
 #ifdef KILN_HAVE_LLVM
   if (!contents.entries.empty()) {

@@ -64,6 +64,8 @@ class KILN_INTERNAL RegionRunner {
   RegionRunner(RegionSource source, CompileOptions options, std::string name);
 
   Tensors run(const Tensors& inputs) const;
+  /// Compiles the specialization for these inputs, if it is not compiled yet, without running.
+  void prepare(const Tensors& inputs) const { specialize(inputs); }
   /// Adds the entries of the specialization that ran last (nothing if it never ran).
   void explain_into(Explanation& explanation) const;
   /// Number of input signatures seen (compiled or not).

@@ -106,6 +106,15 @@ std::unique_ptr<Specialization::DirectRoute> Specialization::find_direct_route()
   return route;
 }
 
+bool Specialization::prepare(const std::vector<c10::IValue>& inputs) const {
+  if (!direct_) return false;
+  std::vector<at::Tensor> tensors;
+  for (size_t arg : direct_->argument_of_input)
+    tensors.push_back(inputs[arg].toTensor());
+  direct_->runner->prepare(tensors);
+  return true;
+}
+
 c10::IValue Specialization::run(const CapturedModule& captured,
                                 std::vector<c10::IValue> inputs) const {
   if (!uncompiled_reason_.empty())

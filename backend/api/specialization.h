@@ -29,6 +29,9 @@ class Specialization {
 
   /// Runs on the caller's inputs (without self).
   c10::IValue run(const CapturedModule& captured, std::vector<c10::IValue> inputs) const;
+  /// Compiles the region for these inputs without running it, where the whole graph is one
+  /// region; false otherwise (the interpreter finds its regions' inputs by running).
+  bool prepare(const std::vector<c10::IValue>& inputs) const;
   void explain_into(Explanation& explanation) const;
   bool runs_without_interpreter() const { return direct_ != nullptr; }
 

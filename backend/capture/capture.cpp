@@ -14,13 +14,13 @@
 
 namespace kiln {
 
-CapturedModule capture_module(const torch::jit::Module& module) {
+CapturedModule capture_module(const torch::jit::Module& module, bool share_weights) {
   if (!module.find_method("forward")) {
     throw Error(ErrorKind::InvalidInput, "the module has no forward method to compile");
   }
   CapturedModule captured;
   try {
-    torch::jit::Module copy = module.clone();
+    torch::jit::Module copy = module.clone(/*inplace=*/share_weights);
     copy.eval();
     captured.frozen = torch::jit::freeze_module(copy);
   } catch (const c10::Error& e) {

@@ -19,6 +19,9 @@ struct CapturedModule {
 
 /// Clones, sets eval, freezes, inlines and cleans up. Throws kiln::Error (invalid input) for a
 /// module without a forward method, and (unsupported) when TorchScript cannot freeze it.
-CapturedModule capture_module(const torch::jit::Module& module);
+/// `share_weights`: the clone shares the module's tensors instead of copying them, for a module
+/// nobody else holds (one just read from a package); otherwise a caller who later changes the
+/// module's weights in place would change the frozen copy's too.
+CapturedModule capture_module(const torch::jit::Module& module, bool share_weights = false);
 
 }  // namespace kiln

@@ -48,6 +48,5 @@ def load(path) -> CompiledScriptModule:
     """The model a package holds, compiled already: from the package's code on the CPU and kiln
     build it was saved with (nothing is generated), else compiled here with one warning."""
     loaded = _C.load_package(os.fspath(path))
-    module = torch.jit._recursive.wrap_cpp_module(loaded.original)
     options = dict(item.split("=", 1) for item in loaded.options.split(",") if item)
-    return CompiledScriptModule._loaded(module, {"backend": "kiln", "options": options}, loaded)
+    return CompiledScriptModule._loaded({"backend": "kiln", "options": options}, loaded)

@@ -97,10 +97,10 @@ class CompiledScriptModule:
         object.__setattr__(self, "_compiled", _C.compile_script(module, values))
 
     @classmethod
-    def _loaded(cls, module, kwargs: dict, compiled) -> "CompiledScriptModule":
-        """One whose C++ module is ``compiled``, made by kiln.load."""
+    def _loaded(cls, kwargs: dict, compiled) -> "CompiledScriptModule":
+        """One whose C++ module is ``compiled``, made by kiln.load: its ``_orig_mod`` is read
+        from the package at first use (calls run without it)."""
         self = cls.__new__(cls)
-        object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_compile_kwargs", copy.deepcopy(kwargs))
         object.__setattr__(self, "_compiled", compiled)
         return self
@@ -120,6 +120,12 @@ class CompiledScriptModule:
         return self._compiled.explain(*args, **kwargs)
 
     def __getattr__(self, name: str):
+        if name in ("_compiled", "_compile_kwargs"):
+            raise AttributeError(name)
+        if name == "_orig_mod":  # kiln.load's: read from the package now
+            module = torch.jit._recursive.wrap_cpp_module(self._compiled.original)
+            object.__setattr__(self, "_orig_mod", module)
+            return module
         return getattr(self._orig_mod, name)
 
     def __setattr__(self, name: str, value) -> None:

@@ -24,9 +24,9 @@ torch::jit::Module script_module_of(const py::object& module) {
 // forward's arguments, without self, checked and converted by forward's own schema.
 std::vector<c10::IValue> inputs_for(const CompiledModule& compiled, const py::args& args,
                                     const py::kwargs& kwargs) {
-  const auto& schema = compiled.original().get_method("forward").function().getSchema();
+  // Self is dropped: any value holds its place (original() of a loaded package is not read).
   torch::jit::Stack stack =
-      torch::jit::createStackForSchema(schema, args, kwargs, compiled.original()._ivalue());
+      torch::jit::createStackForSchema(compiled.forward_schema(), args, kwargs, c10::IValue());
   stack.erase(stack.begin());
   return stack;
 }

@@ -50,9 +50,9 @@ TEST(MetaMemo, AnyDifferenceRunsAgain) {
   CountingOp leaky_relu("aten::leaky_relu", "");
   const at::Tensor x = meta({3, 19, 7});
   leaky_relu({x, 0.25});
-  leaky_relu({x, 0.125});                                   // another slope
-  leaky_relu({x.transpose(0, 2), 0.25});                   // other sizes and strides
-  leaky_relu({meta({3, 19, 7}).to(at::kDouble), 0.25});    // another dtype
+  leaky_relu({x, 0.125});                                // another slope
+  leaky_relu({x.transpose(0, 2), 0.25});                 // other sizes and strides
+  leaky_relu({meta({3, 19, 7}).to(at::kDouble), 0.25});  // another dtype
   auto strided = leaky_relu({x.as_strided({3, 19, 7}, {1, 21, 3}), 0.25});
   EXPECT_EQ(leaky_relu.runs, 5);
   EXPECT_EQ(strided[0].toTensor().strides(), at::IntArrayRef({1, 21, 3}));

@@ -34,9 +34,12 @@ class KILN_API CompiledModule {
     return forward(std::move(inputs));
   }
 
-  /// The module as given to compile (not a copy).
+  /// The module as given to compile (not a copy). For a module from a package (load), read
+  /// from the package at the first call of original(): running it needs only the frozen copy.
   const torch::jit::Module& original() const;
   const CompileOptions& options() const;
+  /// forward's schema (its first argument is the module itself), without reading original().
+  const c10::FunctionSchema& forward_schema() const;
 
   /// Where each operation runs for these inputs (compiling their specialization if needed).
   Explanation explain(std::vector<c10::IValue> inputs) const;

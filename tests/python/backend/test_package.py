@@ -141,3 +141,22 @@ def test_a_signature_compiled_under_no_grad_loads_as_one(tmp_path):
         assert loaded.num_specializations == 1
     loaded(x)  # grad mode on: another signature
     assert loaded.num_specializations == 2
+
+
+def test_a_loaded_modules_original_is_read_at_first_use_and_kept_apart(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh()).eval()
+    x = torch.randn(4, 8)
+    kiln.save(kiln.compile(torch.jit.trace(model, (x,))), str(tmp_path / "m.kiln"), example_inputs=(x,))
+    loaded = kiln.load(str(tmp_path / "m.kiln"))
+    expected = model(x).detach()
+    torch.testing.assert_close(loaded(x), expected, atol=1e-5, rtol=1e-4)
+    assert "_orig_mod" not in vars(loaded)  # calls run without it
+    original, kwargs = kiln.unwrap(loaded)
+    assert isinstance(original, torch.jit.ScriptModule) and kwargs["backend"] == "kiln"
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(original.state_dict()[name], tensor, atol=0, rtol=0)
+    with torch.no_grad():
+        dict(original.named_parameters())["0.weight"].zero_()
+    # The compiled module runs its own copy of the weights, as one from kiln.compile does.
+    torch.testing.assert_close(loaded(x), expected, atol=1e-5, rtol=1e-4)
