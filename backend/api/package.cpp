@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <sstream>
 
 #include "backend/api/compiled_module_impl.h"
@@ -357,23 +359,37 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
     log(LogLevel::Debug,
         "package '" + path + "': " + what + " after " + std::to_string(ms) + " ms");
   };
-  const PackageContents contents = decode_package(*bytes, path);
-  log_time("checked");
-  // Read twice: once here for the compiled module's frozen copy, which takes its tensors, and
-  // again only if the caller asks for original() (a trainer's unwrap, attribute access).
-  auto read_module = [bytes, archive = contents.module, path] {
-    try {
-      ViewBuffer buffer(archive);
-      std::istream in(&buffer);
-      return torch::jit::load(in);
-    } catch (const c10::Error& e) {
-      throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
-                                               "': its module does not load (" +
-                                               e.what_without_backtrace() + ")");
-    }
-  };
-  const torch::jit::Module module = read_module();
-  log_time("module loaded");
+  // The checksum runs beside the sections' decoding and the module's read (the longest step of
+  // a load); nothing read is used before it has passed, and where both fail, its error is the
+  // one raised.
+  check_package_header(*bytes, path);
+  std::future<void> checked =
+      std::async(std::launch::async, [&] { check_package_checksum(*bytes, path); });
+  PackageContents contents;
+  torch::jit::Module module;
+  // The module is read twice: here for the compiled module's frozen copy, which takes its
+  // tensors, and again only if the caller asks for original() (unwrap, attribute access).
+  std::function<torch::jit::Module()> read_module;
+  try {
+    contents = decode_package_unchecked(*bytes, path);
+    read_module = [bytes, archive = contents.module, path] {
+      try {
+        ViewBuffer buffer(archive);
+        std::istream in(&buffer);
+        return torch::jit::load(in);
+      } catch (const c10::Error& e) {
+        throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path +
+                                                 "': its module does not load (" +
+                                                 e.what_without_backtrace() + ")");
+      }
+    };
+    module = read_module();
+  } catch (...) {
+    checked.get();
+    throw;
+  }
+  checked.get();
+  log_time("checked, module loaded");
   CompiledModule compiled =
       compile_owned(module, CompileOptions::parse(contents.options), read_module);
   log_time("module captured");

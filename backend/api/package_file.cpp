@@ -59,6 +59,19 @@ class Reader {
 
 }  // namespace
 
+void check_package_header(std::string_view bytes, const std::string& path) {
+  Reader header(bytes, path);
+  if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic)
+    header.fail("it is not a kiln package (no kiln header); make one with kiln.save / kiln::save");
+  if (bytes.size() < kMagic.size() + 16) header.fail("it is truncated");
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + kMagic.size(), sizeof version);
+  if (version != kPackageVersion) {
+    header.fail("it has package format " + std::to_string(version) + ", and this kiln reads " +
+                std::to_string(kPackageVersion) + "; save it again with this kiln");
+  }
+}
+
 std::string encode_package(const PackageContents& contents) {
   std::string out(kMagic);
   append(out, kPackageVersion);
@@ -75,22 +88,24 @@ std::string encode_package(const PackageContents& contents) {
 }
 
 PackageContents decode_package(std::string_view bytes, const std::string& path) {
-  Reader header(bytes, path);
-  if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic)
-    header.fail("it is not a kiln package (no kiln header); make one with kiln.save / kiln::save");
-  if (bytes.size() < kMagic.size() + 16) header.fail("it is truncated");
-  uint32_t version = 0;
-  std::memcpy(&version, bytes.data() + kMagic.size(), sizeof version);
-  if (version != kPackageVersion) {
-    header.fail("it has package format " + std::to_string(version) + ", and this kiln reads " +
-                std::to_string(kPackageVersion) + "; save it again with this kiln");
-  }
+  check_package_header(bytes, path);
+  check_package_checksum(bytes, path);
+  return decode_package_unchecked(bytes, path);
+}
+
+void check_package_checksum(std::string_view bytes, const std::string& path) {
+  if (bytes.size() < sizeof(uint64_t)) Reader(bytes, path).fail("it is truncated");
   const std::string_view body = bytes.substr(0, bytes.size() - sizeof(uint64_t));
   uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + body.size(), sizeof stored);
   if (stored != checksum(body))
-    header.fail("its checksum does not match: it is truncated or corrupt");
+    Reader(bytes, path).fail("its checksum does not match: it is truncated or corrupt");
+}
 
+PackageContents decode_package_unchecked(std::string_view bytes, const std::string& path) {
+  check_package_header(bytes, path);
+  const uint32_t version = kPackageVersion;
+  const std::string_view body = bytes.substr(0, bytes.size() - sizeof(uint64_t));
   Reader reader(body, path);
   reader.take_bytes(kMagic.size() + sizeof version);
   const uint32_t sections = reader.take<uint32_t>();

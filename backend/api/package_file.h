@@ -32,5 +32,11 @@ inline constexpr uint32_t kPackageVersion = 1;
 std::string encode_package(const PackageContents& contents);
 /// Throws Error(InvalidInput) naming `path` and what is wrong with it.
 PackageContents decode_package(std::string_view bytes, const std::string& path);
+/// decode_package's checks but the checksum, which check_package_checksum makes: a load runs the
+/// two at once, after check_package_header (the magic bytes and the format version, whose errors
+/// come first). Nothing decoded may be trusted before the checksum is checked.
+void check_package_header(std::string_view bytes, const std::string& path);
+PackageContents decode_package_unchecked(std::string_view bytes, const std::string& path);
+void check_package_checksum(std::string_view bytes, const std::string& path);
 
 }  // namespace kiln
