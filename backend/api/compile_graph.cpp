@@ -76,18 +76,12 @@ codegen::CodegenRequest codegen_request(c10::Device device, const std::string& d
 PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::Tensor>& constants,
                             const PipelineOptions& pipeline, CompiledRegion& compiled) {
   const auto start = std::chrono::steady_clock::now();
-  auto log_time = [&](const char* what) {
-    if (environment().log_level < LogLevel::Debug) return;
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    log(LogLevel::Debug,
-        pipeline.dump_name + ": graph cache: " + what + " after " + std::to_string(ms) + " ms");
-  };
+  const DebugClock clock(pipeline.dump_name + ": graph cache");
   compiled.graph_key = graph_key(*graph, constants, pipeline);
-  log_time("key");
+  clock.step("key");
   if (!compiled.graph_key.empty()) {
     std::optional<CachedGraph> cached = load_graph(compiled.graph_key);
-    log_time(cached ? "loaded" : "missed");
+    clock.step(cached ? "loaded" : "missed");
     if (cached) {
       graph = std::move(cached->graph);
       constants = std::move(cached->constants);
@@ -102,7 +96,7 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
     const double pass_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     store_graph(compiled.graph_key, *graph, constants, result.layout_conversions, pass_seconds);
-    log_time("stored");
+    clock.step("stored");
   }
   return result;
 }

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -351,14 +350,7 @@ CompiledModule load(const std::string& path) {
 
 CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
                                   const std::string& path) {
-  const auto start = std::chrono::steady_clock::now();
-  auto log_time = [&](const char* what) {
-    if (environment().log_level < LogLevel::Debug) return;
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    log(LogLevel::Debug,
-        "package '" + path + "': " + what + " after " + std::to_string(ms) + " ms");
-  };
+  const DebugClock clock("package '" + path + "'");
   // The checksum runs beside the sections' decoding and the module's read (the longest step of
   // a load); nothing read is used before it has passed, and where both fail, its error is the
   // one raised.
@@ -389,10 +381,10 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
     throw;
   }
   checked.get();
-  log_time("checked, module loaded");
+  clock.step("checked, module loaded");
   CompiledModule compiled =
       compile_owned(module, CompileOptions::parse(contents.options), read_module);
-  log_time("module captured");
+  clock.step("module captured");
 #ifdef KILN_HAVE_LLVM
   if (!contents.entries.empty()) {
     const std::string here = jit::code_identity();
@@ -410,7 +402,7 @@ CompiledModule load_package_bytes(std::shared_ptr<const std::string_view> bytes,
   }
 #endif
   compile_signatures(compiled, unpickled(contents.signatures, path), "package '" + path + "'");
-  log_time("input signatures compiled");
+  clock.step("input signatures compiled");
   return compiled;
 }
 

@@ -121,4 +121,14 @@ void log(LogLevel level, const std::string& message) {
   std::cerr << "kiln: " << names[static_cast<int>(level)] << ": " << message << "\n";
 }
 
+DebugClock::DebugClock(std::string prefix)
+    : prefix_(std::move(prefix)), start_(std::chrono::steady_clock::now()) {}
+
+void DebugClock::step(const std::string& what) const {
+  if (environment().log_level < LogLevel::Debug) return;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  log(LogLevel::Debug, prefix_ + ": " + what + " after " + std::to_string(ms) + " ms");
+}
+
 }  // namespace kiln

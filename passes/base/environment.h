@@ -18,6 +18,7 @@
 // (backend/api/environment.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -46,5 +47,17 @@ const Environment& environment();
 
 /// Writes "kiln: <level>: message" to stderr when `level` is enabled by KILN_LOG.
 void log(LogLevel level, const std::string& message);
+
+/// The steps of one compile or load, timed with KILN_LOG=debug: step("x") logs
+/// "<prefix>: x after N ms" (since the clock was made).
+class DebugClock {
+ public:
+  explicit DebugClock(std::string prefix);
+  void step(const std::string& what) const;
+
+ private:
+  std::string prefix_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace kiln
