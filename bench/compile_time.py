@@ -25,7 +25,7 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BACKENDS = ["kiln", "kiln_ts", "kiln_package", "inductor", "openvino"]
+BACKENDS = ["kiln", "kiln_ts", "kiln_ts_file", "kiln_package", "inductor", "openvino"]
 
 
 def _bert4():
@@ -52,6 +52,7 @@ CASES = {"resnet50_b1": _resnet50, "bert4_s128": _bert4}
 
 
 _to_save = []  # a kiln_package cold run's compiled model
+_parts = {}  # parts of a first call measured on the way (kiln_ts: the trace)
 
 
 def _first_call(backend: str, model, inputs, cache: str):
@@ -64,7 +65,13 @@ def _first_call(backend: str, model, inputs, cache: str):
     elif backend == "kiln_ts":
         import kiln
 
-        kiln.compile(torch.jit.trace(model, inputs))(*inputs)
+        traced = torch.jit.trace(model, inputs)
+        _parts["trace_s"] = time.perf_counter() - start
+        kiln.compile(traced)(*inputs)
+    elif backend == "kiln_ts_file":  # a TorchScript file, as a C++ deployment has one
+        import kiln
+
+        kiln.compile(torch.jit.load(os.path.join(cache, "model.pt")))(*inputs)
     elif backend == "kiln_package":
         import kiln
 
@@ -88,6 +95,21 @@ def _first_call(backend: str, model, inputs, cache: str):
     return time.perf_counter() - start
 
 
+def first_call_parts(stats: dict) -> dict:
+    """Where a torch.compile first call went: dynamo's tracing and guards, AOTAutograd (less
+    kiln's compilers, which it calls), kiln's Python compilers (partitioning, FX graph
+    preparation), kiln's C++ compile (at the first run: import, passes, code, plan)."""
+    from torch._dynamo.utils import compilation_time_metrics as metrics
+
+    def total(name):
+        return sum(metrics.get(name, ()))
+
+    return {"dynamo_trace_s": total("bytecode_tracing"), "guards_s": total("build_guards"),
+            "aot_autograd_s": total("create_aot_dispatcher_function")
+            - stats["python_compile_seconds"],
+            "kiln_python_s": stats["python_compile_seconds"]}
+
+
 def child(case: str, backend: str, cache: str) -> None:
     import torch
 
@@ -99,13 +121,19 @@ def child(case: str, backend: str, cache: str) -> None:
 
     package = os.path.join(cache, "model.kiln")
     warm_package = backend == "kiln_package" and os.path.exists(package)
+    if backend == "kiln_ts_file" and not os.path.exists(os.path.join(cache, "model.pt")):
+        os.makedirs(cache, exist_ok=True)
+        with torch.no_grad():  # untimed: the file is what this row starts from
+            torch.jit.trace(model, inputs).save(os.path.join(cache, "model.pt"))
     with torch.no_grad():
         seconds = _first_call(backend, model, inputs, cache)
-    result = {"first_call_s": seconds}
+    result = {"first_call_s": seconds, **_parts}
     if backend.startswith("kiln"):
         stats = kiln.stats()
         result.update(kiln_compile_s=stats["compile_seconds"], hits=stats["disk_cache_hits"],
                       misses=stats["disk_cache_misses"])
+    if backend == "kiln":
+        result.update(first_call_parts(kiln.stats()))
     if _to_save:
         os.makedirs(cache, exist_ok=True)
         kiln.save(_to_save[0], package)
@@ -167,6 +195,26 @@ def page(data: dict) -> str:
                     "-" if value is None else f"{value:.2f} s")
             lines.append(f"| {case} | {backend} | {cell('cold')} | {cell('warm')} | "
                          f"{cell('cold', 'kiln_compile_s')} | {cell('warm', 'kiln_compile_s')} |")
+    lines.append("")
+    lines += ["Where a torch.compile first call with kiln goes (dynamo's own timers; AOTAutograd",
+              "without kiln's compilers, which it calls; kiln's Python compilers; kiln's C++",
+              "compile; the rest: the run, dynamo's bookkeeping). kiln_ts: the trace",
+              "(`torch.jit.trace`, which checks its trace by tracing again) is most of it;",
+              "kiln_ts_file starts from a saved TorchScript file instead.", "",
+              "| model | run | first call | dynamo tracing | guards | AOTAutograd | kiln Python |"
+              " kiln C++ | rest |", "|---|---|---|---|---|---|---|---|---|"]
+    for case, backends in data["results"].items():
+        for run, r in backends.get("kiln", {}).items():
+            if "dynamo_trace_s" not in r:
+                continue
+            parts = [r["dynamo_trace_s"], r["guards_s"], r["aot_autograd_s"], r["kiln_python_s"],
+                     r["kiln_compile_s"]]
+            cells = " | ".join(f"{p:.2f} s" for p in parts + [r["first_call_s"] - sum(parts)])
+            lines.append(f"| {case} | {run} | {r['first_call_s']:.2f} s | {cells} |")
+        for run, r in backends.get("kiln_ts", {}).items():
+            if "trace_s" in r:
+                lines.append(f"- {case}, kiln_ts {run}: the trace {r['trace_s']:.2f} s of "
+                             f"{r['first_call_s']:.2f} s")
     lines.append("")
     for case, backends in data["results"].items():
         warm = backends.get("kiln_package", {}).get("warm", {})

@@ -10,6 +10,7 @@ run from kiln's own autograd Function where AOTAutograd's runtime has nothing to
 from __future__ import annotations
 
 import itertools
+import time
 import warnings
 
 import torch
@@ -39,6 +40,13 @@ def _weight_inputs(kind: str) -> frozenset[int]:
 
 def _fx_compiler(options: dict[str, str], kind: str):
     def compile_fx(gm: torch.fx.GraphModule, example_inputs):
+        start = time.perf_counter()
+        try:
+            return compile_timed(gm, example_inputs)
+        finally:
+            _stats.add("python_compile_seconds", time.perf_counter() - start)
+
+    def compile_timed(gm: torch.fx.GraphModule, example_inputs):
         name = f"graph{next(_graph_ids)}-{kind}"
         if kind != "inference" and options.get("precision") == "bf16":
             raise KilnError(

@@ -8,10 +8,10 @@ from . import _C
 
 _lock = threading.Lock()
 _python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0,
-           "kiln_autograd_graphs": 0}
+           "kiln_autograd_graphs": 0, "python_compile_seconds": 0.0}
 
 
-def add(key: str, amount: int = 1) -> None:
+def add(key: str, amount: float = 1) -> None:
     with _lock:
         _python[key] += amount
 
@@ -25,6 +25,9 @@ def stats() -> dict:
     cuda_graphs: graphs captured as CUDA graphs (mode="reduce-overhead" on CUDA);
     kiln_autograd_graphs: training graphs whose forward and backward run from kiln's own
     autograd Function rather than AOTAutograd's runtime wrappers;
+    python_compile_seconds: time kiln's torch.compile backend spent in Python on the graphs
+    AOTAutograd handed it (partitioning, preparing FX regions; not dynamo's or AOTAutograd's
+    own time, nor the C++ compile counted in compile_seconds);
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; reused_kernels: distinct kernels among those that came
     from code compiled for an earlier specialization (the kernel cache), not compiled again;
@@ -32,8 +35,8 @@ def stats() -> dict:
     fallbacks: specializations that run without kiln; compile_seconds: time spent compiling;
     frozen_weights: parameters and buffers compiled into inference graphs as constants;
     unfrozen_regions: regions that compiled again with weights as inputs because one changed;
-    disk_cache_hits / disk_cache_misses: compiled modules loaded from the disk cache / compiled
-    because it had no usable entry (kiln.cache_info());
+    disk_cache_hits / disk_cache_misses: disk-cache lookups (code modules and optimized graphs)
+    that found a usable entry / did not (kiln.cache_info());
     modules_compiled / modules_loaded: CPU code modules LLVM compiled / loaded instead (from the
     disk cache or a package: kiln.load);
     graphs_loaded: region specializations whose optimized graph was loaded (disk cache or

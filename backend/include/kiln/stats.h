@@ -17,8 +17,8 @@ struct Stats {
   double compile_seconds = 0;     // time spent compiling them
   int64_t frozen_weights = 0;     // weights compiled in as constants (torch.compile, inference)
   int64_t unfrozen_regions = 0;   // regions that compiled again because a frozen weight changed
-  int64_t disk_cache_hits = 0;    // compiled modules loaded from the disk cache
-  int64_t disk_cache_misses = 0;  // modules compiled because the disk cache had no good entry
+  int64_t disk_cache_hits = 0;    // disk-cache lookups (code modules, graphs) with a good entry
+  int64_t disk_cache_misses = 0;  // and without one
   int64_t modules_compiled = 0;   // CPU code modules LLVM compiled
   int64_t modules_loaded = 0;     // CPU code modules loaded instead (disk cache or a package)
   int64_t graphs_loaded = 0;      // specializations whose optimized graph was loaded instead of

@@ -208,6 +208,9 @@ def test_ops_kiln_cannot_compile_run_eagerly_between_regions():
     assert_close(compile_kiln(f)(x), f(x))
     assert kiln.stats()["regions"] >= 2
     assert kiln.stats()["eager_ops"] >= 1
+    assert kiln.stats()["python_compile_seconds"] > 0  # partitioning is timed
+    kiln.reset_stats()
+    assert kiln.stats()["python_compile_seconds"] == 0
 
 
 def test_a_backward_graph_that_makes_index_tensors_compiles():
