@@ -203,6 +203,7 @@ def page(data: dict) -> str:
               "kiln_ts_file starts from a saved TorchScript file instead.", "",
               "| model | run | first call | dynamo tracing | guards | AOTAutograd | kiln Python |"
               " kiln C++ | rest |", "|---|---|---|---|---|---|---|---|---|"]
+    traces = []
     for case, backends in data["results"].items():
         for run, r in backends.get("kiln", {}).items():
             if "dynamo_trace_s" not in r:
@@ -213,9 +214,9 @@ def page(data: dict) -> str:
             lines.append(f"| {case} | {run} | {r['first_call_s']:.2f} s | {cells} |")
         for run, r in backends.get("kiln_ts", {}).items():
             if "trace_s" in r:
-                lines.append(f"- {case}, kiln_ts {run}: the trace {r['trace_s']:.2f} s of "
-                             f"{r['first_call_s']:.2f} s")
-    lines.append("")
+                traces.append(f"- {case}, kiln_ts {run}: the trace {r['trace_s']:.2f} s of "
+                              f"{r['first_call_s']:.2f} s")
+    lines += [""] + traces + [""]
     for case, backends in data["results"].items():
         warm = backends.get("kiln_package", {}).get("warm", {})
         if "read_s" in warm:
