@@ -98,6 +98,9 @@ def test_bad_files_are_refused_with_what_is_wrong(saved, tmp_path):
         "not_a_package": (b"PK\x03\x04" + b"\0" * 64, "not a kiln package"),
         "truncated": (data[: len(data) // 2], "truncated or corrupt"),
         "flipped": (data[:100] + bytes([data[100] ^ 1]) + data[101:], "checksum"),
+        # In the module's archive, read while the checksum runs beside it, and in the entries.
+        **{f"flipped_at_{at}": (data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1:], "checksum")
+           for at in (data.index(b"PK\x03\x04") + 200, len(data) // 2, len(data) - 20)},
         "other_version": (data[:8] + b"\x63\0\0\0" + data[12:], "package format 99"),
     }
     for name, (content, message) in cases.items():
