@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from . import _C, _sizes, _stats
 from ._rebase_sizes import rebase_sizes
 from ._errors import KilnError
+from ._fuse import fuse_partitions
 
 # dtypes kiln's graph IR holds.
 _DTYPES = {
@@ -540,7 +541,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
         gm.graph.eliminate_dead_code()  # size carriers no region took
         gm.recompile()
         return gm
-    gm = partitioner.fuse_partitions(partitions, prefix=_REGION_PREFIX)
+    gm = fuse_partitions(gm, partitions, _REGION_PREFIX)
     # By name: fusing the partitions copies the graph's nodes.
     by_name = {n.name: n for n in gm.graph.nodes}
     size_inputs = {symbol: by_name[n.name] for symbol, n in support.size_inputs.items()}
