@@ -27,8 +27,7 @@ std::string signature_text(const std::vector<c10::Argument>& args) {
 
 const torch::jit::Module& CompiledModule::Impl::original_module() const {
   if (load_original) {
-    std::call_once(original_loaded,
-                   [this] { const_cast<torch::jit::Module&>(original) = load_original(); });
+    std::call_once(original_loaded, [this] { original = load_original(); });
   }
   return original;
 }

@@ -20,7 +20,7 @@ class CodeBundle;
 struct CompiledModule::Impl {
   /// The module as given; read through original_module(), which loads it at first use where
   /// `load_original` is set (a package's).
-  torch::jit::Module original;
+  mutable torch::jit::Module original;
   std::function<torch::jit::Module()> load_original;
   mutable std::once_flag original_loaded;
   CompileOptions options;
