@@ -164,7 +164,7 @@ void store_graph(const std::string& key, const ir::Graph& graph,
   jit::DiskCache& cache = jit::DiskCache::instance();
   if (!bundle && !cache.enabled()) return;
   // The constants the graph still reads, renumbered in order.
-  std::unique_ptr<ir::Graph> kept = ir::parse_graph(ir::print_graph(graph));
+  std::unique_ptr<ir::Graph> kept = graph.clone();
   std::map<int64_t, int64_t> renumbered;
   std::vector<const at::Tensor*> stored;
   for (ir::Node* node : kept->nodes()) {
@@ -181,8 +181,8 @@ void store_graph(const std::string& key, const ir::Graph& graph,
   size_t constant_bytes = 0;
   for (const at::Tensor* t : stored)
     constant_bytes += span_of(*t).size();
-  constexpr double kLoadBytesPerSecond = 1e9;
-  const bool pays = pass_seconds * kLoadBytesPerSecond >= static_cast<double>(constant_bytes);
+  constexpr double kKeptBytesPerPassSecond = 1e9;
+  const bool pays = pass_seconds * kKeptBytesPerPassSecond >= static_cast<double>(constant_bytes);
   if (!bundle && !pays) {
     log(LogLevel::Debug, "graph cache: not kept (" + std::to_string(constant_bytes >> 20) +
                              " MB of constants would load slower than the passes ran)");

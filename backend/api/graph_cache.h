@@ -43,11 +43,11 @@ std::optional<CachedGraph> load_graph(const std::string& key);
 /// under `key`, in the bundle in use and, where it pays, in the disk cache. `constants` is
 /// indexed as the graph's nodes say; only those the graph still reads are stored.
 ///
-/// Where it pays: loading an entry maps and checks all of its bytes, which costs about 1 ms per
-/// MB (and writing it more), so the disk cache keeps a graph only when its passes took longer
-/// than that: ResNet-50's (0.26 s of passes, 194 MB) yes, a BERT encoder's (tens of ms of
-/// passes for a hundred MB of linear weights) no. A package keeps every graph: it is read whole
-/// anyway.
+/// Where it pays: a warm compile checks every byte of the entry (~0.15 ms per MB) and the cold
+/// one writes them (~4 ms per MB where the page cache takes 250 MB/s), so the disk cache keeps a
+/// graph only when its passes took at least 1 ms per MB of it: ResNet-50's (0.26 s of passes,
+/// 194 MB) yes, a BERT encoder's (tens of ms of passes for a hundred MB of linear weights) no.
+/// A package keeps every graph: it is read whole anyway.
 void store_graph(const std::string& key, const ir::Graph& graph,
                  const std::vector<at::Tensor>& constants, int layout_conversions,
                  double pass_seconds);

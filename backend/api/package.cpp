@@ -5,7 +5,6 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -22,6 +21,7 @@
 #include "backend/api/compiled_module_impl.h"
 #include "backend/api/environment.h"
 #include "backend/api/package_file.h"
+#include "passes/base/mapped_file.h"
 #include "passes/base/strings.h"
 
 #ifdef KILN_HAVE_LLVM
@@ -184,31 +184,17 @@ void compile_signatures(const CompiledModule& compiled, const std::vector<c10::I
   }
 }
 
-// The file mapped into memory (private: nothing written to it reaches the file), unmapped when
-// the last user of its bytes goes. A package's weights become tensors over it, with no copy.
-// Pages fault in as the checksum reads them (MAP_POPULATE would copy every page of a writable
-// private mapping up front: ~0.15 s for a ResNet-50 package).
+// The package mapped into memory (mapped_file.h): its weights become tensors over it.
 std::shared_ptr<const std::string_view> map_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path + "': " + why);
-  }
-  const auto length = static_cast<size_t>(st.st_size);
-  void* address =
-      length == 0 ? nullptr : ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  std::shared_ptr<const std::string_view> mapped;
+  if (fd >= 0 && ::fstat(fd, &st) == 0) mapped = map_private(fd, static_cast<size_t>(st.st_size));
   const std::string why = std::strerror(errno);
-  ::close(fd);
-  if (address == MAP_FAILED)
+  if (fd >= 0) ::close(fd);
+  if (!mapped)
     throw Error(ErrorKind::InvalidInput, "cannot load kiln package '" + path + "': " + why);
-  return std::shared_ptr<const std::string_view>(
-      new std::string_view(static_cast<const char*>(address), length),
-      [length](const std::string_view* view) {
-        if (length) ::munmap(const_cast<char*>(view->data()), length);
-        delete view;
-      });
+  return mapped;
 }
 
 // Bytes in memory as a stream buffer, for torch::jit::load (which seeks), without copying them.

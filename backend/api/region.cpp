@@ -86,14 +86,9 @@ RegionRunner::RegionRunner(RegionSource source, CompileOptions options, std::str
 std::shared_ptr<const CompiledRegion> RegionRunner::compile(
     const Tensors& inputs, const std::vector<size_t>& frozen) const {
   const auto start = std::chrono::steady_clock::now();
+  const DebugClock clock(name_);
   ImportedGraph imported = source_.import(inputs, frozen);
-  if (environment().log_level >= LogLevel::Debug) {
-    log(LogLevel::Debug, name_ + ": import took " +
-                             std::to_string(std::chrono::duration<double, std::milli>(
-                                                std::chrono::steady_clock::now() - start)
-                                                .count()) +
-                             " ms");
-  }
+  clock.step("imported");
   // Generated kernels record no autograd history: where a gradient must flow through the region
   // (a TorchScript module called on inputs that require grad), every op runs through ATen.
   const bool autograd = needs_autograd(inputs);

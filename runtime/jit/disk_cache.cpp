@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 
 #include "passes/base/environment.h"
 #include "passes/base/hash.h"
+#include "passes/base/mapped_file.h"
 #include "passes/base/strings.h"
 
 namespace kiln::jit {
@@ -173,24 +173,15 @@ std::shared_ptr<const std::string_view> DiskCache::map(const std::string& key) {
   struct stat st {};
   const bool sized = ::fstat(fd, &st) == 0;
   const size_t length = sized ? static_cast<size_t>(st.st_size) : 0;
-  // Private and writable: the payload's users never write it, and if one did it would write
-  // its own copy of the page, never the entry. Not MAP_POPULATE: populating a writable private
-  // mapping copies every page up front (~0.5 ms per MB), where faulting them in as the checksum
-  // reads them shares the page cache's (the same check costs ~0.15 ms per MB).
-  void* address = length == 0 ? MAP_FAILED
-                              : ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  // The payload's users never write it (and one that did would write its own copy of a page).
+  std::shared_ptr<const std::string_view> mapped = length == 0 ? nullptr : map_private(fd, length);
   const std::string why_unmapped = errno_text();
   ::close(fd);
-  if (address == MAP_FAILED) {
+  if (!mapped) {
     reject(path, length == 0 && sized ? "it is empty" : "cannot read it: " + why_unmapped);
     return nullptr;
   }
-  const char* bytes = static_cast<const char*>(address);
-  std::shared_ptr<const std::string_view> mapped(
-      new std::string_view(bytes, length), [length](const std::string_view* view) {
-        ::munmap(const_cast<char*>(view->data()), length);
-        delete view;
-      });
+  const char* bytes = mapped->data();
   Header header{};
   if (length < sizeof header) {
     reject(path, "truncated (" + std::to_string(length) + " bytes)");

@@ -348,7 +348,8 @@ std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::strin
   }
   DiskCache& cache = DiskCache::instance();
   if (!cache.enabled()) return nullptr;
-  std::optional<std::string> object = cache.get(key);
+  // Mapped, not read: the JIT copies the object once, and a bundle keeps the mapping itself.
+  CodeBundle::Entry object = cache.map(key);
   if (!object) return nullptr;
   std::string failure;
   std::unique_ptr<JitModule> linked = link(*object, symbol, failure);
@@ -359,7 +360,7 @@ std::unique_ptr<JitModule> OrcJit::load(const std::string& key, const std::strin
     cache.remove(key);
     return nullptr;
   }
-  if (bundle) bundle->add(key, *object);
+  if (bundle) bundle->add(key, std::move(object));
   return linked;
 }
 
