@@ -32,13 +32,13 @@ python: build
 models: build
 	@$(VENV_PY) scripts/make_test_models.py $(BUILD)/models
 
-# Tests never touch the user's disk cache of compiled code: each run starts one of its own, which
-# its test processes share (as a user's processes do).
+# Tests never touch the user's disk caches of compiled code (kiln's, and Inductor's for the peers):
+# each run starts its own, which its test processes share (as a user's processes do).
 TEST_CACHE = $(abspath $(BUILD))/test-cache
 
 test: build python models
 	@rm -rf $(TEST_CACHE)
-	@cd $(BUILD) && KILN_CACHE_DIR=$(TEST_CACHE) ctest --output-on-failure -j $(JOBS) --timeout 600
+	@cd $(BUILD) && KILN_CACHE_DIR=$(TEST_CACHE) TORCHINDUCTOR_CACHE_DIR=$(TEST_CACHE)/torch ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The bench times what users get: glibc's allocator as it comes (no MALLOC_* variables), so
 # large outputs cost whatever page faults they cost each backend (docs/benchmarking.md). The

@@ -1,5 +1,7 @@
 #include "kiln/cache.h"
 
+#include "backend/api/introspection.h"
+
 #include <cstdio>
 
 #ifdef KILN_HAVE_LLVM
@@ -38,6 +40,24 @@ void clear_cache() {
 #ifdef KILN_HAVE_LLVM
   jit::DiskCache::instance().clear();
 #endif
+}
+
+std::optional<std::string> load_cache_entry(const std::string& key) {
+#ifdef KILN_HAVE_LLVM
+  jit::DiskCache& cache = jit::DiskCache::instance();
+  if (cache.enabled()) return cache.get(key);
+#endif
+  (void)key;
+  return std::nullopt;
+}
+
+void store_cache_entry(const std::string& key, std::string_view bytes) {
+#ifdef KILN_HAVE_LLVM
+  jit::DiskCache& cache = jit::DiskCache::instance();
+  if (cache.enabled()) cache.put(key, bytes);
+#endif
+  (void)key;
+  (void)bytes;
 }
 
 }  // namespace kiln

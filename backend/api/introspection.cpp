@@ -4,6 +4,7 @@
 #include "passes/kernel/lower_ops.h"
 #include "passes/pipeline.h"
 #include "runtime/cuda/nvrtc.h"
+#include "runtime/jit/object_cache.h"
 
 namespace kiln {
 
@@ -18,6 +19,10 @@ std::vector<std::string> native_ops() {
 CudaStatus cuda_status() {
   return {cuda::nvrtc_library_path(), cuda::nvrtc_version(),
           codegen::cuda::cuda_codegen_unavailable_reason()};
+}
+
+std::string build_id() {
+  return jit::build_id();
 }
 
 }  // namespace kiln

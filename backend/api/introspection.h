@@ -2,7 +2,9 @@
 // operators kiln generates kernels for, and whether it can generate CUDA kernels here.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "passes/base/export.h"
@@ -21,5 +23,15 @@ struct CudaStatus {
   std::string unavailable_reason;  // why kiln cannot generate CUDA kernels ("" when it can)
 };
 KILN_INTERNAL CudaStatus cuda_status();
+
+/// This build of kiln's library (its GNU build ID): what Python keys its own disk-cache entries
+/// by (kiln/_aot_cache.py), as the disk cache keys code by it.
+KILN_INTERNAL std::string build_id();
+
+/// The disk cache's entry under `key` (32 lowercase hex digits) for kiln's Python side, checked
+/// as every entry is; nothing when there is none, it was bad, or the cache is off.
+KILN_INTERNAL std::optional<std::string> load_cache_entry(const std::string& key);
+/// Stores `bytes` under `key` (atomically; nothing when the cache is off).
+KILN_INTERNAL void store_cache_entry(const std::string& key, std::string_view bytes);
 
 }  // namespace kiln

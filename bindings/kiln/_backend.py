@@ -17,7 +17,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from . import _cuda_graphs, _decompositions, _direct, _fx, _options, _stats, _training
+from . import (_aot_cache, _cuda_graphs, _decompositions, _direct, _fx, _options, _stats,
+               _training)
 from ._errors import KilnError
 
 _graph_ids = itertools.count()
@@ -38,15 +39,18 @@ def _weight_inputs(kind: str) -> frozenset[int]:
     return static - mutated
 
 
-def _fx_compiler(options: dict[str, str], kind: str):
-    def compile_fx(gm: torch.fx.GraphModule, example_inputs):
+def fx_compiler(options: dict[str, str], kind: str):
+    """kiln's compiler for one kind of graph ("forward", "backward", "inference"): takes the
+    graph, its example inputs and optionally the positions of the weights to freeze (else
+    AOTAutograd's static inputs: _weight_inputs); returns a boxed callable."""
+    def compile_fx(gm: torch.fx.GraphModule, example_inputs, weights=None):
         start = time.perf_counter()
         try:
-            return compile_timed(gm, example_inputs)
+            return compile_timed(gm, example_inputs, weights)
         finally:
             _stats.add("python_compile_seconds", time.perf_counter() - start)
 
-    def compile_timed(gm: torch.fx.GraphModule, example_inputs):
+    def compile_timed(gm: torch.fx.GraphModule, example_inputs, weights):
         name = f"graph{next(_graph_ids)}-{kind}"
         if kind != "inference" and options.get("precision") == "bf16":
             raise KilnError(
@@ -59,7 +63,10 @@ def _fx_compiler(options: dict[str, str], kind: str):
                   and _cuda_graphs.can_replay(gm, example_inputs))
         # A replayed CUDA graph runs no host code, so nothing could check that a frozen weight
         # is unchanged: its weights stay inputs (copied into the graph's buffers every call).
-        weights = frozenset() if replay else _weight_inputs(kind)
+        if replay:
+            weights = frozenset()
+        elif weights is None:
+            weights = _weight_inputs(kind)
         try:
             compiled = _fx.compile_graph(gm, options, name, weights)
         except Exception as error:  # any failure: this graph runs eagerly, once warned
@@ -103,13 +110,21 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     inference = not torch.is_grad_enabled()  # dynamo guards on grad mode
     if inference:
         _decompositions.keep_interpolate_whole(gm)
-    compilers = dict(
-        fw_compiler=_fx_compiler(values, "forward"),
-        bw_compiler=_fx_compiler(values, "backward"),
-        inference_compiler=_fx_compiler(values, "inference"),
-        decompositions=_decompositions.decomposition_table(
-            _decompositions.runs_on_cpu(example_inputs, values.get("target")), inference),
-    )
+    kinds = {"fw_compiler": "forward", "bw_compiler": "backward",
+             "inference_compiler": "inference"}
+    compilers = {arg: fx_compiler(values, kind) for arg, kind in kinds.items()}
+    key = _aot_cache.graph_key(gm, example_inputs, values) if inference else None
+    if key is not None:
+        # A warm start compiles the graph AOTAutograd made of this one before (kiln/_aot_cache.py).
+        loaded = _aot_cache.load(key, compilers["inference_compiler"], example_inputs)
+        if loaded is not None:
+            return loaded
+        compilers["inference_compiler"] = _aot_cache.recording(
+            compilers["inference_compiler"], key, len(example_inputs),
+            lambda: _weight_inputs("inference"))
+    decompositions = _decompositions.decomposition_table(
+        _decompositions.runs_on_cpu(example_inputs, values.get("target")), inference)
     if not inference and _training.runtime_choice() == "kiln":
-        return _training.compile_training(gm, example_inputs, **compilers)
-    return aot_autograd(**compilers)(gm, example_inputs)
+        return _training.compile_training(gm, example_inputs, **compilers,
+                                          decompositions=decompositions)
+    return aot_autograd(**compilers, decompositions=decompositions)(gm, example_inputs)

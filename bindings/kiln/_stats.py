@@ -8,7 +8,7 @@ from . import _C
 
 _lock = threading.Lock()
 _python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0,
-           "kiln_autograd_graphs": 0, "python_compile_seconds": 0.0}
+           "kiln_autograd_graphs": 0, "python_compile_seconds": 0.0, "aot_graphs_loaded": 0}
 
 
 def add(key: str, amount: float = 1) -> None:
@@ -28,6 +28,8 @@ def stats() -> dict:
     python_compile_seconds: time kiln's torch.compile backend spent in Python on the graphs
     AOTAutograd handed it (partitioning, preparing FX regions; not dynamo's or AOTAutograd's
     own time, nor the C++ compile counted in compile_seconds);
+    aot_graphs_loaded: inference graphs compiled from the disk cache's copy of what AOTAutograd
+    made of them in an earlier process (AOTAutograd not called: kiln/_aot_cache.py);
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; reused_kernels: distinct kernels among those that came
     from code compiled for an earlier specialization (the kernel cache), not compiled again;

@@ -117,6 +117,27 @@ PYBIND11_MODULE(_C, m) {
   m.def("native_bf16", &native_bf16,
         "Whether precision=bf16 multiplies in bf16 on this CPU (AVX512-BF16 or AMX; "
         "KILN_NATIVE_BF16 overrides).");
+  m.def("build_id", &build_id, "This build of kiln's library (its GNU build ID).");
+  m.def(
+      "load_cache_entry",
+      [](const std::string& key) -> py::object {
+        std::optional<std::string> bytes;
+        {
+          py::gil_scoped_release unlocked;
+          bytes = load_cache_entry(key);
+        }
+        if (!bytes) return py::none();
+        return py::bytes(*bytes);
+      },
+      "The disk cache's entry under `key` (32 lowercase hex digits), or None.");
+  m.def(
+      "store_cache_entry",
+      [](const std::string& key, py::bytes bytes) {
+        std::string_view view(bytes);
+        py::gil_scoped_release unlocked;
+        store_cache_entry(key, view);
+      },
+      "Stores bytes in the disk cache under `key` (32 lowercase hex digits).");
   m.def("native_ops", &native_ops,
         "The operators kiln generates kernels for (\"aten::add.Tensor\", ...).");
 

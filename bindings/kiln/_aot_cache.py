@@ -1,0 +1,183 @@
+"""A warm start without AOTAutograd's trace, for inference graphs AOTAutograd only passes through.
+
+AOTAutograd traces every dynamo graph again in every process (ResNet-50: ~0.75 s of a warm first
+call, more than kiln's own compile). For an inference graph (grad mode off, autocast off, static
+shapes) whose AOTAutograd metadata shows nothing to do at run time (no input mutated, every output
+a fresh tensor, no subclass, no effect token, no rng state, no input deduplicated), AOTAutograd's
+runtime just calls the compiled graph with the dynamo graph's inputs. kiln then keeps, in its disk
+cache, the core-ATen graph AOTAutograd handed it (torch.fx's GraphPickler: nodes and their
+fake-tensor values), keyed by the dynamo graph's code and inputs; a later process compiles that
+graph with kiln's own compiler (whose C++ part loads from the same disk cache) and never calls
+AOTAutograd.
+
+No weight is in the entry: an inference region freezes the weights it receives at its first
+call, so two checkpoints of one architecture share the entry and each runs with its own.
+
+AOTAutograd's own cache (bundled mode, with a backend's OutputCode) is not used: its key hashes
+torch's sources and registers Inductor's code generators, ~1 s in a process that has not loaded
+Inductor, more than the trace it saves (docs/disk-cache.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import pickle
+from typing import Any, Callable
+
+import torch
+from torch._functorch._aot_autograd.schemas import OutputType, SubclassCreationMeta
+from torch.fx._graph_pickler import GraphPickler, Options
+from torch.fx._lazy_graph_module import _LazyGraphModule
+
+from . import _C, _stats
+
+log = logging.getLogger(__name__)
+
+_FORMAT = 1  # of an entry's contents; in the key, so a change misses instead of misreading
+# What kiln reads from a node's metadata: its value (a fake tensor, or a list of them).
+_PICKLE_OPTIONS = Options(node_metadata_key_filter=lambda key: key in ("val",))
+
+# (gm, example_inputs, weights) -> a boxed callable: kiln/_backend.py's compiler for inference.
+Compile = Callable[[torch.fx.GraphModule, Any, frozenset], Callable[[list], Any]]
+
+
+def enabled() -> bool:
+    """kiln's disk cache is on (KILN_CACHE=0 turns this off with it)."""
+    return bool(_C.cache_info()["enabled"])
+
+
+@functools.cache
+def _kiln_identity() -> str:
+    """This build of kiln's library and Python package (its sources decompose and partition the
+    graph), and torch's version (AOTAutograd traced the graph)."""
+    digest = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as source:
+                digest.update(name.encode() + b"\0" + source.read() + b"\0")
+    return f"{_C.build_id()} {digest.hexdigest()} torch {torch.__version__} " \
+           f"{torch.version.git_version}"
+
+
+def _cacheable_node(node: torch.fx.Node) -> bool:
+    """Whether the graph's code names everything the node does: torch's ops and public
+    functions, builtins, tensor methods (AOTAutograd's own rule for its cache); attributes and
+    submodules are values outside the code."""
+    if node.op in ("get_attr", "call_module"):
+        return False
+    if node.op not in ("call_function", "call_method"):
+        return True
+    from torch._functorch._aot_autograd.autograd_cache import check_node_safe
+    try:
+        check_node_safe(node)
+    except Exception:  # BypassAOTAutogradCache: a function the code only names
+        return False
+    return True
+
+
+def _describe_input(node: torch.fx.Node, value: Any) -> str | None:
+    """What AOTAutograd's trace of a graph input depends on, or None where kiln does not cache
+    it (a symbolic size, a tensor subclass, a number)."""
+    if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+        return None
+    fake = node.meta.get("example_value")
+    sizes = list(fake.shape) + list(fake.stride()) if isinstance(fake, torch.Tensor) else []
+    if any(isinstance(s, torch.SymInt) for s in sizes):
+        return None
+    return (f"{value.dtype} {tuple(value.shape)} {value.stride()} {value.storage_offset()} "
+            f"{value.device} {value.requires_grad} {type(value).__name__} "
+            f"{getattr(value, '_dynamo_static_input_type', None)}")
+
+
+def graph_key(gm: torch.fx.GraphModule, example_inputs: list, options: dict[str, str]) -> \
+        str | None:
+    """The disk-cache key of what AOTAutograd makes of `gm` for kiln, or None where kiln does
+    not cache it: grad mode or autocast on, a graph holding values outside its code, inputs
+    described above."""
+    if not enabled() or torch.is_grad_enabled() or torch._C._is_any_autocast_enabled():
+        return None
+    if any(True for _ in gm.parameters()) or any(True for _ in gm.buffers()):
+        return None
+    if not all(_cacheable_node(n) for n in gm.graph.nodes):
+        return None
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    if len(placeholders) != len(example_inputs):
+        return None
+    inputs = [_describe_input(n, v) for n, v in zip(placeholders, example_inputs)]
+    if None in inputs:
+        return None
+    functorch_config = hashlib.sha256(torch._functorch.config.save_config()).hexdigest()
+    text = "\n".join([f"kiln aot graph {_FORMAT}", _kiln_identity(), functorch_config,
+                      ",".join(f"{k}={v}" for k, v in sorted(options.items())),
+                      *inputs, gm.code])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _passes_through(gm: torch.fx.GraphModule, dynamo_inputs: int) -> bool:
+    """Whether AOTAutograd's runtime only calls the compiled graph `gm` with the dynamo graph's
+    inputs and returns its outputs (its metadata, from the tracing context)."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    if meta is None or meta.is_train:
+        return False
+    return (len(gm.graph.find_nodes(op="placeholder")) == dynamo_inputs
+            and not any(i.mutates_data or i.mutates_metadata or i.mutates_storage_metadata
+                        for i in meta.input_info)
+            and all(o.output_type == OutputType.non_alias for o in meta.output_info)
+            and meta.num_intermediate_bases == 0 and not meta.tokens
+            and meta.grad_enabled_mutation is None and not meta.is_rng_op_functionalized
+            and not meta.dynamic_outputs and meta.num_graphsafe_rng_states == 0
+            and not any(isinstance(m, SubclassCreationMeta)
+                        for m in (*meta.subclass_inp_meta, *meta.subclass_fw_graph_out_meta)))
+
+
+def recording(compile_fn: Compile, key: str, dynamo_inputs: int,
+              weights_of: Callable[[], frozenset]) -> Callable:
+    """An inference compiler for AOTAutograd: `compile_fn`, storing the graph it gets under
+    `key` where AOTAutograd's runtime passes it through."""
+    def compile_and_record(gm: torch.fx.GraphModule, example_inputs):
+        weights = weights_of()
+        entry = None
+        if _passes_through(gm, dynamo_inputs):
+            try:  # before kiln compiles gm, which changes it
+                entry = pickle.dumps((_FORMAT, GraphPickler.dumps(gm, _PICKLE_OPTIONS),
+                                      tuple(sorted(weights))))
+            except Exception as error:  # an op or value GraphPickler cannot write: not cached
+                log.debug("kiln: graph not cached: %s", error)
+        compiled = compile_fn(gm, example_inputs, weights)
+        if entry is not None:
+            _C.store_cache_entry(key, entry)
+        return compiled
+
+    return compile_and_record
+
+
+def load(key: str, compile_fn: Compile, example_inputs: list) -> Callable | None:
+    """The dynamo graph compiled from the entry under `key` (called as the graph is: with its
+    inputs, returns its outputs), or None when there is no usable entry."""
+    data = _C.load_cache_entry(key)
+    if data is None:
+        return None
+    fake_mode = torch._guards.detect_fake_mode(example_inputs)
+    try:
+        entry_format, graph, weights = pickle.loads(data)
+        if entry_format != _FORMAT or fake_mode is None:
+            return None
+        # Lazy, as AOTAutograd's graphs are: kiln's passes recompile it after each change.
+        gm = GraphPickler.loads(graph, fake_mode)
+        gm = _LazyGraphModule(gm, gm.graph)
+    except Exception as error:  # written by another torch: compile as if there were none
+        log.debug("kiln: cached graph not read: %s", error)
+        return None
+    inputs = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    compiled = compile_fn(gm, inputs, frozenset(weights))
+    _stats.add("aot_graphs_loaded")
+
+    def run(*args):
+        return compiled(list(args))
+
+    return run
