@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
 #include "kiln/error.h"
+#include "passes/base/environment.h"
 
 namespace kiln {
 
@@ -19,10 +20,13 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
     throw Error(ErrorKind::InvalidInput, "the module has no forward method to compile");
   }
   CapturedModule captured;
+  const DebugClock clock("capture");
   try {
     torch::jit::Module copy = module.clone(/*inplace=*/share_weights);
+    clock.step("cloned");
     copy.eval();
     captured.frozen = torch::jit::freeze_module(copy);
+    clock.step("frozen");
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::Unsupported, std::string("TorchScript could not freeze the module: ") +
                                             e.what_without_backtrace());
@@ -41,6 +45,7 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
   torch::jit::ConstantPooling(graph);
   torch::jit::EliminateDeadCode(graph);
   captured.graph = graph;
+  clock.step("graph passes");
 
   const auto& args = captured.frozen.get_method("forward").function().getSchema().arguments();
   captured.arguments.assign(args.begin() + 1, args.end());  // drop self

@@ -334,6 +334,27 @@ TEST(Unwrap, CompileLeavesTheModuleUntouched) {
   EXPECT_TRUE(module.find_method("forward").has_value());
 }
 
+// The compiled module holds its own copy of the weights: a write to the caller's is not seen.
+TEST(Unwrap, WritesToTheCallersWeightsDoNotReachTheCompiledModule) {
+  auto module = load_model("mlp");
+  std::vector<c10::IValue> inputs = {torch::randn({8, 64})};
+  const c10::IValue expected = reference(module, inputs);
+  auto compiled = compile(module);
+  at::Tensor weight = module.attr("fc1").toModule().attr("weight").toTensor();
+  const at::Tensor saved = weight.clone();
+  {
+    torch::NoGradGuard no_grad;
+    weight.zero_();  // before the first call: the compile reads its copy only then
+  }
+  EXPECT_EQ(compare(run(compiled, inputs), expected), "");
+  {
+    torch::NoGradGuard no_grad;
+    weight.copy_(saved);
+  }
+  EXPECT_TRUE(module.attr("fc1").toModule().attr("weight").toTensor().equal(saved));
+  EXPECT_EQ(compare(reference(module, inputs), expected), "");
+}
+
 TEST(Threads, ConcurrentCallsGiveTheSameResults) {
   auto module = load_model("cnn_traced");
   auto compiled = compile(module);
