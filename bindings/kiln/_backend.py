@@ -113,10 +113,12 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     kinds = {"fw_compiler": "forward", "bw_compiler": "backward",
              "inference_compiler": "inference"}
     compilers = {arg: fx_compiler(values, kind) for arg, kind in kinds.items()}
+    start = time.perf_counter()
     key = _aot_cache.graph_key(gm, example_inputs, values) if inference else None
     if key is not None:
         # A warm start compiles the graph AOTAutograd made of this one before (kiln/_aot_cache.py).
         loaded = _aot_cache.load(key, compilers["inference_compiler"], example_inputs)
+        _stats.add("aot_cache_seconds", time.perf_counter() - start)
         if loaded is not None:
             return loaded
         compilers["inference_compiler"] = _aot_cache.recording(
