@@ -166,6 +166,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list, options: dict[str,
         return None
     functorch_config = hashlib.sha256(torch._functorch.config.save_config()).hexdigest()
     text = "\n".join([f"kiln aot graph {_FORMAT}", _kiln_identity(), functorch_config,
+                      f"inference mode {torch.is_inference_mode_enabled()}",
                       ",".join(f"{k}={v}" for k, v in sorted(options.items())),
                       *inputs, gm.code])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

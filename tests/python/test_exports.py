@@ -21,7 +21,8 @@ INTERNAL = ("kiln::FxProgram::", "kiln::SizeExpression::", "kiln::RegionRunner::
             "kiln::is_tensor_type(", "kiln::is_optional_tensor_type(",
             "kiln::is_tensor_list_type(", "kiln::is_optional_tensor_list_type(",
             "kiln::pass_names[", "kiln::native_ops[", "kiln::cuda_status(", "kiln::joined(",
-            "kiln::native_bf16(")
+            "kiln::native_bf16(", "kiln::build_id[", "kiln::load_cache_entry(",
+            "kiln::store_cache_entry(")
 MAX_EXPORTS = 250
 
 
