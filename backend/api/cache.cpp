@@ -1,8 +1,8 @@
 #include "kiln/cache.h"
 
-#include "backend/api/introspection.h"
-
 #include <cstdio>
+
+#include "backend/api/introspection.h"
 
 #ifdef KILN_HAVE_LLVM
 #include "runtime/jit/disk_cache.h"
@@ -44,20 +44,20 @@ void clear_cache() {
 
 std::optional<std::string> load_cache_entry(const std::string& key) {
 #ifdef KILN_HAVE_LLVM
-  jit::DiskCache& cache = jit::DiskCache::instance();
-  if (cache.enabled()) return cache.get(key);
-#endif
+  return jit::DiskCache::instance().get(key);
+#else
   (void)key;
   return std::nullopt;
+#endif
 }
 
 void store_cache_entry(const std::string& key, std::string_view bytes) {
 #ifdef KILN_HAVE_LLVM
-  jit::DiskCache& cache = jit::DiskCache::instance();
-  if (cache.enabled()) cache.put(key, bytes);
-#endif
+  jit::DiskCache::instance().put(key, bytes);
+#else
   (void)key;
   (void)bytes;
+#endif
 }
 
 }  // namespace kiln

@@ -98,8 +98,10 @@ def _read_graph(graph: bytes, values: dict, fake_mode) -> torch.fx.GraphModule:
 Compile = Callable[[torch.fx.GraphModule, Any, frozenset], Callable[[list], Any]]
 
 
+@functools.cache
 def enabled() -> bool:
-    """kiln's disk cache is on (KILN_CACHE=0 turns this off with it)."""
+    """kiln's disk cache is on (KILN_CACHE=0 turns this off with it). Settled when the process
+    opens the cache; asked once, since cache_info() also counts the entries on disk."""
     return bool(_C.cache_info()["enabled"])
 
 
@@ -195,6 +197,7 @@ def recording(compile_fn: Compile, key: str, dynamo_inputs: int,
     """An inference compiler for AOTAutograd: `compile_fn`, storing the graph it gets under
     `key` where AOTAutograd's runtime passes it through."""
     def compile_and_record(gm: torch.fx.GraphModule, example_inputs):
+        start = time.perf_counter()
         weights = weights_of()
         entry = None
         if _passes_through(gm, dynamo_inputs):
@@ -202,17 +205,20 @@ def recording(compile_fn: Compile, key: str, dynamo_inputs: int,
                 entry = pickle.dumps((_FORMAT, *_write_graph(gm), tuple(sorted(weights))))
             except Exception as error:  # an op or value kiln cannot write: not cached
                 log.debug("kiln: graph not cached: %s", error)
+        _stats.add("aot_cache_seconds", time.perf_counter() - start)
         compiled = compile_fn(gm, example_inputs, weights)
         if entry is not None:
+            start = time.perf_counter()
             _C.store_cache_entry(key, entry)
+            _stats.add("aot_cache_seconds", time.perf_counter() - start)
         return compiled
 
     return compile_and_record
 
 
-def load(key: str, compile_fn: Compile, example_inputs: list) -> Callable | None:
-    """The dynamo graph compiled from the entry under `key` (called as the graph is: with its
-    inputs, returns its outputs), or None when there is no usable entry."""
+def load(key: str, example_inputs: list) -> tuple[torch.fx.GraphModule, frozenset] | None:
+    """The graph stored under `key`, read under dynamo's fake mode, and the positions of its
+    weights to freeze; None when there is no usable entry."""
     data = _C.load_cache_entry(key)
     if data is None:
         return None
@@ -221,18 +227,20 @@ def load(key: str, compile_fn: Compile, example_inputs: list) -> Callable | None
         entry_format, graph, values, weights = pickle.loads(data)
         if entry_format != _FORMAT or fake_mode is None:
             return None
-        gm = _read_graph(graph, values, fake_mode)
+        return _read_graph(graph, values, fake_mode), frozenset(weights)
     except Exception as error:  # written by another torch: compile as if there were none
         log.debug("kiln: cached graph not read: %s", error)
         return None
+
+
+def compiled(gm: torch.fx.GraphModule, weights: frozenset, compile_fn: Compile) -> Callable:
+    """A loaded graph compiled, called as the dynamo graph is: with its inputs, returns its
+    outputs."""
     inputs = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
-    compile_start = time.perf_counter()
-    compiled = compile_fn(gm, inputs, frozenset(weights))
-    # The compile counts in python_compile_seconds, not in the lookup's time (kiln/_backend.py).
-    _stats.add("aot_cache_seconds", -(time.perf_counter() - compile_start))
+    run_boxed = compile_fn(gm, inputs, weights)
     _stats.add("aot_graphs_loaded")
 
     def run(*args):
-        return compiled(list(args))
+        return run_boxed(list(args))
 
     return run

@@ -117,10 +117,10 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     key = _aot_cache.graph_key(gm, example_inputs, values) if inference else None
     if key is not None:
         # A warm start compiles the graph AOTAutograd made of this one before (kiln/_aot_cache.py).
-        loaded = _aot_cache.load(key, compilers["inference_compiler"], example_inputs)
+        loaded = _aot_cache.load(key, example_inputs)
         _stats.add("aot_cache_seconds", time.perf_counter() - start)
         if loaded is not None:
-            return loaded
+            return _aot_cache.compiled(*loaded, compilers["inference_compiler"])
         compilers["inference_compiler"] = _aot_cache.recording(
             compilers["inference_compiler"], key, len(example_inputs),
             lambda: _weight_inputs("inference"))

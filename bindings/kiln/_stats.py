@@ -31,8 +31,8 @@ def stats() -> dict:
     own time, nor the C++ compile counted in compile_seconds);
     aot_graphs_loaded: inference graphs compiled from the disk cache's copy of what AOTAutograd
     made of them in an earlier process (AOTAutograd not called: kiln/_aot_cache.py);
-    aot_cache_seconds: time spent keying, reading and unpickling those graphs (hit or miss; the
-    compile of a loaded graph is in python_compile_seconds);
+    aot_cache_seconds: time spent keying, reading and writing those graphs (the compile of a
+    loaded graph is in python_compile_seconds);
     specializations: region compilations (one per input signature, both frontends);
     kernels: generated kernels in them; reused_kernels: distinct kernels among those that came
     from code compiled for an earlier specialization (the kernel cache), not compiled again;
