@@ -26,7 +26,7 @@ import logging
 import os
 import pickle
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 from torch._functorch._aot_autograd.schemas import OutputType, SubclassCreationMeta
@@ -34,11 +34,11 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx._graph_pickler import GraphPickler, Options
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from . import _C, _stats
+from . import _C, _partition_cache, _stats
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 2  # of an entry's contents; in the key, so a change misses instead of misreading
+_FORMAT = 3  # of an entry's contents; in the key, so a change misses instead of misreading
 # The graph's structure goes through GraphPickler without node metadata; each node's value (what
 # kiln reads of it) is written as plain data: GraphPickler's fake tensors cost ~0.1 s to read back
 # for ResNet-50's 600 nodes, plain FakeTensors over meta tensors ~10 ms.
@@ -94,8 +94,9 @@ def _read_graph(graph: bytes, values: dict, fake_mode) -> torch.fx.GraphModule:
     return _LazyGraphModule(gm, gm.graph)
 
 
-# (gm, example_inputs, weights) -> a boxed callable: kiln/_backend.py's compiler for inference.
-Compile = Callable[[torch.fx.GraphModule, Any, frozenset], Callable[[list], Any]]
+# kiln/_backend.py's compiler for inference: (gm, example_inputs, weights, *, record, read) -> a
+# boxed callable.
+Compile = Callable[..., Callable[[list], Any]]
 
 
 @functools.cache
@@ -192,52 +193,90 @@ def _passes_through(gm: torch.fx.GraphModule, dynamo_inputs: int) -> bool:
                         for m in (*meta.subclass_inp_meta, *meta.subclass_fw_graph_out_meta)))
 
 
+class Entry(NamedTuple):
+    """A disk-cache entry of this module: the weights' positions, the core-ATen graph (written by
+    _write_graph, pickled) and kiln's partitioning of it (kiln/_partition_cache.py; None where
+    kiln did not write it)."""
+    weights: frozenset
+    graph: bytes
+    partitioned: bytes | None
+
+
 def recording(compile_fn: Compile, key: str, dynamo_inputs: int,
               weights_of: Callable[[], frozenset]) -> Callable:
-    """An inference compiler for AOTAutograd: `compile_fn`, storing the graph it gets under
-    `key` where AOTAutograd's runtime passes it through."""
+    """An inference compiler for AOTAutograd: `compile_fn`, storing the graph it gets and how
+    kiln partitioned it under `key` where AOTAutograd's runtime passes the graph through."""
     def compile_and_record(gm: torch.fx.GraphModule, example_inputs):
         start = time.perf_counter()
         weights = weights_of()
-        entry = None
+        graph = None
         if _passes_through(gm, dynamo_inputs):
             try:  # before kiln compiles gm, which changes it
-                entry = pickle.dumps((_FORMAT, *_write_graph(gm), tuple(sorted(weights))))
+                graph = pickle.dumps(_write_graph(gm))
             except Exception as error:  # an op or value kiln cannot write: not cached
                 log.debug("kiln: graph not cached: %s", error)
         _stats.add("aot_cache_seconds", time.perf_counter() - start)
-        compiled = compile_fn(gm, example_inputs, weights)
-        if entry is not None:
+        partitioned = []
+        compiled = compile_fn(gm, example_inputs, weights,
+                              record=None if graph is None else partitioned.append)
+        if graph is not None:
             start = time.perf_counter()
-            _C.store_cache_entry(key, entry)
+            written = None
+            try:
+                written = _partition_cache.write(partitioned[0]) if partitioned else None
+            except Exception as error:  # a target or constant GraphPickler cannot write
+                log.debug("kiln: partitioned graph not cached: %s", error)
+            entry = Entry(tuple(sorted(weights)), graph, written)
+            _C.store_cache_entry(key, pickle.dumps((_FORMAT, *entry)))
             _stats.add("aot_cache_seconds", time.perf_counter() - start)
         return compiled
 
     return compile_and_record
 
 
-def load(key: str, example_inputs: list) -> tuple[torch.fx.GraphModule, frozenset] | None:
-    """The graph stored under `key`, read under dynamo's fake mode, and the positions of its
-    weights to freeze; None when there is no usable entry."""
+def load(key: str) -> Entry | None:
+    """The entry stored under `key`; None when there is no usable entry."""
     data = _C.load_cache_entry(key)
     if data is None:
         return None
-    fake_mode = torch._guards.detect_fake_mode(example_inputs)
     try:
-        entry_format, graph, values, weights = pickle.loads(data)
-        if entry_format != _FORMAT or fake_mode is None:
+        entry_format, *fields = pickle.loads(data)
+        if entry_format != _FORMAT:
             return None
-        return _read_graph(graph, values, fake_mode), frozenset(weights)
+        weights, graph, partitioned = fields
+        return Entry(frozenset(weights), graph, partitioned)
     except Exception as error:  # written by another torch: compile as if there were none
         log.debug("kiln: cached graph not read: %s", error)
         return None
 
 
-def compiled(gm: torch.fx.GraphModule, weights: frozenset, compile_fn: Compile) -> Callable:
-    """A loaded graph compiled, called as the dynamo graph is: with its inputs, returns its
-    outputs."""
-    inputs = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
-    run_boxed = compile_fn(gm, inputs, weights)
+def compiled(entry: Entry, example_inputs: list, options: dict[str, str],
+             compile_fn: Compile) -> Callable | None:
+    """The entry's graph compiled, called as the dynamo graph is: with its inputs, returns its
+    outputs. Built from kiln's partitioning where the entry has it, else from the core-ATen graph
+    (read under dynamo's fake mode); None where neither can be read."""
+    run_boxed = None
+    if entry.partitioned is not None:
+        try:
+            run_boxed = compile_fn(None, None, entry.weights, read=lambda name: (
+                _partition_cache.read(entry.partitioned, options, name)))
+            _stats.add("partitioned_graphs_loaded")
+        except Exception as error:  # written by another torch: partition the graph again
+            log.debug("kiln: cached partitioned graph not read: %s", error)
+    if run_boxed is None:
+        start = time.perf_counter()
+        fake_mode = torch._guards.detect_fake_mode(example_inputs)
+        if fake_mode is None:
+            return None
+        try:
+            gm = _read_graph(*pickle.loads(entry.graph), fake_mode)
+        except Exception as error:
+            log.debug("kiln: cached graph not read: %s", error)
+            return None
+        finally:
+            _stats.add("aot_cache_seconds", time.perf_counter() - start)
+        inputs = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+        run_boxed = compile_fn(gm, inputs, entry.weights)
     _stats.add("aot_graphs_loaded")
 
     def run(*args):

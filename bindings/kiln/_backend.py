@@ -42,21 +42,29 @@ def _weight_inputs(kind: str) -> frozenset[int]:
 def fx_compiler(options: dict[str, str], kind: str):
     """kiln's compiler for one kind of graph ("forward", "backward", "inference"): takes the
     graph, its example inputs and optionally the positions of the weights to freeze (else
-    AOTAutograd's static inputs: _weight_inputs); returns a boxed callable."""
-    def compile_fx(gm: torch.fx.GraphModule, example_inputs, weights=None):
+    AOTAutograd's static inputs: _weight_inputs); returns a boxed callable. Two more keywords,
+    for kiln/_aot_cache.py: `record` is called with the partitioned graph once kiln compiled
+    it (not when a CUDA graph replays it or the graph runs eagerly); `read` (given the graph's
+    name) returns such a graph, partitioned before, in place of partitioning `gm`."""
+    def compile_fx(gm: torch.fx.GraphModule, example_inputs, weights=None, *, record=None,
+                   read=None):
         start = time.perf_counter()
         try:
-            return compile_timed(gm, example_inputs, weights)
+            return compile_timed(gm, example_inputs, weights, record, read)
         finally:
             _stats.add("python_compile_seconds", time.perf_counter() - start)
 
-    def compile_timed(gm: torch.fx.GraphModule, example_inputs, weights):
+    def compile_timed(gm: torch.fx.GraphModule, example_inputs, weights, record, read):
         name = f"graph{next(_graph_ids)}-{kind}"
         if kind != "inference" and options.get("precision") == "bf16":
             raise KilnError(
                 f"{name}: precision='bf16' is for inference, but this graph trains (gradients "
                 "flow through it); use precision='fp32' to train, or call the model under "
                 "torch.no_grad()")
+        if read is not None:  # its errors go to the caller, which then compiles `gm`
+            compiled = read(name)
+            _stats.add("graphs")
+            return _boxed(compiled)
         _stats.add("graphs")
         # Inference graphs only: a training forward hands saved tensors to its backward.
         replay = (options.get("mode") == "reduce-overhead" and kind == "inference"
@@ -75,17 +83,22 @@ def fx_compiler(options: dict[str, str], kind: str):
             warnings.warn(f"kiln: {name} could not be compiled and runs eagerly: {error}",
                           stacklevel=2)
             _stats.add("graph_fallbacks")
-            compiled = gm
+            return _boxed(gm)
         if replay:
-            compiled = _cuda_graphs.CudaGraphReplay(compiled)
-        elif isinstance(compiled, torch.fx.GraphModule):
-            direct = _direct.region_runner(compiled)
-            if direct is not None:
-                return direct
-            compiled = _direct.plain_forward(compiled)
-        return make_boxed_func(compiled)
+            return make_boxed_func(_cuda_graphs.CudaGraphReplay(compiled))
+        if record is not None:
+            record(compiled)
+        return _boxed(compiled)
 
     return compile_fx
+
+
+def _boxed(compiled: torch.fx.GraphModule):
+    """A partitioned graph as AOTAutograd calls it: one list of inputs."""
+    direct = _direct.region_runner(compiled)
+    if direct is not None:
+        return direct
+    return make_boxed_func(_direct.plain_forward(compiled))
 
 
 def _cuda_unavailable_reason() -> str:
@@ -117,10 +130,12 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
     key = _aot_cache.graph_key(gm, example_inputs, values) if inference else None
     if key is not None:
         # A warm start compiles the graph AOTAutograd made of this one before (kiln/_aot_cache.py).
-        loaded = _aot_cache.load(key, example_inputs)
+        entry = _aot_cache.load(key)
         _stats.add("aot_cache_seconds", time.perf_counter() - start)
-        if loaded is not None:
-            return _aot_cache.compiled(*loaded, compilers["inference_compiler"])
+        run = None if entry is None else _aot_cache.compiled(
+            entry, example_inputs, values, compilers["inference_compiler"])
+        if run is not None:
+            return run
         compilers["inference_compiler"] = _aot_cache.recording(
             compilers["inference_compiler"], key, len(example_inputs),
             lambda: _weight_inputs("inference"))

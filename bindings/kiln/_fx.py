@@ -14,10 +14,11 @@ size a region's op takes is given to kiln as an expression of the region's tenso
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -210,11 +211,29 @@ def tensor_placeholders(region: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in region.graph.nodes if n.op == "placeholder" and not _sizes.is_symbolic(n)]
 
 
-def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
+@dataclasses.dataclass
+class ProgramText:
+    """What builds a region's kiln._C.FxProgram, as plain data (op names, encoded arguments,
+    output references): every program is built from it, and kiln/_partition_cache.py keeps it so
+    that a warm start builds the program without the region's FX graph."""
+    inputs: int
+    calls: list = dataclasses.field(default_factory=list)  # (qualified op name, encoded args)
+    outputs: list = dataclasses.field(default_factory=list)
+
+    def build(self) -> _C.FxProgram:
+        program = _C.FxProgram(self.inputs)
+        for op, encoded in self.calls:
+            program.call(op, encoded)
+        program.set_outputs(self.outputs)
+        return program
+
+
+def build_program(region: torch.fx.GraphModule) -> tuple[_C.FxProgram, ProgramText]:
     """The region's ops as a kiln._C.FxProgram (its inputs are the region's tensor_placeholders;
-    the symbolic sizes it reads become expressions of its tensors' sizes)."""
+    the symbolic sizes it reads become expressions of its tensors' sizes), and its ProgramText."""
     placeholders = tensor_placeholders(region)
     program = _C.FxProgram(len(placeholders))
+    text = ProgramText(len(placeholders))
     refs: dict[torch.fx.Node, Any] = {n: i for i, n in enumerate(placeholders)}
     symbols: dict = {}  # symbol -> (ref, dim) of the first region value with that size
 
@@ -237,14 +256,24 @@ def build_program(region: torch.fx.GraphModule) -> _C.FxProgram:
             formals = op._schema.arguments
             encoded = [_encode(f, v, refs, symbols.get)
                        for f, (_, v) in zip(formals, _arguments(node))]
+            text.calls.append((qualified_name(op), encoded))
             outputs = program.call(qualified_name(op), encoded)
             refs[node] = outputs[0] if len(node.target._schema.returns) == 1 else outputs
             note_symbols(node)
         elif node.op == "output":
             result = node.args[0]
             values = result if isinstance(result, (tuple, list)) else [result]
-            program.set_outputs([refs[v] for v in values])
-    return program
+            text.outputs = [refs[v] for v in values]
+            program.set_outputs(text.outputs)
+    return program, text
+
+
+@dataclasses.dataclass
+class RegionSource:
+    """What a compiled region was made of: kiln/_partition_cache.py writes it."""
+    text: ProgramText
+    weights: list[int]  # positions of the region's tensor inputs kiln freezes
+    module: Callable  # the region's FX module, which its eager fallback runs
 
 
 class RegionCall:
@@ -259,6 +288,7 @@ class RegionCall:
         self.__name__ = name  # FX names the global it binds this object to after it
         self.sizes = frozenset(sizes)
         self.call_inputs = threading.local()  # this thread's call, for the fallback
+        self.source: RegionSource | None = None
 
     def __call__(self, *inputs):
         if self.sizes:
@@ -554,7 +584,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
         output = next(n for n in region.graph.nodes if n.op == "output")
         returns_tuple = isinstance(output.args[0], (tuple, list))
         try:
-            program = build_program(region)
+            program, text = build_program(region)
         except KilnError as error:
             if strict:
                 raise
@@ -571,6 +601,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
                           and arg.name in weight_names]
         call.region = _C.Region(program, options, f"{name}-{node.target}",
                                 call.run_eagerly(region), region_weights)
+        call.source = RegionSource(text, region_weights, region)
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)
         _stats.add("regions")

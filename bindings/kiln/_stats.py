@@ -9,7 +9,7 @@ from . import _C
 _lock = threading.Lock()
 _python = {"graphs": 0, "regions": 0, "eager_ops": 0, "graph_fallbacks": 0, "cuda_graphs": 0,
            "kiln_autograd_graphs": 0, "python_compile_seconds": 0.0, "aot_graphs_loaded": 0,
-           "aot_cache_seconds": 0.0}
+           "partitioned_graphs_loaded": 0, "aot_cache_seconds": 0.0}
 
 
 def add(key: str, amount: float = 1) -> None:
@@ -31,6 +31,8 @@ def stats() -> dict:
     own time, nor the C++ compile counted in compile_seconds);
     aot_graphs_loaded: inference graphs compiled from the disk cache's copy of what AOTAutograd
     made of them in an earlier process (AOTAutograd not called: kiln/_aot_cache.py);
+    partitioned_graphs_loaded: those of them whose partitioning into kiln regions was read from
+    that entry too (kiln/_partition_cache.py), not done again;
     aot_cache_seconds: time spent keying, reading and writing those graphs (the compile of a
     loaded graph is in python_compile_seconds);
     specializations: region compilations (one per input signature, both frontends);

@@ -1,5 +1,6 @@
 """A warm torch.compile start without AOTAutograd (kiln/_aot_cache.py, docs/disk-cache.md): a
-second process compiles the graph AOTAutograd made in the first, with the same results and
+second process compiles the graph AOTAutograd made in the first (partitioned as the first
+process partitioned it: kiln/_partition_cache.py), with the same results and
 another checkpoint's weights; graphs whose AOTAutograd runtime does work (a mutated input, an
 output aliasing an input), training graphs and symbolic shapes are never kept; the key follows
 what the trace depends on."""
@@ -31,7 +32,8 @@ with torch.no_grad():
         torch.testing.assert_close(out, model(x), atol=1e-4, rtol=1e-4)
         outs.append(out.flatten().tolist())
 print(json.dumps({{"traced": counters["aot_autograd"]["total"],
-                  "loaded": kiln.stats()["aot_graphs_loaded"], "outs": outs}}))
+                  "loaded": kiln.stats()["aot_graphs_loaded"],
+                  "partitioned": kiln.stats()["partitioned_graphs_loaded"], "outs": outs}}))
 """
 
 
@@ -46,6 +48,7 @@ def test_a_second_process_skips_aotautograd_for_static_inference_graphs(tmp_path
     second = _run(tmp_path)
     # The static graph comes from the cache; the symbolic one is traced again.
     assert second["traced"] == 1 and second["loaded"] == 1, second
+    assert second["partitioned"] == 1, second  # kiln's partitioning read, not done again
     assert second["outs"] == first["outs"]  # bit for bit
     # Another checkpoint of the architecture: the same entry, its own weights (checked
     # against its eager results in the child).
