@@ -165,12 +165,15 @@ def test_fusion_off_generates_no_kernels():
 
 
 def _break_compile(monkeypatch):
-    from kiln import _fx
+    from kiln import _fx, _partition_cache
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected compile failure")
 
     monkeypatch.setattr(_fx, "compile_graph", broken)
+    # A partitioning an earlier test left in the disk cache: unreadable, so the graph is
+    # partitioned (and fails) again.
+    monkeypatch.setattr(_partition_cache, "read", broken)
 
 
 def test_a_graph_that_fails_to_compile_runs_eagerly_with_one_warning(monkeypatch):
