@@ -36,6 +36,34 @@ bool worth_prepacking(const Node& node, int64_t min_macs) {
   return rows * n * k >= min_macs;
 }
 
+/// A 2-D type whose transpose is row-major (and that is not itself row-major).
+bool is_transposed(const TensorType& t) {
+  return t.rank() == 2 && !t.is_contiguous() && (t.sizes[0] == 1 || t.strides[0] == 1) &&
+         (t.sizes[1] == 1 || t.strides[1] == t.sizes[0]);
+}
+
+// The products kiln::onednn_matmul takes (runtime/onednn_matmul.h): a linear whose weight is not
+// frozen, or an aten::mm, float32 on the CPU, with a row-major input. oneDNN's matmul on a
+// transposed input (a weight's gradient, x^T dy) measured 0.67x-1.24x ATen's: those stay ATen's.
+bool takes_dense_matmul(const Node& node) {
+  const bool linear = node.op() == "aten::linear" && node.inputs().size() >= 2;
+  if (!linear && node.op() != "aten::mm") return false;
+  const TensorType& x = node.input(0)->type();
+  const TensorType& w = node.input(1)->type();
+  if (!is_cpu_float32(x) || !is_cpu_float32(w) || !is_cpu_float32(node.output()->type())) {
+    return false;
+  }
+  if (x.rank() < 2 || w.rank() != 2 || !x.is_contiguous()) return false;
+  if (linear) {
+    if (from_constants(node.input(1)) || kernel::is_contraction(node)) return false;
+    if (node.inputs().size() > 2) {
+      const TensorType& b = node.input(2)->type();
+      if (!is_cpu_float32(b) || b.rank() != 1 || b.strides[0] != 1) return false;
+    }
+  }
+  return true;
+}
+
 /// An activation oneDNN's matmul applies as a post-op (runtime/onednn_linear.h): the node and
 /// the op's name for it.
 struct Activation {
@@ -123,6 +151,24 @@ Node* own_matmul(ir::Graph& graph, Node& linear, int64_t rows, ir::Value* bias_v
   return matmul;
 }
 
+// kiln::onednn_matmul in place of a linear or mm (`product`), with `bias` (the linear's own, or
+// one added after it, or null) and `activation`.
+Node* dense_matmul(ir::Graph& graph, Node& product, ir::Value* bias,
+                   const std::string& activation) {
+  const bool linear = product.op() == "aten::linear";
+  std::vector<ir::Value*> inputs = {product.input(0), product.input(1)};
+  ir::AttrList attrs;
+  if (bias) {
+    inputs.push_back(bias);
+  } else {
+    attrs.emplace_back("bias", ir::NoneAttr{});
+  }
+  attrs.emplace_back("other_transposed", linear);
+  if (activation != "none") attrs.emplace_back("activation", activation);
+  return graph.append("kiln::onednn_matmul", std::move(inputs), {product.output()->type()},
+                      std::move(attrs));
+}
+
 // c10::ScalarType's code for bfloat16, as aten::_to_copy's dtype reads it.
 constexpr int64_t kBFloat16ScalarType = 15;
 
@@ -155,36 +201,57 @@ int prepack_linear(ir::Graph& graph, bool own_primitive, bool bf16) {
   std::vector<Node*> linears;
   std::vector<Node*> bf16_weights;
   const int64_t min_macs = own_primitive ? kMinOwnPrimitiveMacs : kMinPrepackedMacs;
+  std::vector<Node*> dense;  // products on kiln::onednn_matmul
   for (Node* node : graph.nodes()) {
     if (worth_prepacking(*node, min_macs)) linears.push_back(node);
+    if (own_primitive && !bf16 && takes_dense_matmul(*node)) dense.push_back(node);
     if (bf16 && own_primitive && rounds_weight_to_bf16(*node)) bf16_weights.push_back(node);
   }
   for (Node* linear : bf16_weights)
     read_weight_as_bf16(graph, *linear);
   const ReadersMap readers = own_primitive ? readers_of(graph) : ReadersMap{};
   std::vector<Node*> absorbed;  // bias adds and activations now inside a kiln::onednn_linear
+  // The bias add and activation after a product, absorbed into it: its replacement's inputs and
+  // post-op, and the value that replacement stands for.
+  struct Epilogue {
+    ir::Value* bias;
+    std::string activation;
+    ir::Value* result;
+  };
+  auto absorb_epilogue = [&](Node& product) {
+    Epilogue epilogue{product.inputs().size() > 2 ? product.input(2) : nullptr, "none",
+                      product.output()};
+    if (auto [add, added] = bias_add_after(product, readers); add) {
+      epilogue.bias = added;
+      epilogue.result = add->output();
+      absorbed.push_back(add);
+    }
+    const Activation after = activation_after(epilogue.result, readers);
+    if (after.node) {
+      epilogue.result = after.node->output();
+      epilogue.activation = after.name;
+      absorbed.push_back(after.node);
+    }
+    return epilogue;
+  };
+  // The product's replacement, where the last node it replaces was: past every input, the
+  // added bias's included.
+  auto replace = [&](Node* replacement, const Epilogue& epilogue) {
+    replacement->output()->set_name(epilogue.result->name());
+    graph.move_before(replacement, epilogue.result->producer());
+    graph.replace_all_uses(epilogue.result, replacement->output());
+  };
+  for (Node* product : dense) {
+    const Epilogue epilogue = absorb_epilogue(*product);
+    replace(dense_matmul(graph, *product, epilogue.bias, epilogue.activation), epilogue);
+  }
   for (Node* linear : linears) {
     const TensorType& x = linear->input(0)->type();
     ir::Value* weight = linear->input(1);
     const int64_t rows = x.numel() / x.sizes.back();
     if (own_primitive) {
-      ir::Value* bias = linear->inputs().size() > 2 ? linear->input(2) : nullptr;
-      ir::Value* result = linear->output();
-      if (auto [add, added] = bias_add_after(*linear, readers); add) {
-        bias = added;
-        result = add->output();
-        absorbed.push_back(add);
-      }
-      const Activation after = activation_after(result, readers);
-      if (after.node) {
-        result = after.node->output();
-        absorbed.push_back(after.node);
-      }
-      Node* matmul = own_matmul(graph, *linear, rows, bias, after.name, bf16);
-      matmul->output()->set_name(result->name());
-      // Where the last node it replaces was: past every input, the added bias's included.
-      graph.move_before(matmul, result->producer());
-      graph.replace_all_uses(result, matmul->output());
+      const Epilogue epilogue = absorb_epilogue(*linear);
+      replace(own_matmul(graph, *linear, rows, epilogue.bias, epilogue.activation, bf16), epilogue);
       continue;
     }
     Node* packed = graph.append("mkldnn::_reorder_linear_weight", {weight}, {weight->type()},
@@ -209,9 +276,10 @@ int prepack_linear(ir::Graph& graph, bool own_primitive, bool bf16) {
   }
   graph.remove_nodes_if([&](const Node& n) {
     return std::find(linears.begin(), linears.end(), &n) != linears.end() ||
+           std::find(dense.begin(), dense.end(), &n) != dense.end() ||
            std::find(absorbed.begin(), absorbed.end(), &n) != absorbed.end();
   });
-  return static_cast<int>(linears.size());
+  return static_cast<int>(linears.size() + dense.size());
 }
 
 }  // namespace kiln

@@ -14,43 +14,6 @@ using onednn::Activation;
 using onednn::MatmulPrimitive;
 using onednn::MatmulSpec;
 
-Activation activation_named(std::string_view name) {
-  if (name == "none") return Activation::None;
-  if (name == "relu") return Activation::Relu;
-  if (name == "gelu") return Activation::Gelu;
-  if (name == "gelu_tanh") return Activation::GeluTanh;
-  if (name == "silu") return Activation::Silu;
-  if (name == "sigmoid") return Activation::Sigmoid;
-  TORCH_CHECK(false,
-              "kiln::onednn_linear: activation must be \"none\", \"relu\", \"gelu\", "
-              "\"gelu_tanh\", \"silu\" or \"sigmoid\", got \"",
-              name, "\"");
-}
-
-/// `activation` applied by ATen, in place: where the product has no terms (k = 0) and no
-/// primitive runs, the output is the activation of the bias.
-void activate(at::Tensor& out, Activation activation) {
-  switch (activation) {
-    case Activation::Relu:
-      out.relu_();
-      break;
-    case Activation::Gelu:
-      out.copy_(at::gelu(out));
-      break;
-    case Activation::GeluTanh:
-      out.copy_(at::gelu(out, "tanh"));
-      break;
-    case Activation::Silu:
-      out.copy_(at::silu(out));
-      break;
-    case Activation::Sigmoid:
-      out.sigmoid_();
-      break;
-    default:
-      break;
-  }
-}
-
 MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activation activation,
                      bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
@@ -72,12 +35,48 @@ MatmulSpec make_spec(int64_t rows, const at::Tensor& weight, bool bias, Activati
 
 }  // namespace
 
+onednn::Activation linear_activation_named(std::string_view name) {
+  if (name == "none") return Activation::None;
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  if (name == "gelu_tanh") return Activation::GeluTanh;
+  if (name == "silu") return Activation::Silu;
+  if (name == "sigmoid") return Activation::Sigmoid;
+  TORCH_CHECK(false,
+              "kiln::onednn_linear/onednn_matmul: activation must be \"none\", \"relu\", "
+              "\"gelu\", "
+              "\"gelu_tanh\", \"silu\" or \"sigmoid\", got \"",
+              name, "\"");
+}
+
+void apply_linear_activation(at::Tensor& out, onednn::Activation activation) {
+  switch (activation) {
+    case Activation::Relu:
+      out.relu_();
+      break;
+    case Activation::Gelu:
+      out.copy_(at::gelu(out));
+      break;
+    case Activation::GeluTanh:
+      out.copy_(at::gelu(out, "tanh"));
+      break;
+    case Activation::Silu:
+      out.copy_(at::silu(out));
+      break;
+    case Activation::Sigmoid:
+      out.sigmoid_();
+      break;
+    default:
+      break;
+  }
+}
+
 at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
                                 std::string_view activation, std::string_view precision) {
   const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_linear_weight");
-  return pack_for(
-      *MatmulPrimitive::get(make_spec(rows, weight, bias, activation_named(activation), bf16)),
-      weight);
+  return pack_for(*MatmulPrimitive::get(
+                      make_spec(rows, weight, bias, linear_activation_named(activation), bf16)),
+                  weight);
 }
 
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
@@ -104,10 +103,10 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
   out_sizes.back() = weight.size(0);
   if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
   const int64_t rows = input.numel() / std::max<int64_t>(input.size(-1), 1);
-  const Activation after = activation_named(activation);
+  const Activation after = linear_activation_named(activation);
   if (rows == 0 || weight.size(1) == 0) {  // nothing to multiply: the bias, or zeros
     has_bias ? out.copy_(bias->expand(out_sizes)) : out.zero_();
-    activate(out, after);
+    apply_linear_activation(out, after);
     return out;
   }
   auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, after, bf16));

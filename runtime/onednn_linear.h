@@ -24,7 +24,15 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "runtime/onednn/activation.h"
+
 namespace kiln {
+
+/// The activation an op's `activation` argument names; raises (TORCH_CHECK) on any other name.
+onednn::Activation linear_activation_named(std::string_view name);
+/// `activation` applied by ATen, in place: where a product has no terms (k = 0) and no primitive
+/// runs, the output is the activation of the bias.
+void apply_linear_activation(at::Tensor& out, onednn::Activation activation);
 
 at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bias,
                                 std::string_view activation = "none",

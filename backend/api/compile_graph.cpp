@@ -48,7 +48,9 @@ bool has_own_onednn() {
            dispatcher.findSchema({"kiln::onednn_conv2d_weight", ""}) &&
            dispatcher.findSchema({"kiln::onednn_linear", ""}) &&
            dispatcher.findSchema({"kiln::onednn_linear", "out"}) &&
-           dispatcher.findSchema({"kiln::onednn_linear_weight", ""});
+           dispatcher.findSchema({"kiln::onednn_linear_weight", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_matmul", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_matmul", "out"});
   }();
   return available;
 }

@@ -50,6 +50,10 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
       const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
       if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
       entry.why += precision_note(node);
+    } else if (node.op() == "kiln::onednn_matmul") {
+      entry.why = "gemm: kiln's oneDNN matmul primitive, made once, on operands as they lie";
+      const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
+      if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
     } else if (node.op().starts_with("mkldnn::_convolution_pointwise")) {
       entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
       if (node.find_attr("binary_attr")) entry.why += ", with its residual add inside";

@@ -129,11 +129,12 @@ constexpr OpInfo kOps[] = {
     {"kiln::winograd_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::winograd_conv2d", K::Convolution, 3, 5, 1, kOwn},
     // onednn_conv's and prepack_linear's: kiln's own oneDNN primitives (runtime/onednn_conv.h,
-    // runtime/onednn_linear.h), written into planned buffers.
+    // runtime/onednn_linear.h, runtime/onednn_matmul.h), written into planned buffers.
     {"kiln::onednn_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::onednn_conv2d", K::Convolution, 3, 5, 1, kPlanned},
     {"kiln::onednn_linear_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::onednn_linear", K::Gemm, 3, 4, 1, kPlanned},
+    {"kiln::onednn_matmul", K::Gemm, 2, 3, 1, kPlanned},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records

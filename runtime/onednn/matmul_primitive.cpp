@@ -14,8 +14,9 @@ using Tag = memory::format_tag;
 
 struct SpecHash {
   size_t operator()(const MatmulSpec& s) const {
-    const uint64_t flags =
-        (s.bias ? 1 : 0) | (s.bf16 ? 2 : 0) | (static_cast<uint64_t>(s.activation) << 2);
+    const uint64_t flags = (s.bias ? 1 : 0) | (s.bf16 ? 2 : 0) | (s.source_transposed ? 4 : 0) |
+                           (static_cast<uint64_t>(s.weights) << 3) |
+                           (static_cast<uint64_t>(s.activation) << 5);
     return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), flags), s.threads);
   }
 };
@@ -31,6 +32,9 @@ std::string MatmulSpec::problem() const {
   if (rows <= 0 || k <= 0 || n <= 0) return "every size must be positive";
   if (threads <= 0) return "the thread count must be positive";
   if (activation == Activation::Clip) return "a linear layer takes no clip";
+  if (bf16 && (weights != OperandLayout::Packed || source_transposed)) {
+    return "bf16 takes a packed weight and a row-major input";
+  }
   return "";
 }
 
@@ -60,10 +64,14 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
   auto state = std::make_unique<State>();
   state->spec = spec;
   const memory::data_type product = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  state->source = memory::desc({spec.rows, spec.k}, product, Tag::ab);
+  state->source =
+      memory::desc({spec.rows, spec.k}, product, spec.source_transposed ? Tag::ba : Tag::ab);
   state->destination = memory::desc({spec.rows, spec.n}, memory::data_type::f32, Tag::ab);
   state->bias = memory::desc({1, spec.n}, memory::data_type::f32, Tag::ab);
-  const memory::desc any_weights({spec.k, spec.n}, product, Tag::any);
+  const Tag weight_tag = spec.weights == OperandLayout::Packed     ? Tag::any
+                         : spec.weights == OperandLayout::RowMajor ? Tag::ab
+                                                                   : Tag::ba;
+  const memory::desc any_weights({spec.k, spec.n}, product, weight_tag);
   dnnl::post_ops post_ops;
   append_activation(post_ops, spec.activation, 0.f, 0.f);
   dnnl::primitive_attr attr;

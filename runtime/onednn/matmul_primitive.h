@@ -9,11 +9,20 @@
 
 namespace kiln::onednn {
 
-/// One linear layer on float32 tensors, y[rows, n] = activation(x[rows, k] w[n, k]^T + b),
-/// row-major x and y, as kiln's `prepack_linear` pass describes it. The thread count is part of its
-/// identity, as for ConvSpec: oneDNN blocks the weight for the threads it will run on.
+/// How a matmul operand lies in memory: in oneDNN's blocked layout, packed once (a frozen weight),
+/// or dense: row-major, or transposed (its transpose row-major).
+enum class OperandLayout { Packed, RowMajor, Transposed };
+
+/// One linear layer on float32 tensors, y[rows, n] = activation(x[rows, k] w[k, n] + b), row-major
+/// y, as kiln's `prepack_linear` pass describes it. x is row-major or transposed; w is packed (a
+/// linear layer's frozen weight, given as [n, k]: its transpose), or dense in either layout (an
+/// operand that changes from call to call: a training graph's weight or activation). The thread
+/// count is part of its identity, as for ConvSpec: oneDNN blocks the weight for the threads it will
+/// run on.
 struct MatmulSpec {
   int64_t rows = 0, k = 0, n = 0;
+  bool source_transposed = false;
+  OperandLayout weights = OperandLayout::Packed;
   bool bias = false;
   Activation activation = Activation::None;  // not Clip: a linear takes no bounds
   /// Multiplies in bf16 (x and w rounded to bf16, products summed in float32); x, b, the
@@ -44,8 +53,8 @@ class MatmulPrimitive {
   /// Reorders a dense row-major float32 [n, k] weight (a linear layer's) into `packed`,
   /// converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
-  /// output = input packed_weight^T (+ bias); a bf16 primitive converts `input` first, with a
-  /// oneDNN reorder into this thread's staging buffer.
+  /// output = input weight (+ bias), the weight packed or dense as the spec says; a bf16 primitive
+  /// converts `input` first, with a oneDNN reorder into this thread's staging buffer.
   void run(const float* input, const void* packed_weight, const float* bias, float* output) const;
   std::string implementation() const;
 

@@ -207,6 +207,37 @@ TEST(PrepackLinearTest, LinearsThatStay) {
   }
 }
 
+// A training step's products: the forward's linear on a weight that is a graph input, its
+// backward's input gradient (dy w) and weight gradient (dy^T x, a transposed input).
+const char* kTrainingProducts =
+    "graph(%x : f32[8,256], %w : f32[128,256], %b : f32[128], %dy : f32[8,128]):\n"
+    "  %y : f32[8,128] = aten::linear(%x, %w, %b)\n"
+    "  %r : f32[8,128] = aten::relu(%y)\n"
+    "  %dx : f32[8,256] = aten::mm(%dy, %w)\n"
+    "  %dyt : f32[128,8]{1,128} = aten::permute(%dy) {dims=[1,0]}\n"
+    "  %dw : f32[128,256] = aten::mm(%dyt, %x)\n"
+    "  return (%r, %dx, %dw)\n";
+
+TEST(PrepackLinearTest, WithItsOwnPrimitiveProductsOnWeightsThatChangeRunUnpacked) {
+  auto g = ir::parse_graph(kTrainingProducts);
+  EXPECT_EQ(prepack_linear(*g, /*own_primitive=*/true), 2);
+  EXPECT_EQ(ir::print_graph(*g),
+            "graph(%x : f32[8,256], %w : f32[128,256], %b : f32[128], %dy : f32[8,128]):\n"
+            "  %r : f32[8,128] = kiln::onednn_matmul(%x, %w, %b) {other_transposed=true, "
+            "activation=\"relu\"}\n"
+            "  %dx : f32[8,256] = kiln::onednn_matmul(%dy, %w) {bias=None, "
+            "other_transposed=false}\n"
+            "  %dyt : f32[128,8]{1,128} = aten::permute(%dy) {dims=[1,0]}\n"
+            "  %dw : f32[128,256] = aten::mm(%dyt, %x)\n"
+            "  return (%r, %dx, %dw)\n");
+  // Without kiln's primitives, or under bf16 (whose products are the frozen ones), they stay.
+  for (const bool bf16 : {false, true}) {
+    auto kept = ir::parse_graph(kTrainingProducts);
+    EXPECT_EQ(prepack_linear(*kept, /*own_primitive=*/bf16, bf16), 0);
+    EXPECT_EQ(ir::print_graph(*kept), ir::print_graph(*ir::parse_graph(kTrainingProducts)));
+  }
+}
+
 TEST(PrepackLinearTest, UnderBf16ALinearOfFewRowsReadsItsFrozenWeightAsBf16) {
   const char* row =
       "graph(%x : f32[1,512], %v : f32[8,512]):\n"
