@@ -36,12 +36,6 @@ bool worth_prepacking(const Node& node, int64_t min_macs) {
   return rows * n * k >= min_macs;
 }
 
-/// A 2-D type whose transpose is row-major (and that is not itself row-major).
-bool is_transposed(const TensorType& t) {
-  return t.rank() == 2 && !t.is_contiguous() && (t.sizes[0] == 1 || t.strides[0] == 1) &&
-         (t.sizes[1] == 1 || t.strides[1] == t.sizes[0]);
-}
-
 // The products kiln::onednn_matmul takes (runtime/onednn_matmul.h): a linear whose weight is not
 // frozen, or an aten::mm, float32 on the CPU, with a row-major input. oneDNN's matmul on a
 // transposed input (a weight's gradient, x^T dy) measured 0.67x-1.24x ATen's: those stay ATen's.

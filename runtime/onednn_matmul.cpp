@@ -48,8 +48,8 @@ at::Tensor& onednn_matmul_out(const at::Tensor& input, const at::Tensor& other,
   if (has_bias) {
     TORCH_CHECK(bias->dim() == 1 && bias->numel() == n && bias->scalar_type() == at::kFloat &&
                     bias->is_cpu(),
-                "kiln::onednn_matmul: bias must be a float32 CPU vector of ", n,
-                " values, got ", bias->sizes(), " ", bias->scalar_type());
+                "kiln::onednn_matmul: bias must be a float32 CPU vector of ", n, " values, got ",
+                bias->sizes(), " ", bias->scalar_type());
   }
   TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
               "kiln::onednn_matmul: out must be a float32 CPU tensor");
@@ -106,15 +106,13 @@ at::Tensor matmul_op(const at::Tensor& input, const at::Tensor& other,
   std::vector<int64_t> sizes = input.sizes().vec();
   if (!sizes.empty() && other.dim() == 2) sizes.back() = other.size(other_transposed ? 0 : 1);
   at::Tensor out = at::empty(sizes, input.options());
-  return onednn_matmul_out(input, other, bias, other_transposed, std::string_view(activation),
-                           out);
+  return onednn_matmul_out(input, other, bias, other_transposed, std::string_view(activation), out);
 }
 
 at::Tensor& matmul_out_op(const at::Tensor& input, const at::Tensor& other,
                           const std::optional<at::Tensor>& bias, bool other_transposed,
                           c10::string_view activation, at::Tensor& out) {
-  return onednn_matmul_out(input, other, bias, other_transposed, std::string_view(activation),
-                           out);
+  return onednn_matmul_out(input, other, bias, other_transposed, std::string_view(activation), out);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/float64_close.h"
+
 #ifdef KILN_WITH_ONEDNN
 #include "runtime/onednn_conv.h"
 #include "runtime/onednn_support.h"
@@ -24,14 +26,9 @@ struct Case {
   int64_t n, c, k, h, w, kernel, stride, padding, dilation, groups;
 };
 
-// Inputs and weights of unit scale over the filter's fan-in: outputs of unit scale, where float32
-// accumulation in another order than float64's differs by ~1e-6. A wrong tap or channel is off
-// by O(1).
-void expect_close(const at::Tensor& got, const at::Tensor& want) {
-  ASSERT_EQ(got.sizes(), want.sizes());
-  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
-  EXPECT_LE(error, 1e-5 * (1 + want.abs().max().item<double>())) << "at sizes " << want.sizes();
-}
+// Inputs and weights of unit scale over the filter's fan-in: outputs of unit scale. A wrong tap or
+// channel is off by O(1).
+using testing::expect_close;
 
 struct Conv {
   Case s;
@@ -81,7 +78,7 @@ TEST(OneDnnConv, MatchesAtenConvolutionWithEveryEpilogue) {
            Case{1, 8, 12, 12, 12, 3, 1, 2, 2, 1},    // dilated
            Case{2, 3, 16, 17, 17, 3, 2, 1, 1, 1},    // a stem: 3 channels
        }) {
-    SCOPED_TRACE(testing::Message()
+    SCOPED_TRACE(::testing::Message()
                  << s.n << "x" << s.c << "x" << s.h << "x" << s.w << " -> " << s.k << ", kernel "
                  << s.kernel << ", stride " << s.stride << ", groups " << s.groups);
     const Conv conv(s);
@@ -118,7 +115,7 @@ TEST(OneDnnConv, MultipliesInBf16WhenAsked) {
            Case{1, 64, 128, 7, 7, 1, 1, 0, 1, 1},    // 1x1
            Case{2, 3, 16, 17, 17, 3, 2, 1, 1, 1},    // a stem: 3 channels
        }) {
-    SCOPED_TRACE(testing::Message()
+    SCOPED_TRACE(::testing::Message()
                  << s.c << " -> " << s.k << ", kernel " << s.kernel << ", groups " << s.groups);
     for (bool nchw : {false, true}) {
       Conv conv(s);

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include "support/float64_close.h"
+
 #ifdef KILN_WITH_ONEDNN
 #include "runtime/onednn_linear.h"
 #include "runtime/onednn_support.h"
@@ -15,13 +17,7 @@ namespace {
 
 #ifdef KILN_WITH_ONEDNN
 
-// Unit-scale inputs, weights scaled by 1/sqrt(k): outputs of unit scale, where float32 sums in
-// another order than float64's differ by ~1e-6.
-void expect_close(const at::Tensor& got, const at::Tensor& want) {
-  ASSERT_EQ(got.sizes(), want.sizes());
-  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
-  EXPECT_LE(error, 1e-5 * (1 + want.abs().max().item<double>())) << "at sizes " << want.sizes();
-}
+using testing::expect_close;
 
 at::Tensor run(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
   const int64_t rows = x.numel() / x.size(-1);
@@ -39,7 +35,7 @@ TEST(OneDnnLinear, MatchesAtenLinear) {
     const at::Tensor x = at::randn(x_sizes);
     const at::Tensor w = at::randn({n, x_sizes.back()}) / std::sqrt(double(x_sizes.back()));
     const at::Tensor b = at::randn({n});
-    SCOPED_TRACE(testing::Message() << x.sizes() << " x " << w.sizes());
+    SCOPED_TRACE(::testing::Message() << x.sizes() << " x " << w.sizes());
     expect_close(run(x, w, b), at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
     expect_close(run(x, w, std::nullopt), at::linear(x.to(at::kDouble), w.to(at::kDouble)));
   }

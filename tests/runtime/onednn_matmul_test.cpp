@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include "support/float64_close.h"
+
 #ifdef KILN_WITH_ONEDNN
 #include "runtime/onednn_matmul.h"
 #endif
@@ -15,11 +17,7 @@ namespace {
 
 #ifdef KILN_WITH_ONEDNN
 
-void expect_close(const at::Tensor& got, const at::Tensor& want) {
-  ASSERT_EQ(got.sizes(), want.sizes());
-  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
-  EXPECT_LE(error, 1e-5 * (1 + want.abs().max().item<double>())) << "at sizes " << want.sizes();
-}
+using testing::expect_close;
 
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, bool b_transposed,
                   const std::optional<at::Tensor>& bias = std::nullopt,
@@ -38,7 +36,7 @@ TEST(OneDnnMatmul, ReadsRowMajorAndTransposedOperandsAndCopiesOthers) {
   at::manual_seed(0);
   for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {8, 256, 128}, {1, 33, 65}, {37, 5, 1}, {64, 64, 64}}) {
-    SCOPED_TRACE(testing::Message() << m << "x" << k << "x" << n);
+    SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n);
     const at::Tensor a = at::randn({m, k});
     const at::Tensor b = at::randn({k, n}) / std::sqrt(double(k));
     const at::Tensor want = at::mm(f64(a), f64(b));
@@ -78,18 +76,18 @@ TEST(OneDnnMatmul, EmptyProductsGiveTheBiasOrNothing) {
 
 TEST(OneDnnMatmul, BadArgumentsAreClearErrors) {
   at::Tensor out = at::empty({2, 3});
-  EXPECT_THROW(onednn_matmul_out(at::randn({2, 4}), at::randn({5, 3}), std::nullopt, false, "none",
-                                 out),
-               c10::Error);  // k does not match
-  EXPECT_THROW(onednn_matmul_out(at::randn({2, 4}).to(at::kDouble), at::randn({4, 3}),
-                                 std::nullopt, false, "none", out),
+  EXPECT_THROW(
+      onednn_matmul_out(at::randn({2, 4}), at::randn({5, 3}), std::nullopt, false, "none", out),
+      c10::Error);  // k does not match
+  EXPECT_THROW(onednn_matmul_out(at::randn({2, 4}).to(at::kDouble), at::randn({4, 3}), std::nullopt,
+                                 false, "none", out),
                c10::Error);  // float64
-  EXPECT_THROW(onednn_matmul_out(at::randn({2, 4}), at::randn({4, 3}), at::randn({4}), false,
-                                 "none", out),
-               c10::Error);  // bias of the wrong length
-  EXPECT_THROW(onednn_matmul_out(at::randn({2, 4}), at::randn({4, 3}), std::nullopt, false, "tanh",
-                                 out),
-               c10::Error);  // no such activation
+  EXPECT_THROW(
+      onednn_matmul_out(at::randn({2, 4}), at::randn({4, 3}), at::randn({4}), false, "none", out),
+      c10::Error);  // bias of the wrong length
+  EXPECT_THROW(
+      onednn_matmul_out(at::randn({2, 4}), at::randn({4, 3}), std::nullopt, false, "tanh", out),
+      c10::Error);  // no such activation
 }
 
 #endif  // KILN_WITH_ONEDNN

@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "runtime/winograd_conv.h"
+#include "support/float64_close.h"
 
 namespace kiln {
 namespace {
@@ -15,14 +16,11 @@ struct Case {
   int64_t n, c, k, h, w;
 };
 
-// |got - want| <= 2e-5 * (1 + max |want|): F(4x4, 3x3)'s float32 rounding scales with the
-// tile's values, not each output's (inputs and weights of unit scale: weights are scaled by
-// 1/(3 sqrt C), so outputs are of unit scale too). A wrong transform coefficient is off by O(1).
+// Within 2e-5 x (1 + max |want|): F(4x4, 3x3)'s float32 rounding scales with the tile's values,
+// not each output's (inputs and weights of unit scale: weights are scaled by 1/(3 sqrt C), so
+// outputs are of unit scale too). A wrong transform coefficient is off by O(1).
 void expect_close(const at::Tensor& got, const at::Tensor& want) {
-  ASSERT_EQ(got.sizes(), want.sizes());
-  const double error = (got.to(at::kDouble) - want).abs().max().item<double>();
-  const double bound = 2e-5 * (1 + want.abs().max().item<double>());
-  EXPECT_LE(error, bound) << "at sizes " << want.sizes();
+  testing::expect_close(got, want, 2e-5);
 }
 
 TEST(WinogradConv, MatchesAtenConvolutionWithEveryEpilogue) {
@@ -38,7 +36,7 @@ TEST(WinogradConv, MatchesAtenConvolutionWithEveryEpilogue) {
     const at::Tensor conv = at::conv2d(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble),
                                        /*stride=*/1, /*padding=*/1);
     const at::Tensor plain = at::conv2d(x.to(at::kDouble), w.to(at::kDouble), {}, 1, 1);
-    SCOPED_TRACE(testing::Message()
+    SCOPED_TRACE(::testing::Message()
                  << s.n << "x" << s.c << "x" << s.h << "x" << s.w << " -> " << s.k);
     expect_close(winograd_conv2d(x, w, u, b, std::nullopt, "none"), conv);
     expect_close(winograd_conv2d(x, w, u, std::nullopt, std::nullopt, "none"), plain);
