@@ -43,9 +43,8 @@ onednn::Activation linear_activation_named(std::string_view name) {
   if (name == "silu") return Activation::Silu;
   if (name == "sigmoid") return Activation::Sigmoid;
   TORCH_CHECK(false,
-              "kiln::onednn_linear/onednn_matmul: activation must be \"none\", \"relu\", "
-              "\"gelu\", "
-              "\"gelu_tanh\", \"silu\" or \"sigmoid\", got \"",
+              "kiln's oneDNN linear and matmul: activation must be \"none\", \"relu\", "
+              "\"gelu\", \"gelu_tanh\", \"silu\" or \"sigmoid\", got \"",
               name, "\"");
 }
 

@@ -567,6 +567,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
                     and n.target not in (operator.getitem, _sizes.size_carrier)
                     and not _sizes.is_symbolic(n))
     _stats.add("eager_ops", eager_ops)
+    gm.meta["kiln_eager_ops"] = eager_ops  # what a cached partitioning counts again when read
     if not partitions:
         gm.graph.eliminate_dead_code()  # size carriers no region took
         gm.recompile()

@@ -7,6 +7,7 @@ import operator
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+import kiln
 from kiln import _fx, _partition_cache
 
 
@@ -23,10 +24,15 @@ def _regions(gm):
 
 def test_a_partitioned_graph_read_back_runs_as_the_one_written():
     x = torch.randn(32)
+    kiln.reset_stats()
     compiled = _fx.compile_graph(make_fx(_mixed)(x), {}, "written")
+    counted = {k: kiln.stats()[k] for k in ("regions", "eager_ops")}
     data = _partition_cache.write(compiled)
     assert data is not None
+    kiln.reset_stats()
     read = _partition_cache.read(data, {}, "read")
+    # Reading counts what compiling counted.
+    assert {k: kiln.stats()[k] for k in counted} == counted and counted["eager_ops"] > 0
     written_regions, read_regions = _regions(compiled), _regions(read)
     assert len(read_regions) == len(written_regions) >= 2
     eager_ops = [n for n in read.graph.nodes if n.op == "call_function"
