@@ -49,18 +49,21 @@ void expect_own_weights(torch::jit::Module module, const at::Tensor& x) {
   EXPECT_TRUE(captured.frozen.forward({x}).toTensor().allclose(expected));
   const Storages originals = module_storages(module);
   Storages captured_storages = graph_storages(*captured.graph);
-  for (const auto* s : module_storages(captured.frozen)) captured_storages.insert(s);
+  for (const auto* s : module_storages(captured.frozen))
+    captured_storages.insert(s);
   for (const auto* s : graph_storages(*captured.frozen.get_method("forward").graph())) {
     captured_storages.insert(s);
   }
   EXPECT_FALSE(captured_storages.empty());
-  for (const auto* s : captured_storages) EXPECT_EQ(originals.count(s), 0u) << "shares a storage";
+  for (const auto* s : captured_storages)
+    EXPECT_EQ(originals.count(s), 0u) << "shares a storage";
 }
 
 torch::jit::Module define(const std::string& source,
                           const std::vector<std::pair<std::string, at::Tensor>>& parameters) {
   torch::jit::Module module("Weights");
-  for (const auto& [name, value] : parameters) module.register_parameter(name, value, false);
+  for (const auto& [name, value] : parameters)
+    module.register_parameter(name, value, false);
   module.define(source);
   return module;
 }
