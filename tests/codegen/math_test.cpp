@@ -138,6 +138,24 @@ const std::vector<MathFunction>& functions() {
         {-0.0f, 0.5f},
         {100.0f, 1.0f},
         {-110.0f, 0.0f}}},
+      // exp for arguments known to be <= 0 (softmax, sigmoid, erf), over every float as -|x|.
+      {"ExpNonPositive",
+       [](llvm::IRBuilderBase& b, llvm::Value* x) {
+         llvm::Value* minus_abs = b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
+         return emit_exp(b, minus_abs, MathTarget{}, ExpArgument::kNonPositive);
+       },
+       [](double x) { return std::exp(-std::fabs(x)); },
+       kMaxUlpExp,
+       {{-104, 0}, {-1, 1}},
+       {0.0f, -87.33655f, -103.27893f, -0.3465736f, -86.64f},
+       {{-kInf, 0.0f},
+        {kInf, 0.0f},
+        {kNan, kNan},
+        {0.0f, 1.0f},
+        {-0.0f, 1.0f},
+        {-110.0f, 0.0f},
+        {-FLT_MAX, 0.0f},
+        {-103.97f, kDenormMin}}},
   };
   // The functions built on exp once more, with vscalefps: the same bounds and special values.
   static const std::vector<MathFunction> with_avx512 = [] {
@@ -159,6 +177,11 @@ const std::vector<MathFunction>& functions() {
     fns[4].name = "SigmoidAvx512";
     fns[4].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
       return emit_sigmoid(b, x, MathTarget{true});
+    };
+    fns[5].name = "ExpNonPositiveAvx512";
+    fns[5].emit = [](llvm::IRBuilderBase& b, llvm::Value* x) {
+      llvm::Value* minus_abs = b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
+      return emit_exp(b, minus_abs, MathTarget{true}, ExpArgument::kNonPositive);
     };
     fns.erase(fns.begin() + 1);  // log does not use exp
     std::vector<MathFunction> both = all;

@@ -59,13 +59,6 @@ Value* poly(llvm::IRBuilderBase& b, Value* x, std::initializer_list<double> c) {
   return acc;
 }
 
-// No upper clamp without `hi`.
-Value* clamp(llvm::IRBuilderBase& b, Value* x, double lo, std::optional<double> hi) {
-  Type* ty = x->getType();
-  Value* above = binary(b, llvm::Intrinsic::maxnum, x, fconst(ty, lo));
-  return hi ? binary(b, llvm::Intrinsic::minnum, above, fconst(ty, *hi)) : above;
-}
-
 // The main paths clamp (minnum drops a NaN) or take integer bits, so NaN is restored at the end.
 // x + x rather than x: it quiets a signaling NaN, as the C library does.
 Value* keep_nan(llvm::IRBuilderBase& b, Value* x, Value* result) {
@@ -142,16 +135,17 @@ llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target,
                       ExpArgument argument) {
   Type* ty = x->getType();
   const bool use_scalef = has_scalef(ty, target);
-  // An argument known to be <= 0 cannot overflow: no upper clamp.
-  const std::optional<double> hi =
-      argument == ExpArgument::kNonPositive ? std::nullopt : std::optional(89.0);
+  const bool non_positive = argument == ExpArgument::kNonPositive;
   // Below -104 the result rounds to +0, above 89 to inf; the clamp keeps n in [-150, 128] so the
-  // scaling below stays in range. It maps -inf to 0 and +inf to inf. With vscalefps a NaN goes
-  // through the clamp and every step after it, so it needs no select at the end.
-  Value* xc = use_scalef ? clamp_keeping_nan(b, x, -104.0, hi) : clamp(b, x, -104.0, hi);
+  // scaling below stays in range. It maps -inf to 0 and +inf to inf. It compares and selects (one
+  // vmaxps/vminps each on x86), so a NaN goes through it and every step after it: no select at
+  // the end. An argument known to be <= 0 cannot overflow: no upper clamp.
+  Value* xc = clamp_keeping_nan(b, x, -104.0, non_positive ? std::nullopt : std::optional(89.0));
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer (ties to even) and leaves that integer in the
   // low mantissa bits, so n needs no rint intrinsic (a libcall without SSE4.1) and no fptosi.
-  const double magic = 12582912.0;
+  // For x <= 0 the integer left there is n + kBias instead (see below); the rounding is the same.
+  constexpr int kBias = 100;
+  const double magic = 12582912.0 + (non_positive && !use_scalef ? kBias : 0);
   Value* t = mul_add(b, xc, fconst(ty, kLog2e), fconst(ty, magic));
   Value* n = b.CreateFSub(t, fconst(ty, magic));
   Value* r = mul_add(b, n, fconst(ty, -kLn2Hi), xc);
@@ -160,13 +154,23 @@ llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target,
   // 1 + (r + r^2 Q): the small terms are summed before the 1 so their rounding errors shrink.
   Value* p = b.CreateFAdd(fconst(ty, 1.0), mul_add(b, b.CreateFMul(r, r), q, r));
   if (use_scalef) return scalef(b, p, n);
-  Value* ni = b.CreateSub(b.CreateBitCast(t, int_type(ty)), iconst(ty, 0x4b400000));
+  Type* ity = int_type(ty);
+  if (non_positive) {
+    // n is in [-150, 0], so p 2^(n + 100) is a normal float (p is in [0.7, 1.42]): n + 100 added
+    // to p's exponent field. t's bits shifted by 23 are exactly (n + 100) << 23, the bits above
+    // shifting out. One multiply by 2^-100 then rounds p 2^n once, into the denormals too. Fused
+    // with adding x - x: zero, or a NaN for a NaN x, whose exponent field the addition garbled.
+    Value* exponent = b.CreateShl(b.CreateBitCast(t, ity), 23);
+    Value* scaled = b.CreateBitCast(b.CreateAdd(b.CreateBitCast(p, ity), exponent), ty);
+    return mul_add(b, scaled, fconst(ty, std::ldexp(1.0, -kBias)), b.CreateFSub(xc, xc));
+  }
+  Value* ni = b.CreateSub(b.CreateBitCast(t, ity), iconst(ty, 0x4b400000));
   // 2^n in two factors 2^(n/2): each stays a normal float over n's whole range. p * 2^n1 is exact,
-  // so the product rounds once, also when it overflows or lands in the denormals.
+  // so the product rounds once, also when it overflows or lands in the denormals. A NaN in p
+  // makes the product NaN whatever the factors' bits.
   Value* n1 = b.CreateAShr(ni, 1);
   Value* n2 = b.CreateSub(ni, n1);
-  Value* result = b.CreateFMul(b.CreateFMul(p, pow2(b, n1, ty)), pow2(b, n2, ty));
-  return keep_nan(b, x, result);
+  return b.CreateFMul(b.CreateFMul(p, pow2(b, n1, ty)), pow2(b, n2, ty));
 }
 
 // log(x) = k ln 2 + log(1 + f) with 1 + f = x / 2^k in [sqrt(1/2), sqrt(2)). With s = f / (2 + f),

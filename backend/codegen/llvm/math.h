@@ -20,7 +20,10 @@ struct MathTarget {
 };
 
 /// What a caller knows of exp's argument. kNonPositive: x <= 0 or NaN (softmax's x - max(x),
-/// sigmoid's -|x|, erf's -x^2), so the clamp at the overflow end is left out; no result changes.
+/// sigmoid's -|x|, erf's -x^2), so the clamp at the overflow end is left out and, without
+/// AVX-512, 2^n is one exponent-field addition and one multiply instead of two powers of two
+/// built in integer lanes and two multiplies (about 6 fewer instructions a vector); no result
+/// changes (math_test compares both forms on every non-positive float).
 enum class ExpArgument { kAny, kNonPositive };
 
 llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x, MathTarget target = {},
