@@ -65,6 +65,18 @@ TEST(CpuScheduleTest, ASoftmaxPassesTwiceCachesItsExpAndPrefetchesLargeRows) {
   EXPECT_TRUE(schedule_cpu_kernel(softmax(4, kMaxCachedRow + 1), kAvx512).row_caches.empty());
 }
 
+TEST(CpuScheduleTest, ASumOfExpsUnrollsLessWithSixteenRegisters) {
+  constexpr CpuTarget kAvx2{256, kStreamBytes, true};
+  EXPECT_EQ(schedule_cpu_kernel(softmax(64, 1024), kAvx2).reduce_unroll, 2);
+  EXPECT_EQ(schedule_cpu_kernel(softmax(64, 1024), kAvx512).reduce_unroll, 4);
+  Kernel sum = make_kernel("sum", {64, 1024}, 1, {F32}, {F32});
+  {
+    KernelBuilder b(sum);
+    b.store(1, {1, 0}, b.reduce(ReduceKind::Sum, b.load(0, {1024, 1})));
+  }
+  EXPECT_EQ(schedule_cpu_kernel(sum, kAvx2).reduce_unroll, 4);
+}
+
 TEST(CpuScheduleTest, LongRowsAreSummedInChunksAndColumnSumsGoAcrossRows) {
   Kernel row = make_kernel("sum", {2, kSumChunk + 1}, 1, {F32}, {F32});
   {
