@@ -38,6 +38,12 @@ std::string precision_note(const ir::Node& node) {
   return precision && *precision == "bf16" ? ", multiplying in bf16" : "";
 }
 
+/// ", with its relu inside" for a kiln oneDNN product with an activation post-op; "" otherwise.
+std::string activation_note(const ir::Node& node) {
+  const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
+  return activation && *activation != "none" ? ", with its " + *activation + " inside" : "";
+}
+
 ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
   ExplainEntry entry{node.op(), RunsIn::ExternAten, ""};
   if (const ir::OpInfo* info = ir::find_op(node.op())) {
@@ -46,14 +52,11 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
     } else if (node.op() == "kiln::onednn_linear") {
       entry.why =
           "gemm: kiln's oneDNN matmul primitive, made once, on a weight packed at compile "
-          "time";
-      const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
-      if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
-      entry.why += precision_note(node);
+          "time" +
+          activation_note(node) + precision_note(node);
     } else if (node.op() == "kiln::onednn_matmul") {
-      entry.why = "gemm: kiln's oneDNN matmul primitive, made once, on operands as they lie";
-      const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
-      if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
+      entry.why = "gemm: kiln's oneDNN matmul primitive, made once, on operands as they lie" +
+                  activation_note(node);
     } else if (node.op().starts_with("mkldnn::_convolution_pointwise")) {
       entry.why = "convolution: oneDNN's, on a weight prepacked at compile time";
       if (node.find_attr("binary_attr")) entry.why += ", with its residual add inside";

@@ -60,6 +60,18 @@ std::vector<int> prefetched_maps(const Kernel& kernel, int width,
   return maps;
 }
 
+/// Per expr: whether it, or an element-level expr it reads, computes a transcendental function.
+std::vector<bool> computes_a_transcendental(const Kernel& kernel,
+                                            const std::vector<bool>& element) {
+  std::vector<bool> transcendental(kernel.exprs.size(), false);
+  for (size_t i = 0; i < kernel.exprs.size(); ++i) {
+    transcendental[i] = kernel::op_traits(kernel.exprs[i].op).transcendental;
+    for (int a : kernel.exprs[i].args)
+      transcendental[i] = transcendental[i] || (element[a] && transcendental[a]);
+  }
+  return transcendental;
+}
+
 /// The element values to keep in a per-row scratch array: those that contain a transcendental
 /// function and that more than one pass over the row needs (pass k computes the k-th row pass's
 /// reductions; the last pass the element stores).
@@ -97,12 +109,7 @@ std::vector<RowCache> row_caches(const Kernel& kernel, const std::vector<RowPass
         stack.push_back(a);
     }
   }
-  std::vector<bool> expensive(n, false);
-  for (size_t i = 0; i < n; ++i) {
-    expensive[i] = kernel::op_traits(kernel.exprs[i].op).transcendental;
-    for (int a : kernel.exprs[i].args)
-      expensive[i] = expensive[i] || (element[a] && expensive[a]);
-  }
+  const std::vector<bool> expensive = computes_a_transcendental(kernel, element);
   for (size_t i = 0; i < n; ++i) {
     if (!expensive[i] || first_pass[i] < 0 || first_pass[i] == last_pass[i]) continue;
     if (!ir::is_floating(kernel.exprs[i].dtype)) continue;
@@ -114,19 +121,12 @@ std::vector<RowCache> row_caches(const Kernel& kernel, const std::vector<RowPass
 /// Whether a reduction's operand computes a transcendental function (softmax's sum of exps).
 bool reduces_a_transcendental(const Kernel& kernel, const std::vector<RowPass>& passes) {
   const std::vector<bool> element = kernel::element_levels(kernel);
-  std::vector<int> stack;
-  for (const RowPass& row_pass : passes)
-    for (int r : row_pass.reductions)
-      stack.push_back(kernel.exprs[r].args[0]);
-  std::vector<bool> seen(kernel.exprs.size(), false);
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (seen[id] || !element[id]) continue;
-    seen[id] = true;
-    if (kernel::op_traits(kernel.exprs[id].op).transcendental) return true;
-    for (int a : kernel.exprs[id].args)
-      stack.push_back(a);
+  const std::vector<bool> transcendental = computes_a_transcendental(kernel, element);
+  for (const RowPass& row_pass : passes) {
+    for (int r : row_pass.reductions) {
+      const int operand = kernel.exprs[r].args[0];
+      if (element[operand] && transcendental[operand]) return true;
+    }
   }
   return false;
 }

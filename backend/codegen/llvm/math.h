@@ -7,7 +7,7 @@ namespace kiln::codegen {
 // Each emits IR that computes the function elementwise on `x`, a `float` or `<N x float>` value,
 // and returns a value of the same type. The code has no calls and no branches (selects only), so
 // LLVM's loop vectorizer can vectorize a loop that uses it. The only intrinsics are fmuladd, fabs,
-// copysign, minnum and maxnum, which lower to instructions (checked on x86-64, with and without
+// copysign and minnum, which lower to instructions (checked on x86-64, with and without
 // FMA; fmuladd fuses only where the target has FMA, and the error bounds below hold either way).
 //
 // With `MathTarget::avx512` (AVX-512F and VL on the CPU kiln runs on), exp and the functions
