@@ -106,13 +106,17 @@ def main(argv=None) -> int:
     chosen = set(filter(None, args.backends.split(",")))
 
     progress = Progress(len(cases))
-    results = []
+    results, gflop = [], {}
     started = time.time()
+    progress("the machine's sgemm rate")
+    sgemm = measure.sgemm_gflops() if args.device == "cpu" else None
     for case in cases:
         names = backends.TRAINING if case.training else backends.inference_backends(args.suite)
         if chosen:
             names = [n for n in names if n == "eager" or n in chosen]
         results += measure.run_case(case, names, budget, progress)
+        if args.device == "cpu" and not case.training:
+            gflop[case.name] = measure.eager_gflop(case)
         progress.advance()
         progress("done")
     sys.stderr.write("\n")
@@ -121,7 +125,8 @@ def main(argv=None) -> int:
     data = {"suite": args.suite, "date": date, "machine": report.machine(args.threads),
             "versions": backends.versions(), "threads": args.threads,
             "seconds": round(time.time() - started, 1), "results": results,
-            "geomean": report.geomeans(results), "device": args.device}
+            "geomean": report.geomeans(results), "device": args.device,
+            "sgemm_gflops": sgemm, "gflop": gflop}
     if args.device == "cuda":
         data["bandwidth"] = b = _bandwidth()
         print(f"bandwidth (256M float32): copy {b['copy_gbps']:.0f} GB/s; elementwise chain: "
@@ -137,6 +142,7 @@ def main(argv=None) -> int:
     print(f"geomean over ok rows: kiln vs eager {report._fmt(g['kiln_vs_eager'], '.2f')}x, "
           f"vs the best inductor configuration {report._fmt(g['kiln_vs_inductor'], '.2f')}x, "
           f"vs the best f32 peer {report._fmt(g['kiln_vs_best_peer'], '.2f')}x "
+          f"(kiln_ts {report._fmt(g['kiln_ts_vs_best_peer'], '.2f')}x) "
           f"({data['seconds']:.0f} s)")
     path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")

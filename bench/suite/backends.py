@@ -19,7 +19,7 @@ from . import native_peers
 # freezing and max-autotune.
 INFERENCE = ["eager", "kiln", "kiln_ts", "inductor", "inductor_freeze", "torchscript",
              "openvino_f32", "openvino", "kiln_bf16", "onnxruntime"]
-FULL_ONLY = ["inductor_max_autotune"]
+FULL_ONLY = ["inductor_max_autotune", "kiln_ts_in_dynamo"]
 TRAINING = ["eager", "kiln", "inductor"]  # the TorchScript and native peers are inference-only
 
 # Backends that compute in reduced precision by default: judged by norm-relative error.
@@ -39,6 +39,30 @@ def _trace(model, inputs):
         return torch.jit.trace(model, inputs, check_trace=False)
 
 
+def _kiln_ts_in_dynamo(model: torch.nn.Module, inputs: tuple):
+    """torch.compile with a backend that ignores the graph dynamo hands it and runs the kiln_ts
+    module on the case's own inputs. Dynamo still does everything it does for any backend on every
+    call: evaluates its guards, fetches the parameters it lifted into graph inputs, passes them
+    through its wrappers. Valid only for the inputs it was built with (the bench's)."""
+    import kiln
+    module = kiln.compile(_trace(model, inputs))
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        outputs = len(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+
+        def run(*args):
+            out = module(*inputs)
+            out = out if isinstance(out, tuple) else (out,)
+            if len(out) != outputs:
+                raise RuntimeError(f"kiln_ts_in_dynamo: the graph returns {outputs} values, "
+                                   f"the traced module {len(out)}")
+            return out
+
+        return run
+
+    return torch.compile(model, backend=backend, dynamic=False)
+
+
 def compiled_model(backend: str, model: torch.nn.Module, inputs: tuple):
     """The model as `backend` runs it (compiling is lazy for the torch.compile backends)."""
     if backend == "eager":
@@ -50,6 +74,8 @@ def compiled_model(backend: str, model: torch.nn.Module, inputs: tuple):
     if backend == "kiln_ts":
         import kiln
         return kiln.compile(_trace(model, inputs))
+    if backend == "kiln_ts_in_dynamo":
+        return _kiln_ts_in_dynamo(model, inputs)
     if backend == "inductor":
         return torch.compile(model, dynamic=False)
     if backend == "torchscript":

@@ -109,6 +109,33 @@ def _prepare(contender, case, model, inputs, reference, progress):
             traceback.print_exc()
 
 
+def eager_gflop(case) -> float | None:
+    """Floating-point operations of one eager inference call, in billions (a multiply-add counts
+    two), as torch.utils.flop_counter counts them: matrix products and convolutions only, which is
+    what bounds a compute-bound model. None for a training case."""
+    if case.training:
+        return None
+    from torch.utils.flop_counter import FlopCounterMode
+    torch.manual_seed(0)
+    model, inputs = case.build()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model.eval()(*inputs)
+    return counter.get_total_flops() / 1e9
+
+
+def sgemm_gflops(size: int = 2048, repeats: int = 15) -> float:
+    """The machine's float32 matrix-product rate with torch's own GEMM (torch.mm of two size x size
+    matrices, median of `repeats`), in GFLOP/s: the practical ceiling of a compute-bound model."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return 2 * size ** 3 / statistics.median(times) / 1e9
+
+
 def run_case(case, names, budget_s, progress) -> list[dict]:
     # Dynamo caches compiled frames per code object (Sequential.forward, ...): without a reset a
     # case could reuse an earlier case's compile, and its compile time would not be cold.
@@ -124,7 +151,7 @@ def run_case(case, names, budget_s, progress) -> list[dict]:
         reference = backends.inference_step("eager", model, inputs)()
     contenders = [Contender(name) for name in names]
     for c in contenders:
-        if c.backend in ("kiln_ts", "torchscript") and not case.traceable:
+        if c.backend in ("kiln_ts", "torchscript", "kiln_ts_in_dynamo") and not case.traceable:
             c.error = "the model does not trace"
             continue
         _prepare(c, case, model, inputs, reference, progress)

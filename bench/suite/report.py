@@ -42,11 +42,18 @@ def _fastest(rows: list[dict]) -> dict | None:
     return min(ok, key=lambda r: r["median_ms"]) if ok else None
 
 
+def ok_median(row: dict | None) -> float | None:
+    """A row's median in ms where it matched eager, else None."""
+    return row["median_ms"] if row and row["ok"] else None
+
+
 def summaries(results: list[dict]) -> list[dict]:
     """Per model with a kiln row: kiln against eager, the best Inductor configuration and the
     best f32 peer (the faster of OpenVINO f32 and ONNX Runtime among those that match eager; a
     model where neither does has none). Ratios are the other's median over kiln's: above 1, kiln
-    is faster."""
+    is faster. Beside them: kiln_ts (kiln's TorchScript entry, called as the peers' native APIs
+    are, without dynamo) against the same peer, and `dynamo_ms`, what torch.compile's entry costs
+    a call (kiln_ts_in_dynamo's median less kiln_ts's)."""
     from .backends import F32_PEERS, INDUCTOR_CONFIGS
     by = {(r["model"], r["backend"]): r for r in results}
     out = []
@@ -62,6 +69,8 @@ def summaries(results: list[dict]) -> list[dict]:
         def ratio(other):
             return other["median_ms"] / kiln_ms if other and kiln_ms else None
 
+        ts_ms = ok_median(by.get((model, "kiln_ts")))
+        in_dynamo_ms = ok_median(by.get((model, "kiln_ts_in_dynamo")))
         out.append({
             "model": model, "kiln_ms": kiln_ms,
             "vs_eager": kiln["speedup_vs_eager"],
@@ -70,6 +79,8 @@ def summaries(results: list[dict]) -> list[dict]:
             "best_peer": peer["backend"] if peer else None,
             "vs_best_peer": ratio(peer),
             "peers_ran": bool(ran_peers),
+            "ts_vs_best_peer": peer["median_ms"] / ts_ms if peer and ts_ms else None,
+            "dynamo_ms": in_dynamo_ms - ts_ms if in_dynamo_ms and ts_ms else None,
         })
     return out
 
@@ -96,12 +107,13 @@ def geomeans(results: list[dict]) -> dict:
     return {"kiln_vs_eager": _geomean([s["vs_eager"] for s in rows]),
             "kiln_vs_inductor": _geomean([s["vs_best_inductor"] for s in rows]),
             "kiln_vs_best_peer": _geomean([s["vs_best_peer"] for s in rows]),
+            "kiln_ts_vs_best_peer": _geomean([s["ts_vs_best_peer"] for s in rows]),
             "kiln_bf16_vs_openvino": _geomean(bf16_vs_openvino(results))}
 
 
 def summary_table(results: list[dict]) -> str:
     lines = [f"{'model':<24}{'kiln ms':>10}{'vs eager':>10}{'vs best inductor':>34}"
-             f"{'vs best f32 peer':>26}"]
+             f"{'vs best f32 peer':>26}{'kiln_ts vs it':>15}{'dynamo ms':>11}"]
     for s in summaries(results):
         inductor = (f"{s['vs_best_inductor']:.2f}x ({s['best_inductor']})"
                     if s["vs_best_inductor"] else "-")
@@ -110,7 +122,8 @@ def summary_table(results: list[dict]) -> str:
         else:
             peer = "none matched eager" if s["peers_ran"] else "-"
         lines.append(f"{s['model']:<24}{_fmt(s['kiln_ms'], '.3f'):>10}"
-                     f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>34}{peer:>26}")
+                     f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>34}{peer:>26}"
+                     f"{_fmt(s['ts_vs_best_peer'], '.2f'):>14}x{_fmt(s['dynamo_ms'], '.3f'):>11}")
     return "\n".join(lines)
 
 
@@ -154,7 +167,9 @@ def chart(results: list[dict], path: pathlib.Path, report: dict) -> None:
     import matplotlib.ticker
 
     models = list(dict.fromkeys(r["model"] for r in results))
-    names = [b for b in dict.fromkeys(r["backend"] for r in results) if b != "eager"]
+    # kiln_ts_in_dynamo measures torch.compile's entry; it is no way to run a model.
+    names = [b for b in dict.fromkeys(r["backend"] for r in results)
+             if b not in ("eager", "kiln_ts_in_dynamo")]
     by = {(r["model"], r["backend"]): r for r in results}
     width = 0.8 / max(len(names), 1)
     fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(models)), 4.8))

@@ -9,7 +9,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROW_KEYS = {"model", "backend", "median_ms", "min_ms", "max_ms", "speedup_vs_eager", "compile_s",
             "max_abs_diff", "norm_rel_err", "ok", "error", "note"}
-GEOMEANS = {"kiln_vs_eager", "kiln_vs_inductor", "kiln_vs_best_peer", "kiln_bf16_vs_openvino"}
+GEOMEANS = {"kiln_vs_eager", "kiln_vs_inductor", "kiln_vs_best_peer", "kiln_ts_vs_best_peer",
+            "kiln_bf16_vs_openvino"}
 
 
 def test_bench_writes_the_documented_json(tmp_path):
@@ -20,7 +21,11 @@ def test_bench_writes_the_documented_json(tmp_path):
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads((tmp_path / "latest.json").read_text())
-    assert {"date", "machine", "versions", "threads", "results", "geomean"} <= set(data)
+    assert {"date", "machine", "versions", "threads", "results", "geomean", "sgemm_gflops",
+            "gflop"} <= set(data)
+    assert data["sgemm_gflops"] > 0
+    # Inference cases only: three 256x256 linears, a multiply-add counted as two operations.
+    assert data["gflop"] == {"mlp_b1": 3 * 2 * 256 * 256 / 1e9}
     assert set(data["geomean"]) == GEOMEANS
     assert data["versions"]["torch"].startswith("2.11")
     rows = {(r["model"], r["backend"]): r for r in data["results"]}
@@ -96,7 +101,7 @@ def test_bench_report_regenerates_the_page_and_the_readme_table(tmp_path):
     publish(source, root=tmp_path)
     text = readme.read_text()
     assert "stale table" not in text and text.startswith("before\n") and text.endswith("after\n")
-    assert "| resnet | 1.00 ms | 2.00x | - | 0.90x (openvino_f32) |" in text
+    assert "| resnet | 1.00 ms | 2.00x | - | 0.90x (openvino_f32) | - |" in text
     assert "**0.90x** the best f32 peer" in text
     markdown = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert "DATE-STAMP" in markdown and "Some CPU" in markdown and "torch 2.11.0" in markdown
@@ -126,3 +131,41 @@ def test_the_bf16_geomean_counts_only_cases_with_products():
             _row("mlp_b1", "openvino", 1.1), _row("mlp_b1", "kiln_bf16", 1.0)]
     # softmax has no convolution or matrix product: bf16 changes nothing there.
     assert report.bf16_vs_openvino(rows) == [1.1 / 1.0]
+
+
+def test_torch_compiles_entry_is_measured_around_kiln_ts(tmp_path):
+    """kiln_ts_in_dynamo (full suite) runs the kiln_ts module under torch.compile: its result
+    matches eager, and the summary reports its time less kiln_ts's as torch.compile's entry."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--suite", "full", "--cases", "mlp_b1",
+         "--backends", "kiln,kiln_ts,kiln_ts_in_dynamo,onnxruntime", "--budget", "0.3",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads((tmp_path / "latest.json").read_text())
+    rows = {r["backend"]: r for r in data["results"]}
+    assert rows["kiln_ts_in_dynamo"]["ok"] and rows["kiln_ts_in_dynamo"]["max_abs_diff"] <= 1e-4
+    sys.path.insert(0, str(ROOT))
+    from bench.suite import report
+    (summary,) = report.summaries(data["results"])
+    entry = rows["kiln_ts_in_dynamo"]["median_ms"] - rows["kiln_ts"]["median_ms"]
+    assert summary["dynamo_ms"] == entry
+    assert summary["ts_vs_best_peer"] == (rows["onnxruntime"]["median_ms"]
+                                          / rows["kiln_ts"]["median_ms"])
+
+
+def test_the_page_shows_the_compute_rate_and_torch_compiles_entry(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from bench.suite import page
+    data = _report([_row("resnet", "eager", 2.0), _row("resnet", "kiln", 1.0),
+                    _row("resnet", "kiln_ts", 0.8), _row("resnet", "kiln_ts_in_dynamo", 0.95),
+                    _row("resnet", "onnxruntime", 1.2), _row("tiny", "eager", 2.0),
+                    _row("tiny", "kiln", 1.0)])
+    data.update(sgemm_gflops=100.0, gflop={"resnet": 4.0, "tiny": 0.01})
+    markdown = page.benchmarks_page(data, tmp_path / "latest.json", "chart.png")
+    # 1.2 / 1.0 for kiln, 1.2 / 0.8 for kiln_ts, 0.95 - 0.8 ms for the entry.
+    assert "| resnet | 1.00 ms | 2.00x | - | 1.20x (onnxruntime) | 1.50x | 0.150 ms |" in markdown
+    assert "**100 GFLOP/s**" in markdown
+    # 4 GFLOP in 2 ms and in 1 ms; a model under 0.1 GFLOP a call is left out.
+    assert "| resnet | 4.00 | 2000 | 4000 | 2000% | 4000% |" in markdown
+    assert "| tiny |" not in markdown.split("## Compute rate")[1].split("## Every row")[0]
