@@ -54,6 +54,14 @@ def _ratio(value, who) -> str:
     return f"{value:.2f}x ({who})" if value else "-"
 
 
+def _entry(ms: float | None) -> str:
+    """torch.compile's entry cost, a difference of two medians: below zero it is lost in the
+    run's noise (a slow model's medians move by more than the cost)."""
+    if ms is None:
+        return "-"
+    return _ms(ms) if ms >= 0 else "below noise"
+
+
 def summary_table(results: list[dict]) -> str:
     """One row per model: kiln (torch.compile) against eager, the best Inductor configuration and
     the best f32 peer, each as the other's median over kiln's (above 1: kiln is faster); kiln_ts
@@ -75,7 +83,7 @@ def summary_table(results: list[dict]) -> str:
         line = (f"| {s['model']} | {kiln} | {eager} | "
                 f"{_ratio(s['vs_best_inductor'], s['best_inductor'])} | {peer} | {ts} |")
         if entry:
-            line += f" {_ms(s['dynamo_ms'])} |" if s["dynamo_ms"] is not None else " - |"
+            line += f" {_entry(s['dynamo_ms'])} |"
         lines.append(line)
     return "\n".join(lines)
 

@@ -9,39 +9,25 @@ namespace kiln::codegen::cuda {
 namespace {
 
 using kernel::Expr;
+using kernel::extent_at_least;
+using kernel::extent_multiple_of;
 using kernel::IndexMap;
 using kernel::Kernel;
 using kernel::Op;
 
-std::vector<const IndexMap*> maps_of(const Kernel& kernel) {
-  std::vector<const IndexMap*> maps;
-  for (const Expr& e : kernel.exprs)
-    if (e.op == Op::Load) maps.push_back(&e.map);
-  for (const auto& s : kernel.stores)
-    maps.push_back(&s.map);
-  return maps;
-}
-
-/// The largest element offset any map reaches, plus one.
-int64_t offset_extent(const Kernel& kernel) {
-  int64_t extent = 1;
-  for (const IndexMap* m : maps_of(kernel)) {
-    int64_t reach = std::abs(m->offset);
-    for (int d = 0; d < kernel.rank(); ++d)
-      reach += std::max<int64_t>(kernel.sizes[d] - 1, 0) * std::abs(m->strides[d]);
-    extent = std::max(extent, reach + 1);
-  }
-  return extent;
-}
+using kernel::Extent;
+using kernel::SizeGuards;
 
 /// Elements per thread on the 16-byte path, or 1 when some access cannot take it: every map is
 /// contiguous or constant along the innermost dimension, each output is stored once, and the
-/// innermost size and every other stride of a contiguous map are multiples of the width.
-int vector_width(const Kernel& kernel) {
+/// innermost size and every other stride and the offset of a contiguous map are multiples of the
+/// width.
+int vector_width(const Kernel& kernel, SizeGuards* guards) {
   if (kernel.reduce_rank != 0) return 1;
   const int inner = kernel.rank() - 1;
+  const std::vector<const IndexMap*> maps = kernel::accesses(kernel);
   int64_t widest = 0;
-  for (const IndexMap* m : maps_of(kernel)) {
+  for (const IndexMap* m : maps) {
     if (m->strides[inner] == 1) {
       widest = std::max(widest, storage_size(kernel.buffers[m->buffer].dtype));
     } else if (m->strides[inner] != 0) {
@@ -55,14 +41,26 @@ int vector_width(const Kernel& kernel) {
   }
   if (widest == 0) return 1;
   const int width = static_cast<int>(16 / widest);
-  if (width < 2 || kernel.sizes[inner] % width != 0) return 1;
-  for (const IndexMap* m : maps_of(kernel)) {
-    if (m->strides[inner] != 1) continue;
-    if (m->offset % width != 0) return 1;
+  if (width < 2 || !extent_multiple_of(kernel, Extent::Dim, width, guards, inner)) return 1;
+  for (size_t a = 0; a < maps.size(); ++a) {
+    if (maps[a]->strides[inner] != 1) continue;
+    const int access = static_cast<int>(a);
+    if (!extent_multiple_of(kernel, Extent::Offset, width, guards, 0, access)) return 1;
     for (int d = 0; d < inner; ++d)
-      if (m->strides[d] % width != 0) return 1;
+      if (!extent_multiple_of(kernel, Extent::Stride, width, guards, d, access)) return 1;
   }
   return width;
+}
+
+/// Threads per block for rows of `row` elements: the row rounded up to a warp, at most
+/// kMaxBlock; the guards pin the row to the range that rounds the same.
+int block_for(const Kernel& kernel, SizeGuards* guards) {
+  const int64_t row = kernel.row_size();
+  const int64_t full = kMaxBlock - 31;  // the shortest row that takes a whole block
+  if (extent_at_least(kernel, Extent::RowSize, full, guards)) return kMaxBlock;
+  const int64_t block = std::max<int64_t>((row + 31) / 32 * 32, 32);
+  kernel::record_range(kernel, Extent::RowSize, block == 32 ? 0 : block - 31, block + 1, guards);
+  return static_cast<int>(block);
 }
 
 }  // namespace
@@ -87,38 +85,46 @@ int64_t workspace_counters_offset(const Kernel& kernel, const CudaSchedule& sche
 
 CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   CudaSchedule s;
-  int64_t numel = 1;
-  for (int64_t size : kernel.sizes)
-    numel *= size;
-  s.index32 = offset_extent(kernel) < (int64_t{1} << 30) && numel < (int64_t{1} << 30);
+  SizeGuards* guards = &s.guards;
+  const int64_t numel = kernel::extent_value(kernel, Extent::Elements);
+  constexpr int64_t k32 = int64_t{1} << 30;
+  s.index32 = !extent_at_least(kernel, Extent::Reach, k32, guards) &&
+              !extent_at_least(kernel, Extent::Elements, k32, guards);
   if (kernel.reduce_rank == 0) {
-    s.vector = vector_width(kernel);
+    s.vector = vector_width(kernel, guards);
     s.block = kMaxBlock;
     s.blocks = (numel / s.vector + s.block - 1) / s.block;
     return s;
   }
   const int64_t rows = kernel.num_rows(), row = kernel.row_size();
-  s.block = static_cast<int>(std::clamp<int64_t>((row + 31) / 32 * 32, 32, kMaxBlock));
+  s.block = block_for(kernel, guards);
   s.blocks = rows;
   const bool element_stores =
       std::any_of(kernel.stores.begin(), kernel.stores.end(),
                   [&](const auto& st) { return kernel::stores_per_element(kernel, st); });
   const int walks = count_reduces(kernel) + (element_stores ? 1 : 0);
-  if (row > kSplitRowElements && rows < kSplitMaxRows) {
+  if (extent_at_least(kernel, Extent::RowSize, kSplitRowElements + 1, guards) &&
+      !extent_at_least(kernel, Extent::Rows, kSplitMaxRows, guards)) {
     s.slices = (row + kSplitSliceElements - 1) / kSplitSliceElements;
+    kernel::record_range(kernel, Extent::RowSize, (s.slices - 1) * kSplitSliceElements + 1,
+                         s.slices * kSplitSliceElements + 1, guards);
     s.blocks = rows * s.slices;
     s.phases = walks;
     s.workspace_bytes = workspace_counters_offset(kernel, s) + rows * 4;
   }
-  if (s.slices == 1 && rows >= kAcrossRowsMinRows &&
-      kernel::reduces_across_rows(kernel, kTileRows)) {
+  if (s.slices == 1 && extent_at_least(kernel, Extent::Rows, kAcrossRowsMinRows, guards) &&
+      kernel::reduces_across_rows(kernel, kTileRows, guards)) {
     s.across_rows = true;
     s.block = kMaxBlock;
     s.blocks = (rows + kTileRows - 1) / kTileRows;
     return s;
   }
-  if (s.slices == 1 && walks > 1 && row <= int64_t{s.block} * kMaxCachedPerThread) {
+  if (s.slices == 1 && walks > 1 &&
+      !extent_at_least(kernel, Extent::RowSize, int64_t{s.block} * kMaxCachedPerThread + 1,
+                       guards)) {
     s.cached = static_cast<int>((row + s.block - 1) / s.block);
+    kernel::record_range(kernel, Extent::RowSize, int64_t{s.cached - 1} * s.block + 1,
+                         int64_t{s.cached} * s.block + 1, guards);
   }
   return s;
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "passes/kernel/kernel.h"
+#include "passes/kernel/size_guards.h"
 
 namespace kiln::codegen::cuda {
 
@@ -59,6 +60,10 @@ struct CudaSchedule {
   /// l of the tile; the warps split each row's reduced elements between them and combine their
   /// partial results through shared memory in warp order. `blocks` counts tiles.
   bool across_rows = false;
+  /// Every test of the kernel's extents these decisions made (kernel/size_guards.h): a kernel of
+  /// the same structure whose extents pass them gets the same schedule, less `blocks` and
+  /// `workspace_bytes`, which are functions of the sizes.
+  kernel::SizeGuards guards;
 };
 
 /// The kernel's Reduce exprs (each one walk of a row).

@@ -15,9 +15,13 @@ namespace {
 
 class AcrossRowsEmitter final : public EmitterCore {
  public:
-  using EmitterCore::EmitterCore;
+  AcrossRowsEmitter(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits,
+                    MathTarget math, int64_t sum_chunk)
+      : EmitterCore(module, kernel, vector_bits, math), sum_chunk_(sum_chunk) {}
 
  private:
+  const int64_t sum_chunk_;
+
   void emit_body() override { emit_reducing_across_rows(); }
 
   // Reducing across rows (schedule.h): [begin, end) is a range of rows, walked by runs of the
@@ -153,19 +157,19 @@ class AcrossRowsEmitter final : public EmitterCore {
         if (early[s]) values_->store(static_cast<int>(s), element);
     };
     // Each lane adds its row's elements one after another, so a float sum adds them in chunks
-    // of kChunk: the error bound is (n / kChunk + kChunk) ulp-sized steps instead of n. (A max
-    // or min, or an integer sum, computed beside one is the same whatever the grouping.)
-    constexpr int64_t kChunk = 16;
+    // where the schedule says so (cpu_schedule.h: kAcrossRowsSumChunk). (A max or min, or an
+    // integer sum, computed beside one is the same whatever the grouping.)
+    const int64_t chunk = sum_chunk_;
     const int last = kernel_.rank() - 1;
     walk_reduced_dims(
         *at_row.offsets, kernel_.row_rank(),
         [&](const Offsets& outer) {
           llvm::Value* next = i64(0);
-          if (chunked && kernel_.sizes[last] >= 2 * kChunk) {
-            next = loop(i64(0), i64(kernel_.sizes[last]), kChunk, [&](llvm::Value* c) {
+          if (chunked && chunk > 0) {
+            next = loop(i64(0), i64(kernel_.sizes[last]), chunk, [&](llvm::Value* c) {
               for (const Accumulator& a : accs)
                 b_.CreateStore(identity(a.e->reduce, a.e->dtype, width), a.partial);
-              loop(i64(0), i64(kChunk), 1, [&](llvm::Value* i) {
+              loop(i64(0), i64(chunk), 1, [&](llvm::Value* i) {
                 values_->forget_elements();
                 add(/*into_partial=*/true, moved(outer, last, b_.CreateAdd(c, i)));
               });
@@ -195,8 +199,8 @@ class AcrossRowsEmitter final : public EmitterCore {
 }  // namespace
 
 llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
-                                        int vector_bits, MathTarget math) {
-  return AcrossRowsEmitter(module, kernel, vector_bits, math).emit();
+                                        int vector_bits, MathTarget math, int64_t sum_chunk) {
+  return AcrossRowsEmitter(module, kernel, vector_bits, math, sum_chunk).emit();
 }
 
 }  // namespace kiln::codegen

@@ -14,8 +14,9 @@
 
 namespace kiln::codegen {
 
-/// `kernel` must already be collapsed (collapse_dims).
+/// `kernel` must already be collapsed (collapse_dims). `sum_chunk`: a float sum adds each row's
+/// elements in chunks of this many (CpuSchedule::sum_chunk; 0: one after another).
 llvm::Function* emit_across_rows_kernel(llvm::Module& module, const kernel::Kernel& kernel,
-                                        int vector_bits, MathTarget math);
+                                        int vector_bits, MathTarget math, int64_t sum_chunk);
 
 }  // namespace kiln::codegen

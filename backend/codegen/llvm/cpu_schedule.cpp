@@ -131,6 +131,15 @@ bool reduces_a_transcendental(const Kernel& kernel, const std::vector<RowPass>& 
   return false;
 }
 
+/// Whether the kernel sums or averages floats (a max or min, or an integer sum, is the same
+/// whatever the grouping).
+bool sums_floats(const Kernel& kernel) {
+  return std::any_of(kernel.exprs.begin(), kernel.exprs.end(), [](const kernel::Expr& e) {
+    return e.op == kernel::Op::Reduce && ir::is_floating(e.dtype) &&
+           (e.reduce == kernel::ReduceKind::Sum || e.reduce == kernel::ReduceKind::Mean);
+  });
+}
+
 }  // namespace
 
 CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target) {
@@ -141,6 +150,11 @@ CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target
   const int width = std::max(1, target.vector_bits / 32);
   if (reduces_across_rows(collapsed, width, guards)) {
     s.strategy = CpuSchedule::Strategy::AcrossRows;
+    if (sums_floats(collapsed)) {
+      const bool chunks =
+          extent_at_least(collapsed, Extent::Dim, 2 * kAcrossRowsSumChunk, guards, -1);
+      s.sum_chunk = chunks ? kAcrossRowsSumChunk : 0;
+    }
     return s;
   }
   if (transposes(collapsed, guards)) {

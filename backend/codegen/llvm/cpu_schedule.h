@@ -47,9 +47,11 @@ struct CpuSchedule {
   /// after the first 64-byte line (elementwise kernels, and rows of one-dim reductions).
   bool streaming_stores = false;
   // Along rows only:
-  std::vector<RowPass> row_passes;   // the passes over each row (a mean and its variance may pair)
-  int reduce_unroll = 4;             // independent vector accumulators per reduction
-  int64_t sum_chunk = 0;             // a float sum along a longer row walks it in chunks of this
+  std::vector<RowPass> row_passes;  // the passes over each row (a mean and its variance may pair)
+  int reduce_unroll = 4;            // independent vector accumulators per reduction
+  // A float sum along a longer row walks it in chunks of this; across rows, a float sum adds each
+  // row's elements in chunks of this many (0: one after another).
+  int64_t sum_chunk = 0;
   std::vector<int> prefetched_maps;  // loads asked for a row ahead, in the second pass
   std::vector<RowCache> row_caches;  // values more than one pass needs, computed once
   /// Every comparison of an extent the decisions above made, with its outcome: a kernel of the
@@ -65,6 +67,11 @@ CpuSchedule schedule_cpu_kernel(const kernel::Kernel& collapsed, const CpuTarget
 /// The schedule as text, less its launch (which the caller's kernel sets): part of the kernel
 /// cache's key.
 std::string schedule_key(const CpuSchedule& schedule);
+
+/// Across rows, float sums over an innermost reduced dim of at least two chunks add each row's
+/// elements in chunks of this many: the error bound is (n / chunk + chunk) ulp-sized steps
+/// instead of n.
+inline constexpr int64_t kAcrossRowsSumChunk = 16;
 
 /// Float sums along an innermost dim longer than this walk it in chunks of this many elements
 /// (a multiple of every vector width times the unroll): each chunk's accumulators start from the

@@ -529,7 +529,8 @@ llvm::Function* emit_kernel(llvm::Module& module, const kernel::Kernel& kernel,
                             const CpuSchedule& schedule, MathTarget math) {
   switch (schedule.strategy) {
     case CpuSchedule::Strategy::AcrossRows:
-      return emit_across_rows_kernel(module, kernel, schedule.vector_bits, math);
+      return emit_across_rows_kernel(module, kernel, schedule.vector_bits, math,
+                                     schedule.sum_chunk);
     case CpuSchedule::Strategy::Transpose:
       return emit_transpose_kernel(module, kernel, schedule.vector_bits, math);
     case CpuSchedule::Strategy::Elementwise:
