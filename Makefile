@@ -6,7 +6,7 @@ JOBS ?= 2
 VENV_PY := .venv/bin/python
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h')
 
-.PHONY: all setup build python test bench bench-full bench-compile bench-kernels bench-profile bench-report models format format-check clean
+.PHONY: all setup build python test bench bench-full bench-compile bench-dynamic bench-kernels bench-profile bench-report models format format-check clean
 
 all: build
 
@@ -59,6 +59,11 @@ bench-full: build python
 # (docs/compile-times.md).
 bench-compile: build python
 	@$(VENV_PY) bench/compile_time.py
+
+# Streams of changing input sizes (sequence lengths, batch sizes, KV-cache generation): compile
+# counts and stream times against eager and Inductor (docs/dynamic-shapes.md).
+bench-dynamic: build python
+	@$(VENV_PY) bench/dynamic_shapes.py
 
 # The test models through `kiln run` against LibTorch, and the code generator's kernel cases
 # (bench/kernel_cases.py, docs/benchmarking.md).

@@ -46,8 +46,15 @@ Kernel family_member(int family, int64_t a, int64_t b) {
 // Sizes on both sides of the thresholds the schedule tests (warp multiples, a whole block, the
 // cached rows, the split, the across-rows rows) and odd ones (vector widths).
 int64_t random_size(std::mt19937_64& rng) {
-  static const int64_t kNear[] = {32,   224,  225,  256,   2048, kAcrossRowsMinRows,
-                                  kSplitMaxRows, kSplitRowElements, kSplitRowElements + 1,
+  static const int64_t kNear[] = {32,
+                                  224,
+                                  225,
+                                  256,
+                                  2048,
+                                  kAcrossRowsMinRows,
+                                  kSplitMaxRows,
+                                  kSplitRowElements,
+                                  kSplitRowElements + 1,
                                   5 * kSplitSliceElements};
   if (rng() % 3 == 0) return kNear[rng() % std::size(kNear)] + static_cast<int64_t>(rng() % 3) - 1;
   return int64_t{2} << (rng() % 18);

@@ -43,8 +43,7 @@ TEST(SizeGuards, TestsAreRecordedWithTheirOutcomes) {
   EXPECT_FALSE(extent_multiple_of(k, Extent::Dim, 4, &guards, -1));
   EXPECT_TRUE(extent_multiple_of(k, Extent::Stride, 5, &guards, 0, 0));
   record_range(k, Extent::Dim, 9, 11, &guards, 1);
-  EXPECT_EQ(print_guards(guards),
-            "elements>=60 dim[-1]%4!=0 stride#0[0]%5==0 dim[1]>=9 dim[1]<11");
+  EXPECT_EQ(print_guards(guards), "elements>=60 dim[-1]%4!=0 stride#0[0]%5==0 dim[1]>=9 dim[1]<11");
   EXPECT_TRUE(guards_hold(guards, k));
   EXPECT_TRUE(guards_hold(guards, broadcast_add(7, 10)));
   EXPECT_FALSE(guards_hold(guards, broadcast_add(5, 10)));  // fewer elements

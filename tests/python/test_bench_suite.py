@@ -169,3 +169,27 @@ def test_the_page_shows_the_compute_rate_and_torch_compiles_entry(tmp_path):
     # 4 GFLOP in 2 ms and in 1 ms; a model under 0.1 GFLOP a call is left out.
     assert "| resnet | 4.00 | 2000 | 4000 | 2000% | 4000% |" in markdown
     assert "| tiny |" not in markdown.split("## Compute rate")[1].split("## Every row")[0]
+
+
+def test_the_dynamic_shapes_bench_measures_a_stream_and_writes_its_page():
+    """bench/dynamic_shapes.py: one child (eager generation, the quickest) gives the documented
+    figures; the page puts kiln's steady pass against the others'."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "dynamic_shapes.py"), "--child", "gpt2_generate",
+         "eager"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
+    row = json.loads(line[len("RESULT "):])
+    assert row["same_tokens"] is True and row["steady_s"] > 0 and row["dynamo_graphs"] == 0
+    sys.path.insert(0, str(ROOT / "bench"))
+    import dynamic_shapes
+    base = {"calls": 50, "max_abs_diff": 0.0, "kiln_specializations": 3, "kiln_fallbacks": 0,
+            "kiln_compile_s": 1.5, "dynamo_graphs": 2, "first_pass_s": 9.0}
+    rows = [dict(base, case="bert", backend="eager", steady_s=3.0),
+            dict(base, case="bert", backend="kiln", steady_s=1.5),
+            dict(base, case="bert", backend="inductor", steady_s=2.1),
+            {"case": "gpt", "backend": "kiln", "error": "RuntimeError: boom"}]
+    text = dynamic_shapes.page({"date": "D", "machine": "M", "threads": 2, "results": rows})
+    assert "| bert | kiln | 9.00 s | 1.500 s | 3 | 0 | 1.50 | 2 | 0.0e+00 | - |" in text
+    assert "| bert | 2.00x | 1.40x |" in text
+    assert "fails: `RuntimeError: boom`" in text

@@ -1,0 +1,211 @@
+"""`make bench-dynamic`: models whose input sizes change from call to call, as in serving and
+decoding, under eager, kiln (torch.compile with dynamo's defaults) and Inductor (dynamic=True),
+each in a fresh process with empty caches.
+
+    python bench/dynamic_shapes.py [--cases bert2_lengths,resnet18_batches,gpt2_generate]
+
+Streams: a 2-layer BERT encoder over 50 sequence lengths from 1 to 512, ResNet-18 over 10 batch
+sizes from 1 to 32 (each stream in a fixed shuffled order), and greedy generation of 64 tokens
+with transformers' KV cache on a 2-layer GPT-2. The first pass over a stream includes every
+compile; the second (and, for generation, later generations) is the steady state. Per backend:
+both passes' times, kiln's and dynamo's compile counts, kiln's fallbacks to eager, and the
+largest difference from eager over the stream (generation: whether the tokens are eager's).
+Writes bench/results/dynamic.json and docs/dynamic-shapes.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BACKENDS = ["eager", "kiln", "inductor"]
+NEW_TOKENS = 64
+
+
+def _bert2():
+    import torch
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=1024, vocab_size=1000, max_position_embeddings=512)
+    model = BertModel(config, add_pooling_layer=False)
+    lengths = random.Random(0).sample(range(1, 513), 50)
+    return model, [(torch.randint(0, 1000, (1, n)),) for n in lengths]
+
+
+def _resnet18():
+    import torch
+    import torchvision
+
+    batches = [1, 2, 3, 5, 8, 12, 16, 21, 27, 32]
+    random.Random(0).shuffle(batches)
+    return torchvision.models.resnet18(), [(torch.randn(b, 3, 224, 224),) for b in batches]
+
+
+def _gpt2():
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=1000, n_positions=256)
+    return GPT2LMHeadModel(config), [(torch.randint(0, 1000, (2, 8)),)]
+
+
+CASES = {"bert2_lengths": _bert2, "resnet18_batches": _resnet18, "gpt2_generate": _gpt2}
+
+
+def _first_tensor(out):
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+
+
+def _compiled(backend: str, model):
+    import torch
+
+    if backend == "eager":
+        return model
+    if backend == "kiln":
+        return torch.compile(model, backend="kiln")  # dynamo's defaults, as users call it
+    return torch.compile(model, dynamic=True)
+
+
+def _counts() -> dict:
+    import torch
+
+    import kiln
+
+    stats = kiln.stats()
+    return {"kiln_specializations": stats["specializations"], "kiln_fallbacks": stats["fallbacks"],
+            "kiln_compile_s": stats["compile_seconds"],
+            "dynamo_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
+
+
+def child(case: str, backend: str) -> None:
+    """Runs one case under one backend; prints its figures as one JSON line."""
+    import torch
+
+    torch.manual_seed(0)
+    model, stream = CASES[case]()
+    model.eval()
+    result = {"case": case, "backend": backend, "calls": len(stream)}
+    with torch.no_grad():
+        if case == "gpt2_generate":
+            (ids,) = stream[0]
+            reference = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)
+            model.forward = _compiled(backend, model.forward)
+            runs = []
+            for _ in range(3):
+                start = time.perf_counter()
+                tokens = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)
+                runs.append(time.perf_counter() - start)
+            result.update(first_pass_s=runs[0], steady_s=min(runs[1:]),
+                          per_token_ms=min(runs[1:]) / NEW_TOKENS * 1e3,
+                          same_tokens=bool(torch.equal(tokens, reference)), max_abs_diff=0.0)
+        else:
+            references = [_first_tensor(model(*inputs)) for inputs in stream]
+            run = _compiled(backend, model)
+            passes, diff = [], 0.0
+            for _ in range(2):
+                start = time.perf_counter()
+                outputs = [_first_tensor(run(*inputs)) for inputs in stream]
+                passes.append(time.perf_counter() - start)
+            for out, ref in zip(outputs, references):
+                diff = max(diff, (out - ref).abs().max().item())
+            result.update(first_pass_s=passes[0], steady_s=passes[1], max_abs_diff=diff)
+    result.update(_counts())
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def measure(case: str, backend: str) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, KILN_CACHE_DIR=os.path.join(cache, "kiln"), KILN_LOG="error",
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"))
+        proc = subprocess.run([sys.executable, __file__, "--child", case, backend], env=env,
+                              capture_output=True, text=True, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"case": case, "backend": backend, "error": tail[0][:300]}
+
+
+def _ratio(rows: dict, other: str, key: str) -> str:
+    ours, theirs = rows.get("kiln", {}).get(key), rows.get(other, {}).get(key)
+    return f"{theirs / ours:.2f}x" if ours and theirs else "-"
+
+
+def page(data: dict) -> str:
+    lines = ["# Dynamic shapes: compile counts and stream times",
+             "",
+             "Generated by `make bench-dynamic` (bench/dynamic_shapes.py); every run overwrites it. "
+             "Each case under each backend in a fresh process with empty caches; kiln with dynamo's "
+             "defaults, Inductor with `dynamic=True`.",
+             "",
+             f"- date: {data['date']}; machine: {data['machine']}; threads: {data['threads']}",
+             "",
+             "| case | backend | first pass | steady pass | kiln specializations | kiln fallbacks "
+             "| kiln compile s | dynamo graphs | max abs diff | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    by_case: dict = {}
+    for r in data["results"]:
+        by_case.setdefault(r["case"], {})[r["backend"]] = r
+        if "error" in r:
+            lines.append(f"| {r['case']} | {r['backend']} | fails: `{r['error']}` |||||||||")
+            continue
+        tokens = {True: "yes", False: "**no**"}.get(r.get("same_tokens"), "-")
+        lines.append(f"| {r['case']} | {r['backend']} | {r['first_pass_s']:.2f} s | "
+                     f"{r['steady_s']:.3f} s | {r['kiln_specializations']} | {r['kiln_fallbacks']} | "
+                     f"{r['kiln_compile_s']:.2f} | {r['dynamo_graphs']} | {r['max_abs_diff']:.1e} | "
+                     f"{tokens} |")
+    lines += ["", "Steady pass, kiln against the others (their time over kiln's; above 1, kiln is "
+              "faster):", "", "| case | vs eager | vs Inductor |", "|---|---|---|"]
+    for case, rows in by_case.items():
+        lines.append(f"| {case} | {_ratio(rows, 'eager', 'steady_s')} | "
+                     f"{_ratio(rows, 'inductor', 'steady_s')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "BACKEND"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    sys.path.insert(0, str(ROOT / "bench"))
+    from suite import report
+
+    results = []
+    for case in args.cases.split(","):
+        for backend in args.backends.split(","):
+            row = measure(case, backend)
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    import torch
+
+    machine = report.machine(torch.get_num_threads())
+    data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{machine['cpu']} ({', '.join(machine['isa'])}), {machine['cores']} cores",
+            "threads": torch.get_num_threads(), "results": results}
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "dynamic.json").write_text(json.dumps(data, indent=2))
+    (ROOT / "docs" / "dynamic-shapes.md").write_text(page(data))
+    print("wrote bench/results/dynamic.json and docs/dynamic-shapes.md")
+
+
+if __name__ == "__main__":
+    main()
