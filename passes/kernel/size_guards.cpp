@@ -43,6 +43,14 @@ SizeGuard make_guard(Extent extent, int dim, int access, Test test, int64_t boun
   return {extent, names_dim ? dim : 0, names_access ? access : 0, test, bound, true};
 }
 
+/// Runs `guard`'s test on `kernel`, records it with its outcome in `guards` (when given) and
+/// returns the outcome.
+bool record(const Kernel& kernel, SizeGuard guard, SizeGuards* guards) {
+  guard.holds = passes(guard, extent_value(kernel, guard.extent, guard.dim, guard.access));
+  if (guards) guards->push_back(guard);
+  return guard.holds;
+}
+
 }  // namespace
 
 std::vector<const IndexMap*> accesses(const Kernel& kernel) {
@@ -77,18 +85,12 @@ int64_t extent_value(const Kernel& kernel, Extent extent, int dim, int access) {
 
 bool extent_at_least(const Kernel& kernel, Extent extent, int64_t bound, SizeGuards* guards,
                      int dim, int access) {
-  SizeGuard guard = make_guard(extent, dim, access, Test::AtLeast, bound);
-  guard.holds = passes(guard, extent_value(kernel, extent, dim, access));
-  if (guards) guards->push_back(guard);
-  return guard.holds;
+  return record(kernel, make_guard(extent, dim, access, Test::AtLeast, bound), guards);
 }
 
 bool extent_multiple_of(const Kernel& kernel, Extent extent, int64_t factor, SizeGuards* guards,
                         int dim, int access) {
-  SizeGuard guard = make_guard(extent, dim, access, Test::MultipleOf, factor);
-  guard.holds = passes(guard, extent_value(kernel, extent, dim, access));
-  if (guards) guards->push_back(guard);
-  return guard.holds;
+  return record(kernel, make_guard(extent, dim, access, Test::MultipleOf, factor), guards);
 }
 
 void record_range(const Kernel& kernel, Extent extent, int64_t lo, int64_t hi, SizeGuards* guards,
