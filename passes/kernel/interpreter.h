@@ -13,7 +13,8 @@
 namespace kiln::kernel {
 
 /// Runs `kernel` over `buffers` (one pointer per Buffer, in order, each addressed by element
-/// offsets as the index maps say).
+/// offsets as the index maps say). A size-generic kernel runs at its example binding;
+/// bind_sizes (size_terms.h) gives it others.
 void interpret(const Kernel& kernel, const std::vector<void*>& buffers);
 
 }  // namespace kiln::kernel

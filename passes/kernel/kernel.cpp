@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "passes/kernel/size_terms.h"
+
 namespace kiln::kernel {
 namespace {
 
@@ -118,7 +120,8 @@ int64_t Kernel::row_size() const {
 namespace {
 
 bool same_map(const IndexMap& a, const IndexMap& b) {
-  return a.buffer == b.buffer && a.strides == b.strides && a.offset == b.offset;
+  return a.buffer == b.buffer && a.strides == b.strides && a.offset == b.offset &&
+         a.stride_terms == b.stride_terms && a.offset_term == b.offset_term;
 }
 
 bool same_expr(const Expr& a, const Expr& b) {
@@ -141,9 +144,28 @@ bool same_computation(const Kernel& a, const Kernel& b) {
   auto same_store = [](const Store& x, const Store& y) {
     return x.value == y.value && same_map(x.map, y.map);
   };
-  return a.sizes == b.sizes && a.reduce_rank == b.reduce_rank && a.in_place == b.in_place &&
+  return a.sizes == b.sizes && a.size_inputs == b.size_inputs && a.size_terms == b.size_terms &&
+         a.reduce_rank == b.reduce_rank && a.in_place == b.in_place &&
          a.split_pieces == b.split_pieces && all_same(a.buffers, b.buffers, same_buffer) &&
          all_same(a.exprs, b.exprs, same_expr) && all_same(a.stores, b.stores, same_store);
+}
+
+std::vector<const IndexMap*> accesses(const Kernel& kernel) {
+  std::vector<const IndexMap*> maps;
+  for (const Expr& e : kernel.exprs)
+    if (e.op == Op::Load) maps.push_back(&e.map);
+  for (const Store& s : kernel.stores)
+    maps.push_back(&s.map);
+  return maps;
+}
+
+std::vector<IndexMap*> accesses(Kernel& kernel) {
+  std::vector<IndexMap*> maps;
+  for (Expr& e : kernel.exprs)
+    if (e.op == Op::Load) maps.push_back(&e.map);
+  for (Store& s : kernel.stores)
+    maps.push_back(&s.map);
+  return maps;
 }
 
 DistinctKernels distinct_kernels(const std::vector<Kernel>& kernels) {
@@ -254,6 +276,7 @@ void validate(const Kernel& kernel) {
     if (element[s.value] && !stores_per_element(kernel, s))
       fail("an element-level value stored once per row");
   }
+  if (std::string problem = size_term_problem(kernel); !problem.empty()) fail(problem);
 }
 
 int KernelBuilder::add(Expr expr) {

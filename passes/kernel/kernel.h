@@ -113,12 +113,25 @@ struct Buffer {
   bool is_output;
 };
 
+/// An integer of a size-generic kernel that varies from call to call: `coefficient` times the
+/// product of the run-time size inputs `factors` names (indices into Kernel::size_inputs, sorted,
+/// repeats allowed). A constant is a term without factors. See size_terms.h.
+struct SizeTerm {
+  int64_t coefficient = 1;
+  std::vector<int> factors;
+  bool operator==(const SizeTerm&) const = default;
+};
+
 /// Element `i` of the iteration space is at element offset  offset + sum_d i[d] * strides[d]
 /// of the buffer.
 struct IndexMap {
   int buffer = 0;
   std::vector<int64_t> strides;
   int64_t offset = 0;
+  /// Size-generic kernels: per dim, the term a stride follows (none: constant), and the offset's.
+  /// Empty in a kernel of constant sizes; `strides` and `offset` hold the example values.
+  std::vector<std::optional<SizeTerm>> stride_terms = {};
+  std::optional<SizeTerm> offset_term = std::nullopt;
 };
 
 struct Expr {
@@ -145,6 +158,11 @@ struct Kernel {
   /// (input, output) buffer pairs the runtime gives the same memory (see in_place.h); a code
   /// generator must not assume that such a pair does not alias.
   std::vector<std::pair<int, int>> in_place;
+  /// Size-generic kernels (size_terms.h): the example value of each run-time size input, and per
+  /// dim the term its size follows (none: a constant). Both empty in a kernel of constant sizes;
+  /// `sizes` holds the example values.
+  std::vector<int64_t> size_inputs;
+  std::vector<std::optional<SizeTerm>> size_terms;
   /// A full reduction the pipeline splits into this many pieces that threads share, each
   /// reducing a slice into a workspace, then a finish phase (split_reductions pass,
   /// split_reduction.h); 0: one thread walks it. The code generator performs the split.
@@ -157,6 +175,10 @@ struct Kernel {
   int64_t row_size() const;
   int num_inputs() const;
 };
+
+/// The kernel's index maps in a fixed order: its loads', in expr order, then its stores'.
+std::vector<const IndexMap*> accesses(const Kernel& kernel);
+std::vector<IndexMap*> accesses(Kernel& kernel);
 
 /// Whether the two kernels compute the same thing, buffer by buffer: everything but their names
 /// is equal (constants bit for bit, so 0.0 and -0.0 differ). A plan's repeated layers lower to

@@ -2,15 +2,33 @@
 
 #include <sstream>
 
+#include "passes/kernel/size_terms.h"
+
 namespace kiln::kernel {
 namespace {
 
+/// A size, stride or offset: its term where it has one (size_terms.h), else its value.
+void print_value(std::ostream& os, const std::vector<std::optional<SizeTerm>>& terms, size_t i,
+                 int64_t value) {
+  if (i < terms.size() && terms[i]) {
+    os << print_term(*terms[i]);
+  } else {
+    os << value;
+  }
+}
+
 void print_map(std::ostream& os, const Kernel& kernel, const IndexMap& map) {
   os << kernel.buffers.at(map.buffer).name << "[";
-  for (size_t d = 0; d < map.strides.size(); ++d)
-    os << (d ? ", " : "") << map.strides[d];
+  for (size_t d = 0; d < map.strides.size(); ++d) {
+    os << (d ? ", " : "");
+    print_value(os, map.stride_terms, d, map.strides[d]);
+  }
   os << "]";
-  if (map.offset != 0) os << "+" << map.offset;
+  if (map.offset_term) {
+    os << "+" << print_term(*map.offset_term);
+  } else if (map.offset != 0) {
+    os << "+" << map.offset;
+  }
 }
 
 }  // namespace
@@ -18,12 +36,20 @@ void print_map(std::ostream& os, const Kernel& kernel, const IndexMap& map) {
 std::string print_kernel(const Kernel& kernel) {
   std::ostringstream os;
   os << "kernel " << kernel.name << " [";
-  for (size_t d = 0; d < kernel.sizes.size(); ++d)
-    os << (d ? ", " : "") << kernel.sizes[d];
+  for (size_t d = 0; d < kernel.sizes.size(); ++d) {
+    os << (d ? ", " : "");
+    print_value(os, kernel.size_terms, d, kernel.sizes[d]);
+  }
   os << "]";
   if (kernel.reduce_rank > 0) os << " reduce " << kernel.reduce_rank;
   if (kernel.split_pieces > 0) os << " split " << kernel.split_pieces;
   os << "\n";
+  if (!kernel.size_inputs.empty()) {
+    os << "  sizes";
+    for (size_t i = 0; i < kernel.size_inputs.size(); ++i)
+      os << (i ? ", s" : " s") << i << " = " << kernel.size_inputs[i];
+    os << "\n";
+  }
   for (size_t i = 0; i < kernel.buffers.size(); ++i) {
     const Buffer& b = kernel.buffers[i];
     os << "  " << (b.is_output ? "out " : "in  ") << b.name << ": " << ir::dtype_name(b.dtype);

@@ -53,15 +53,6 @@ bool record(const Kernel& kernel, SizeGuard guard, SizeGuards* guards) {
 
 }  // namespace
 
-std::vector<const IndexMap*> accesses(const Kernel& kernel) {
-  std::vector<const IndexMap*> maps;
-  for (const Expr& e : kernel.exprs)
-    if (e.op == Op::Load) maps.push_back(&e.map);
-  for (const auto& s : kernel.stores)
-    maps.push_back(&s.map);
-  return maps;
-}
-
 int64_t extent_value(const Kernel& kernel, Extent extent, int dim, int access) {
   const int d = dim < 0 ? kernel.rank() + dim : dim;
   switch (extent) {

@@ -49,10 +49,6 @@ struct SizeGuard {
 
 using SizeGuards = std::vector<SizeGuard>;
 
-/// The kernel's accesses in a fixed order: the maps of its loads, in expr order, then those of
-/// its stores.
-std::vector<const IndexMap*> accesses(const Kernel& kernel);
-
 /// The value of `extent` in `kernel` (`dim` for Extent::Dim and Extent::Stride, `access` for
 /// Extent::Stride and Extent::Offset).
 int64_t extent_value(const Kernel& kernel, Extent extent, int dim = 0, int access = 0);

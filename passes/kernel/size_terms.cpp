@@ -1,0 +1,134 @@
+#include "passes/kernel/size_terms.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+
+namespace kiln::kernel {
+namespace {
+
+/// What is wrong with one field's term: a factor naming no input, factors out of order, or a
+/// value other than the example binding's.
+std::string field_problem(const std::optional<SizeTerm>& term, int64_t value,
+                          const std::vector<int64_t>& inputs, const std::string& what) {
+  if (!term) return "";
+  for (int f : term->factors) {
+    if (f < 0 || static_cast<size_t>(f) >= inputs.size())
+      return what + "'s term names size input " + std::to_string(f) + " of " +
+             std::to_string(inputs.size());
+  }
+  if (!std::is_sorted(term->factors.begin(), term->factors.end()))
+    return what + "'s term has its factors out of order";
+  if (evaluate(*term, inputs) != value)
+    return what + " is " + std::to_string(value) + " but its term " + print_term(*term) +
+           " gives " + std::to_string(evaluate(*term, inputs));
+  return "";
+}
+
+}  // namespace
+
+int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs) {
+  int64_t value = term.coefficient;
+  for (int f : term.factors)
+    value *= inputs[f];
+  return value;
+}
+
+SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value) {
+  return term ? *term : SizeTerm{value, {}};
+}
+
+SizeTerm product(const SizeTerm& a, const SizeTerm& b) {
+  SizeTerm p{a.coefficient * b.coefficient, a.factors};
+  if (p.coefficient == 0) return {0, {}};
+  p.factors.insert(p.factors.end(), b.factors.begin(), b.factors.end());
+  std::sort(p.factors.begin(), p.factors.end());
+  return p;
+}
+
+std::optional<SizeTerm> as_field(const SizeTerm& term) {
+  if (term.factors.empty()) return std::nullopt;
+  return term;
+}
+
+SizeTerm size_term(const Kernel& kernel, int d) {
+  return term_or_constant(kernel.size_terms.empty() ? std::nullopt : kernel.size_terms[d],
+                          kernel.sizes[d]);
+}
+
+SizeTerm stride_term(const IndexMap& map, int d) {
+  return term_or_constant(map.stride_terms.empty() ? std::nullopt : map.stride_terms[d],
+                          map.strides[d]);
+}
+
+bool is_size_generic(const Kernel& kernel) {
+  auto any = [](const std::vector<std::optional<SizeTerm>>& terms) {
+    return std::any_of(terms.begin(), terms.end(), [](const auto& t) { return t.has_value(); });
+  };
+  if (any(kernel.size_terms)) return true;
+  for (const IndexMap* m : accesses(kernel))
+    if (any(m->stride_terms) || m->offset_term) return true;
+  return false;
+}
+
+Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs) {
+  if (inputs.size() != kernel.size_inputs.size()) {
+    throw std::invalid_argument("kernel " + kernel.name + ": " + std::to_string(inputs.size()) +
+                                " size inputs given for " +
+                                std::to_string(kernel.size_inputs.size()));
+  }
+  Kernel bound = kernel;
+  bound.size_inputs.assign(inputs.begin(), inputs.end());
+  for (size_t d = 0; d < bound.size_terms.size(); ++d)
+    if (bound.size_terms[d]) bound.sizes[d] = evaluate(*bound.size_terms[d], inputs);
+  for (IndexMap* m : accesses(bound)) {
+    for (size_t d = 0; d < m->stride_terms.size(); ++d)
+      if (m->stride_terms[d]) m->strides[d] = evaluate(*m->stride_terms[d], inputs);
+    if (m->offset_term) m->offset = evaluate(*m->offset_term, inputs);
+  }
+  return bound;
+}
+
+std::string size_term_problem(const Kernel& kernel) {
+  const auto rank = static_cast<size_t>(kernel.rank());
+  if (!kernel.size_terms.empty() && kernel.size_terms.size() != rank)
+    return "size terms for " + std::to_string(kernel.size_terms.size()) + " of " +
+           std::to_string(rank) + " dims";
+  for (size_t d = 0; d < kernel.size_terms.size(); ++d) {
+    const std::string problem = field_problem(kernel.size_terms[d], kernel.sizes[d],
+                                              kernel.size_inputs, "size " + std::to_string(d));
+    if (!problem.empty()) return problem;
+  }
+  const std::vector<const IndexMap*> maps = accesses(kernel);
+  for (size_t a = 0; a < maps.size(); ++a) {
+    const IndexMap& m = *maps[a];
+    const std::string access = "access " + std::to_string(a);
+    if (!m.stride_terms.empty() && m.stride_terms.size() != m.strides.size())
+      return access + " has stride terms for " + std::to_string(m.stride_terms.size()) + " of " +
+             std::to_string(m.strides.size()) + " strides";
+    for (size_t d = 0; d < m.stride_terms.size(); ++d) {
+      const std::string problem =
+          field_problem(m.stride_terms[d], m.strides[d], kernel.size_inputs,
+                        access + "'s stride " + std::to_string(d));
+      if (!problem.empty()) return problem;
+    }
+    const std::string problem =
+        field_problem(m.offset_term, m.offset, kernel.size_inputs, access + "'s offset");
+    if (!problem.empty()) return problem;
+  }
+  return "";
+}
+
+std::string print_term(const SizeTerm& term) {
+  std::string text;
+  if (term.factors.empty() || term.coefficient != 1) {
+    text = term.coefficient == -1 && !term.factors.empty() ? "-" : std::to_string(term.coefficient);
+  }
+  for (int f : term.factors) {
+    if (!text.empty() && text != "-") text += "*";
+    text += "s" + std::to_string(f);
+  }
+  return text;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,61 @@
+// Size-generic kernels: sizes, strides and offsets that vary from call to call.
+//
+// A kernel may serve every value of some run-time integers, its size inputs: what the plan
+// computes per call from the region's sizes (a sequence length, a batch, a KV cache's length plus
+// one). Each size, stride or offset that varies with them carries a SizeTerm, a constant times a
+// product of inputs: dense strides are products of sizes, and collapse_dims' merges multiply
+// sizes, so terms stay closed under both (a sum is the plan's to compute, as one input). The
+// concrete fields (Kernel::sizes, IndexMap::strides and offset) keep their values at
+// Kernel::size_inputs, the example binding, so code that reads them sees one member of the
+// family, and bind_sizes moves a kernel to another member.
+//
+//   kernel softmax_0 [s0, s1] reduce 1           (size inputs s0 = 4, s1 = 128)
+//     %0 = load b0[s1, 1]
+//
+// Terms are understood by validate, same_computation, the printer, collapse_dims and bind_sizes
+// (the interpreter runs any binding through it). No pass creates them yet and no code generator
+// emits them: a generator given a size-generic kernel compiles its example binding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "passes/kernel/kernel.h"
+
+namespace kiln::kernel {
+
+/// The term's value for these size inputs.
+int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs);
+
+/// `term` if set, else the constant `value`, as a term (a constant has no factors).
+SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value);
+
+/// a * b, normalized: factors sorted, none left beside a zero coefficient.
+SizeTerm product(const SizeTerm& a, const SizeTerm& b);
+
+/// `term` as a kernel field: none when it is a constant.
+std::optional<SizeTerm> as_field(const SizeTerm& term);
+
+/// The size of dim `d` (a term or a constant), and the stride of `map` along it.
+SizeTerm size_term(const Kernel& kernel, int d);
+SizeTerm stride_term(const IndexMap& map, int d);
+
+/// Whether any size, stride or offset of the kernel carries a term.
+bool is_size_generic(const Kernel& kernel);
+
+/// The kernel at other size inputs: each size, stride and offset with a term takes its value
+/// there, and `inputs` becomes the example binding. Throws std::invalid_argument when `inputs`
+/// has not one value per size input.
+Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs);
+
+/// Empty when the kernel's terms are well formed (one per dim or none, factors naming size
+/// inputs in order, each concrete field equal to its term at the example binding); otherwise
+/// what is wrong. validate() calls it.
+std::string size_term_problem(const Kernel& kernel);
+
+/// "768*s0*s1", "s0", "-2*s1", "4".
+std::string print_term(const SizeTerm& term);
+
+}  // namespace kiln::kernel
