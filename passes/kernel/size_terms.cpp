@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-
 namespace kiln::kernel {
 namespace {
 
@@ -107,9 +106,8 @@ std::string size_term_problem(const Kernel& kernel) {
       return access + " has stride terms for " + std::to_string(m.stride_terms.size()) + " of " +
              std::to_string(m.strides.size()) + " strides";
     for (size_t d = 0; d < m.stride_terms.size(); ++d) {
-      const std::string problem =
-          field_problem(m.stride_terms[d], m.strides[d], kernel.size_inputs,
-                        access + "'s stride " + std::to_string(d));
+      const std::string problem = field_problem(m.stride_terms[d], m.strides[d], kernel.size_inputs,
+                                                access + "'s stride " + std::to_string(d));
       if (!problem.empty()) return problem;
     }
     const std::string problem =
