@@ -160,5 +160,92 @@ TEST(SizeTerms, ARunTimeDimIsKeptEvenWhereItsExampleIsOne) {
   EXPECT_EQ(collapse_dims(plain).rank(), 1);
 }
 
+// How a [s0, s1, 8] iteration space reads or writes a buffer: dense ([8*s1, 8, 1]), through a
+// transpose of its first two dims ([8, 8*s0, 1]), broadcast along dim 0 ([0, 8, 1]), or, for a
+// row-level store of a kernel that reduces its last dim, dense over the rows ([s1, 1, 0]).
+enum class Layout { Dense, Transposed, Broadcast, Rows };
+
+void set_map(IndexMap& map, Layout layout, int64_t s0, int64_t s1) {
+  const std::optional<SizeTerm> none;
+  switch (layout) {
+    case Layout::Dense:
+      map.strides = {8 * s1, 8, 1};
+      map.stride_terms = {term(8, {1}), none, none};
+      break;
+    case Layout::Transposed:
+      map.strides = {8, 8 * s0, 1};
+      map.stride_terms = {none, term(8, {0}), none};
+      break;
+    case Layout::Broadcast:
+      map.strides = {0, 8, 1};
+      map.stride_terms = {};
+      break;
+    case Layout::Rows:
+      map.strides = {s1, 1, 0};
+      map.stride_terms = {term(1, {1}), none, none};
+      break;
+  }
+}
+
+// out = x * 2 + y over [s0, s1, 8] (or its row sums, reducing the last dim), at size inputs
+// {s0, s1}.
+Kernel family_member(Layout x, Layout y, Layout out, bool reduces, int64_t s0, int64_t s1) {
+  Kernel k = make_kernel("k", {s0, s1, 8}, reduces ? 1 : 0, {DType::Float32, DType::Float32},
+                         {DType::Float32});
+  KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int lx = b.load(0, {});
+  set_map(k.exprs[lx].map, x, s0, s1);
+  const int ly = b.load(1, {});
+  set_map(k.exprs[ly].map, y, s0, s1);
+  int value = b.binary(Op::Add, b.binary(Op::Mul, lx, b.constant(2, f), f), ly, f);
+  if (reduces) value = b.reduce(ReduceKind::Sum, value);
+  b.store(2, {}, value);
+  set_map(k.stores[0].map, reduces ? Layout::Rows : out, s0, s1);
+  k.size_inputs = {s0, s1};
+  k.size_terms = {term(1, {0}), term(1, {1}), std::nullopt};
+  return k;
+}
+
+// Runs `k` on buffers of `elements` floats each (inputs counting up, outputs zeroed).
+std::vector<float> outputs_of(const Kernel& k, int64_t elements) {
+  std::vector<float> x(elements), y(elements), out(elements, 0.0f);
+  for (int64_t i = 0; i < elements; ++i) {
+    x[i] = static_cast<float>(i % 13) - 6;
+    y[i] = static_cast<float>(i % 7) * 0.5f;
+  }
+  interpret(k, {x.data(), y.data(), out.data()});
+  return out;
+}
+
+TEST(SizeTerms, ACollapsedGenericKernelComputesWhatItsBindingsDo) {
+  // For every layout mix, collapsing at the example sizes {2, 3} and binding elsewhere computes
+  // what binding first does, including at sizes of 1, where a concrete collapse drops dims.
+  const Layout inputs[] = {Layout::Dense, Layout::Transposed, Layout::Broadcast};
+  int checked = 0;
+  for (Layout x : inputs) {
+    for (Layout y : inputs) {
+      for (Layout out : {Layout::Dense, Layout::Transposed}) {
+        for (bool reduces : {false, true}) {
+          const Kernel generic = family_member(x, y, out, reduces, 2, 3);
+          validate(generic);
+          const Kernel collapsed = collapse_dims(generic);
+          validate(collapsed);
+          for (auto [s0, s1] : {std::pair<int64_t, int64_t>{1, 1}, {1, 4}, {5, 1}, {3, 7}}) {
+            const std::vector<int64_t> at = {s0, s1};
+            const int64_t elements = 8 * s0 * s1;
+            ASSERT_EQ(outputs_of(bind_sizes(collapsed, at), elements),
+                      outputs_of(bind_sizes(generic, at), elements))
+                << print_kernel(generic) << "collapsed to\n"
+                << print_kernel(collapsed) << "at s0 = " << s0 << ", s1 = " << s1;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 3 * 2 * 2 * 4);
+}
+
 }  // namespace
 }  // namespace kiln::kernel
