@@ -114,9 +114,8 @@ def main(argv=None) -> int:
         names = backends.TRAINING if case.training else backends.inference_backends(args.suite)
         if chosen:
             names = [n for n in names if n == "eager" or n in chosen]
-        results += measure.run_case(case, names, budget, progress)
-        if args.device == "cpu" and not case.training:
-            gflop[case.name] = measure.eager_gflop(case)
+        results += measure.run_case(case, names, budget, progress,
+                                    gflop if args.device == "cpu" else None)
         progress.advance()
         progress("done")
     sys.stderr.write("\n")
@@ -139,10 +138,10 @@ def main(argv=None) -> int:
     print()
     print(report.summary_table(results))
     g = data["geomean"]
-    print(f"geomean over ok rows: kiln vs eager {report._fmt(g['kiln_vs_eager'], '.2f')}x, "
-          f"vs the best inductor configuration {report._fmt(g['kiln_vs_inductor'], '.2f')}x, "
-          f"vs the best f32 peer {report._fmt(g['kiln_vs_best_peer'], '.2f')}x "
-          f"(kiln_ts {report._fmt(g['kiln_ts_vs_best_peer'], '.2f')}x) "
+    print(f"geomean over ok rows: kiln vs eager {report.times(g['kiln_vs_eager'])}, "
+          f"vs the best inductor configuration {report.times(g['kiln_vs_inductor'])}, "
+          f"vs the best f32 peer {report.times(g['kiln_vs_best_peer'])} "
+          f"(kiln_ts {report.times(g['kiln_ts_vs_best_peer'])}) "
           f"({data['seconds']:.0f} s)")
     path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")

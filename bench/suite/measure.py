@@ -3,6 +3,7 @@ rounds (A B C A B C ...) so that drift on a shared machine hits every backend al
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 import traceback
@@ -109,20 +110,6 @@ def _prepare(contender, case, model, inputs, reference, progress):
             traceback.print_exc()
 
 
-def eager_gflop(case) -> float | None:
-    """Floating-point operations of one eager inference call, in billions (a multiply-add counts
-    two), as torch.utils.flop_counter counts them: matrix products and convolutions only, which is
-    what bounds a compute-bound model. None for a training case."""
-    if case.training:
-        return None
-    from torch.utils.flop_counter import FlopCounterMode
-    torch.manual_seed(0)
-    model, inputs = case.build()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model.eval()(*inputs)
-    return counter.get_total_flops() / 1e9
-
-
 def sgemm_gflops(size: int = 2048, repeats: int = 15) -> float:
     """The machine's float32 matrix-product rate with torch's own GEMM (torch.mm of two size x size
     matrices, median of `repeats`), in GFLOP/s: the practical ceiling of a compute-bound model."""
@@ -136,7 +123,11 @@ def sgemm_gflops(size: int = 2048, repeats: int = 15) -> float:
     return 2 * size ** 3 / statistics.median(times) / 1e9
 
 
-def run_case(case, names, budget_s, progress) -> list[dict]:
+def run_case(case, names, budget_s, progress, gflop: dict | None = None) -> list[dict]:
+    """Every backend's row for `case`. With `gflop`, an inference case's eager reference call also
+    counts its floating-point operations, in billions (a multiply-add counts two), as
+    torch.utils.flop_counter counts them: matrix products and convolutions only, which is what
+    bounds a compute-bound model; gflop[case.name] gets them."""
     # Dynamo caches compiled frames per code object (Sequential.forward, ...): without a reset a
     # case could reuse an earlier case's compile, and its compile time would not be cold.
     torch._dynamo.reset()
@@ -148,7 +139,12 @@ def run_case(case, names, budget_s, progress) -> list[dict]:
         eager_step, reference = backends.training_step("eager", model, inputs)
         eager_step()  # the reference: parameters after one step from the same weights
     else:
-        reference = backends.inference_step("eager", model, inputs)()
+        from torch.utils.flop_counter import FlopCounterMode
+        counter = FlopCounterMode(display=False) if gflop is not None else contextlib.nullcontext()
+        with counter:
+            reference = backends.inference_step("eager", model, inputs)()
+        if gflop is not None:
+            gflop[case.name] = counter.get_total_flops() / 1e9
     contenders = [Contender(name) for name in names]
     for c in contenders:
         if c.backend in ("kiln_ts", "torchscript", "kiln_ts_in_dynamo") and not case.traceable:

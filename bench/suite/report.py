@@ -64,7 +64,7 @@ def summaries(results: list[dict]) -> list[dict]:
         inductor = _fastest([by.get((model, b)) for b in INDUCTOR_CONFIGS])
         peer = _fastest([by.get((model, b)) for b in F32_PEERS])
         ran_peers = [b for b in F32_PEERS if (model, b) in by]
-        kiln_ms = kiln["median_ms"] if kiln["ok"] else None
+        kiln_ms = ok_median(kiln)
 
         def ratio(other):
             return other["median_ms"] / kiln_ms if other and kiln_ms else None
@@ -123,8 +123,13 @@ def summary_table(results: list[dict]) -> str:
             peer = "none matched eager" if s["peers_ran"] else "-"
         lines.append(f"{s['model']:<24}{_fmt(s['kiln_ms'], '.3f'):>10}"
                      f"{_fmt(s['vs_eager'], '.2f'):>9}x{inductor:>34}{peer:>26}"
-                     f"{_fmt(s['ts_vs_best_peer'], '.2f'):>14}x{_fmt(s['dynamo_ms'], '.3f'):>11}")
+                     f"{times(s['ts_vs_best_peer']):>15}{_fmt(s['dynamo_ms'], '.3f'):>11}")
     return "\n".join(lines)
+
+
+def times(value) -> str:
+    """A ratio as "1.23x", or "-" where there is none."""
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def _fmt(value, spec, missing="-"):

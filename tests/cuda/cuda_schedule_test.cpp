@@ -67,13 +67,6 @@ CudaSchedule decisions(CudaSchedule s) {
   return s;
 }
 
-bool operator==(const CudaSchedule& a, const CudaSchedule& b) {
-  return a.block == b.block && a.blocks == b.blocks && a.vector == b.vector &&
-         a.cached == b.cached && a.index32 == b.index32 && a.slices == b.slices &&
-         a.workspace_bytes == b.workspace_bytes && a.phases == b.phases &&
-         a.across_rows == b.across_rows && a.guards == b.guards;
-}
-
 TEST(CudaSchedule, AScheduleHoldsForEverySizeItsGuardsAdmit) {
   std::mt19937_64 rng(11);
   int admitted = 0, rejected = 0;
@@ -93,7 +86,7 @@ TEST(CudaSchedule, AScheduleHoldsForEverySizeItsGuardsAdmit) {
     }
     ++admitted;
     const CudaSchedule s2 = choose_cuda_schedule(second);
-    ASSERT_TRUE(decisions(s1) == decisions(s2))
+    ASSERT_EQ(decisions(s1), decisions(s2))
         << "family " << family << ": " << kernel::print_kernel(first) << " and "
         << kernel::print_kernel(second) << " under guards " << kernel::print_guards(s1.guards);
   }

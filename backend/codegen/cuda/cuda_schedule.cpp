@@ -59,7 +59,8 @@ int block_for(const Kernel& kernel, SizeGuards* guards) {
   const int64_t full = kMaxBlock - 31;  // the shortest row that takes a whole block
   if (extent_at_least(kernel, Extent::RowSize, full, guards)) return kMaxBlock;
   const int64_t block = std::max<int64_t>((row + 31) / 32 * 32, 32);
-  kernel::record_range(kernel, Extent::RowSize, block == 32 ? 0 : block - 31, block + 1, guards);
+  if (block > 32) extent_at_least(kernel, Extent::RowSize, block - 31, guards);
+  extent_at_least(kernel, Extent::RowSize, block + 1, guards);
   return static_cast<int>(block);
 }
 

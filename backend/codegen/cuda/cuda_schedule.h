@@ -64,6 +64,7 @@ struct CudaSchedule {
   /// the same structure whose extents pass them gets the same schedule, less `blocks` and
   /// `workspace_bytes`, which are functions of the sizes.
   kernel::SizeGuards guards;
+  bool operator==(const CudaSchedule&) const = default;
 };
 
 /// The kernel's Reduce exprs (each one walk of a row).
