@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -10,8 +11,20 @@
 namespace kiln {
 
 /// Computes the part [begin, end) of the kernel's launch range; `buffers` holds one data pointer
-/// per kernel buffer (inputs, then outputs), each already at its tensor's storage offset.
-using KernelFunction = void (*)(void* const* buffers, int64_t begin, int64_t end);
+/// per kernel buffer (inputs, then outputs), each already at its tensor's storage offset. `sizes`
+/// holds a size-generic kernel's run-time size inputs (passes/kernel/size_terms.h), one int64
+/// each in the kernel's order; a kernel of constant sizes never reads it (it may be null).
+using KernelFunction = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin,
+                                int64_t end);
+
+/// How the runtime calls a kernel function: over [0, range) in pieces of at least `grain`
+/// (at::parallel_for's grain). Elementwise kernels split their elements, reducing kernels their
+/// rows.
+struct KernelLaunch {
+  int64_t range = 0;
+  int64_t grain = 1;
+  bool operator==(const KernelLaunch&) const = default;
+};
 
 /// The second phase of a CPU kernel split into pieces (passes/kernel/split_reduction.h): the
 /// kernel function writes each piece's partial results into a workspace, after its buffers;
@@ -44,7 +57,7 @@ inline void run_finish(const FinishPhase& finish, const std::vector<void*>& buff
   std::vector<void*> own;
   for (int b : finish.buffers)
     own.push_back(buffers[b]);
-  finish.function(own.data(), 0, finish.rows);
+  finish.function(own.data(), nullptr, 0, finish.rows);
 }
 
 /// A generated kernel that runs on a GPU: queued on a stream, never waited for.
@@ -61,14 +74,18 @@ class DeviceKernel {
 /// One generated kernel, as a code generator hands it to the plan: a CPU function with its
 /// launch, or a GPU kernel.
 struct CompiledKernel {
-  /// CPU: fn(buffers, begin, end) over [0, range) in pieces of at least `grain` (at::parallel_for's
-  /// grain). Elementwise kernels split their elements, reducing kernels their rows.
+  /// CPU: fn(buffers, sizes, begin, end) over [0, range) in pieces of at least `grain`
+  /// (at::parallel_for's grain). Elementwise kernels split their elements, reducing kernels their
+  /// rows.
   KernelFunction function = nullptr;
   int64_t range = 0;
   int64_t grain = 1;
   /// CPU: set for a full reduction split into pieces: `function` over `range` writes the
   /// partials, then this folds them.
   std::optional<FinishPhase> finish;
+  /// CPU, size-generic kernels only: the launch at the call's size inputs (`range` and `grain`
+  /// then hold the example binding's). One compiled function serves every binding.
+  std::function<KernelLaunch(const int64_t* sizes)> launch_at;
   /// GPU (then `function` is null): launched on the current stream.
   std::shared_ptr<const DeviceKernel> device_kernel;
 };

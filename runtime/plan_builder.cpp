@@ -153,6 +153,10 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<CompiledKer
   if (!index || *index < 0 || *index >= static_cast<int64_t>(kernels.size())) {
     throw Error(ErrorKind::Internal, "a fused node without a compiled kernel");
   }
+  if (kernels[*index].launch_at) {
+    // Plans have concrete sizes: nothing would pass the kernel its size inputs.
+    throw Error(ErrorKind::Internal, "a size-generic kernel in a plan of concrete sizes");
+  }
   KernelStep step;
   step.name = "kernel " + std::to_string(*index);
   step.label = label_fused_node(node);

@@ -187,6 +187,16 @@ int Kernel::num_inputs() const {
   return n;
 }
 
+namespace {
+
+/// Whether `map` moves along dim `d`: a nonzero stride, or a term (which a binding may make 0,
+/// but a value's level is the same at every binding of a size-generic kernel).
+bool moves_along(const IndexMap& map, int d) {
+  return map.strides[d] != 0 || (!map.stride_terms.empty() && map.stride_terms[d]);
+}
+
+}  // namespace
+
 std::vector<bool> element_levels(const Kernel& kernel) {
   std::vector<bool> element(kernel.exprs.size(), false);
   for (size_t i = 0; i < kernel.exprs.size(); ++i) {
@@ -194,7 +204,7 @@ std::vector<bool> element_levels(const Kernel& kernel) {
     if (e.op == Op::Load) {
       bool inner = kernel.reduce_rank == 0;
       for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
-        inner = inner || e.map.strides[d] != 0;
+        inner = inner || moves_along(e.map, d);
       element[i] = inner;
     } else if (e.op != Op::Reduce && e.op != Op::Constant) {
       for (int a : e.args)
@@ -212,7 +222,7 @@ bool stores_per_element(const Kernel& kernel, const Store& store) {
   const auto row_dims_end = kernel.sizes.begin() + kernel.row_rank();
   if (std::find(kernel.sizes.begin(), row_dims_end, 0) != row_dims_end) return true;
   for (int d = kernel.row_rank(); d < kernel.rank(); ++d)
-    if (store.map.strides[d] != 0) return true;
+    if (moves_along(store.map, d)) return true;
   return false;
 }
 

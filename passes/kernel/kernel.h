@@ -10,7 +10,8 @@
 //
 // It says nothing about threads, vectors or loop order: a code generator decides. Every value
 // has a level: row-level values depend only on the row (Reduce results, loads whose map has
-// stride 0 on every reduced dimension, constants), element-level values on the element too.
+// stride 0 and no size term on every reduced dimension, constants), element-level values on the
+// element too.
 // The reference interpreter (interpreter.h) defines what a kernel computes.
 //
 //   kernel softmax_0 [4096, 1024] reduce 1

@@ -81,7 +81,7 @@ TEST(CompileGroupsTest, KernelsCompiledOnTwoThreadsComputeWhatTheInterpreterDoes
     std::vector<Bytes> want = fresh_buffers(cases[i]), got = fresh_buffers(cases[i]);
     kernel::interpret(cases[i].kernel, pointers(want));
     const std::vector<void*> p = pointers(got);
-    compiled.kernels[i].function(p.data(), 0, compiled.kernels[i].range);
+    compiled.kernels[i].function(p.data(), nullptr, 0, compiled.kernels[i].range);
     expect_same_outputs(cases[i], want, got, "two compile threads", 0);
   }
 }

@@ -30,7 +30,7 @@ TEST(InPlaceCodegenTest, AnEarlierStoreInPlaceOfAnInputDoesNotChangeWhatALaterSt
       b[i] = static_cast<float>(1000 + i);
     }
     std::vector<void*> p = {a.data(), b.data(), b.data(), out1.data()};
-    compiled.kernels.at(0).function(p.data(), 0, compiled.kernels[0].range);
+    compiled.kernels.at(0).function(p.data(), nullptr, 0, compiled.kernels[0].range);
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(b[i], 2.0f * static_cast<float>(i)) << i << " at " << bits << " bits";
       ASSERT_EQ(out1[i], static_cast<float>(1001 + i)) << i << " at " << bits << " bits";

@@ -368,7 +368,7 @@ TEST(KernelCodegenTest, RepeatedKernelsOfAPlanAreCompiledOnce) {
     row[j] = 0.5f * static_cast<float>(j);
   for (size_t k : {1u, 2u}) {
     void* buffers[] = {a.data(), row.data(), out.data()};
-    compiled.kernels[k].function(buffers, 0, compiled.kernels[k].range);
+    compiled.kernels[k].function(buffers, nullptr, 0, compiled.kernels[k].range);
     const float scale = k == 1 ? 3.0f : 2.0f;
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_EQ(out[i], a[i] * scale + row[i % 33]) << "kernel " << k << ", element " << i;
@@ -403,7 +403,7 @@ TEST(KernelCodegenTest, AKernelAnEarlierPlanCompiledIsReusedWhileThatCodeIsLoade
   for (size_t i = 0; i < in.size(); ++i)
     in[i] = static_cast<float>(i) - 60.0f;
   void* buffers[] = {in.data(), out.data()};
-  second.kernels[0].function(buffers, 0, second.kernels[0].range);
+  second.kernels[0].function(buffers, nullptr, 0, second.kernels[0].range);
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_EQ(out[i], in[i] * 2.25f) << "element " << i;
 }
@@ -482,7 +482,7 @@ TEST(KernelCodegenTest, KernelsThatDifferInTheirOutermostSizeOnlyShareCode) {
     reference.push_back(expected.data());
     actual.push_back(out.data());
     kernel::interpret(c.large, reference);
-    second.kernels[0].function(actual.data(), 0, second.kernels[0].range);
+    second.kernels[0].function(actual.data(), nullptr, 0, second.kernels[0].range);
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_NEAR(out[i], expected[i], 1e-5) << "element " << i;
   }
@@ -504,7 +504,7 @@ TEST(KernelCodegenTest, KernelsShareCodeOnlyWithTheSameSchedule) {
   for (int64_t i = 0; i < n; ++i)
     in[i] = static_cast<float>(i % 29) - 3.0f;
   void* buffers[] = {in.data(), out.data()};
-  larger.kernels[0].function(buffers, 0, larger.kernels[0].range);
+  larger.kernels[0].function(buffers, nullptr, 0, larger.kernels[0].range);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(out[i], in[i] * -1.375f) << "element " << i;
 }

@@ -178,7 +178,7 @@ TEST(MomentsTest, OnePassStatisticsStayWithinTheirBoundOnRowsMadeToCancel) {
           const CompiledKernels compiled = compile_kernels({k}, options);
           Bytes mean(rows * size), var(rows * size);
           void* buffers[] = {in.data(), mean.data(), var.data()};
-          compiled.kernels.at(0).function(buffers, 0, rows);
+          compiled.kernels.at(0).function(buffers, nullptr, 0, rows);
           for (int64_t r = 0; r < rows; ++r) {
             const Bounds bound = bounds(t, &input[r * n * size], n, bits / 32);
             const double m = get(t, &mean[r * size]), v = get(t, &var[r * size]);
@@ -218,7 +218,7 @@ TEST(MomentsTest, LongRowsAccumulateTheirShiftedSumsInChunks) {
     const CompiledKernels compiled = compile_kernels({k}, options);
     Bytes mean(rows * 4), var(rows * 4);
     void* buffers[] = {input.data(), mean.data(), var.data()};
-    compiled.kernels.at(0).function(buffers, 0, rows);
+    compiled.kernels.at(0).function(buffers, nullptr, 0, rows);
     for (int64_t r = 0; r < rows; ++r) {
       const double want_m = get(F32, &want_mean[r * 4]), want_v = get(F32, &want_var[r * 4]);
       EXPECT_NEAR(get(F32, &mean[r * 4]), want_m, std::ldexp(want_m, -16)) << "bits " << bits;
@@ -243,7 +243,7 @@ TEST(MomentsTest, RowsWithoutAFiniteVarianceTakeTheTwoPasses) {
       kernel::interpret(k, {in.data(), want_mean.data(), want_var.data()});
       const CompiledKernels compiled = compile_kernels({k}, {});
       void* buffers[] = {input.data(), mean.data(), var.data()};
-      compiled.kernels.at(0).function(buffers, 0, 2);
+      compiled.kernels.at(0).function(buffers, nullptr, 0, 2);
       EXPECT_TRUE(std::isfinite(get(t, &var[0])));
       const double v = get(t, &var[size]), want = get(t, &want_var[size]);
       EXPECT_TRUE(std::isnan(want) ? std::isnan(v) : v == want)

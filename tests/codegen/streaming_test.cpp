@@ -70,7 +70,7 @@ TEST(StreamingStoresTest, UnalignedPiecesMatchTheInterpreter) {
   void* buffers[] = {input.data(), out.data()};
   const int64_t cuts[] = {0, 1, 7, 12345, kElements / 2 + 3, kElements - 2, kElements};
   for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-    fn.function(buffers, cuts[i], cuts[i + 1]);
+    fn.function(buffers, nullptr, cuts[i], cuts[i + 1]);
   EXPECT_EQ(std::memcmp(out.data(), expected.data(), kElements * sizeof(float)), 0);
 }
 
@@ -106,7 +106,7 @@ RowsRun run_rows_in_pieces(const Kernel& k, int64_t n, float range,
   CompiledKernels compiled = compile_kernels({k}, small_pages());
   void* buffers[] = {input.data(), run.out.data()};
   for (size_t i = 0; i + 1 < cuts.size(); ++i)
-    compiled.kernels.at(0).function(buffers, cuts[i], cuts[i + 1]);
+    compiled.kernels.at(0).function(buffers, nullptr, cuts[i], cuts[i + 1]);
   return run;
 }
 
@@ -206,7 +206,7 @@ TEST(StorePolicyTest, ARowOutputOfHalfTheL3StreamsOnlyOnSmallPages) {
   kernel::interpret(k, {input.data(), expected.data()});
   CompiledKernels compiled = compile_kernels({k}, huge);
   void* buffers[] = {input.data(), out.data()};
-  compiled.kernels.at(0).function(buffers, 0, 4096);
+  compiled.kernels.at(0).function(buffers, nullptr, 0, 4096);
   double worst = 0;
   for (size_t i = 0; i < out.size(); ++i)
     worst = std::max(

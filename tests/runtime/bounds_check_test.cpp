@@ -54,7 +54,7 @@ TEST(BoundsCheck, AWriteOnEitherSideIsNamed) {
 }
 
 // A stand-in for a generated kernel that writes one element too many.
-void copy_one_too_many(void* const* buffers, int64_t begin, int64_t end) {
+void copy_one_too_many(void* const* buffers, const int64_t*, int64_t begin, int64_t end) {
   const float* in = static_cast<const float*>(buffers[0]);
   float* out = static_cast<float*>(buffers[1]);
   for (int64_t i = begin; i < end; ++i)
@@ -62,7 +62,7 @@ void copy_one_too_many(void* const* buffers, int64_t begin, int64_t end) {
   if (end == 64) out[64] = 0;
 }
 
-void copy(void* const* buffers, int64_t begin, int64_t end) {
+void copy(void* const* buffers, const int64_t*, int64_t begin, int64_t end) {
   const float* in = static_cast<const float*>(buffers[0]);
   float* out = static_cast<float*>(buffers[1]);
   for (int64_t i = begin; i < end; ++i)

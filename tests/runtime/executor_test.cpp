@@ -104,7 +104,7 @@ graph(%x : f32[2,3], %y : f32[3,4]):
 std::mutex threads_mutex;
 std::set<std::thread::id> kernel_threads;
 
-void double_and_record_thread(void* const* buffers, int64_t begin, int64_t end) {
+void double_and_record_thread(void* const* buffers, const int64_t*, int64_t begin, int64_t end) {
   {
     std::lock_guard lock(threads_mutex);
     kernel_threads.insert(std::this_thread::get_id());

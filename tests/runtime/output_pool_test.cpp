@@ -16,7 +16,7 @@ namespace {
 
 constexpr int64_t kLarge = 1 << 20;  // floats: 4 MB, above the pool's threshold
 
-void scale(void* const* buffers, int64_t begin, int64_t end) {
+void scale(void* const* buffers, const int64_t*, int64_t begin, int64_t end) {
   const float* in = static_cast<const float*>(buffers[0]);
   float* out = static_cast<float*>(buffers[1]);
   for (int64_t i = begin; i < end; ++i)

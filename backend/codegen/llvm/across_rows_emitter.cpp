@@ -108,7 +108,7 @@ class AcrossRowsEmitter final : public EmitterCore {
       values_->forget_elements();
       return;
     }
-    loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
+    loop(i64(0), sizes_->size(dim), 1, [&](llvm::Value* i) {
       walk_reduced_dims(moved(offsets, dim, i), dim + 1, body, end_dim);
     });
   }
@@ -166,7 +166,7 @@ class AcrossRowsEmitter final : public EmitterCore {
         [&](const Offsets& outer) {
           llvm::Value* next = i64(0);
           if (chunked && chunk > 0) {
-            next = loop(i64(0), i64(kernel_.sizes[last]), chunk, [&](llvm::Value* c) {
+            next = loop(i64(0), sizes_->size(last), chunk, [&](llvm::Value* c) {
               for (const Accumulator& a : accs)
                 b_.CreateStore(identity(a.e->reduce, a.e->dtype, width), a.partial);
               loop(i64(0), i64(chunk), 1, [&](llvm::Value* i) {
@@ -178,7 +178,7 @@ class AcrossRowsEmitter final : public EmitterCore {
                 b_.CreateStore(combine(a.e->reduce, a.e->dtype, get(a.acc), get(a.partial)), a.acc);
             });
           }
-          loop(next, i64(kernel_.sizes[last]), 1, [&](llvm::Value* i) {
+          loop(next, sizes_->size(last), 1, [&](llvm::Value* i) {
             values_->forget_elements();
             add(/*into_partial=*/false, moved(outer, last, i));
           });

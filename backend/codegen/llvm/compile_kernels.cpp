@@ -12,6 +12,7 @@
 #include "backend/codegen/llvm/store_policy.h"
 #include "kiln/error.h"
 #include "passes/kernel/printer.h"
+#include "passes/kernel/size_terms.h"
 #include "passes/kernel/split_reduction.h"
 #include "runtime/jit/orc_jit.h"
 
@@ -29,6 +30,34 @@ std::string finish_symbol_name(size_t i) {
 void set_launch(CompiledKernel& kernel, const KernelLaunch& launch) {
   kernel.range = launch.range;
   kernel.grain = launch.grain;
+}
+
+/// A size-generic kernel's launch at each call's size inputs (`kernel` collapsed, scheduled as
+/// `schedule`); none for a kernel of constant sizes.
+void set_launch_rule(CompiledKernel& compiled, const kernel::Kernel& kernel,
+                     const CpuSchedule& schedule) {
+  compiled.launch_at = nullptr;
+  if (!kernel::is_size_generic(kernel)) return;
+  const bool tiles = schedule.strategy == CpuSchedule::Strategy::Transpose;
+  compiled.launch_at = [rule = launch_rule(kernel, tiles),
+                        inputs = kernel.size_inputs.size()](const int64_t* sizes) {
+    return rule.at(std::span<const int64_t>(sizes, inputs));
+  };
+}
+
+/// Why `kernel` cannot be compiled size-generic, or empty. Its example binding must have every
+/// size input at least 2, as dynamo's symbols are: a term is then never 0 or 1 there, so the
+/// decisions that compare a stride or a size with 0 or 1 (broadcasts, contiguous vectors) come
+/// out as they would at every binding.
+std::string generic_problem(const kernel::Kernel& kernel) {
+  if (!kernel::is_size_generic(kernel)) return "";
+  if (kernel.split_pieces > 0) return "a split reduction has no size-generic code yet";
+  for (size_t i = 0; i < kernel.size_inputs.size(); ++i) {
+    if (kernel.size_inputs[i] < 2)
+      return "its example binding has size input s" + std::to_string(i) + " = " +
+             std::to_string(kernel.size_inputs[i]) + " (size-generic code is built at 2 or more)";
+  }
+  return "";
 }
 
 struct BuiltModule {
@@ -129,6 +158,8 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   for (const kernel::Kernel& k : kernels) {
     if (const auto op = kernel::first_uncovered_op(k, llvm_covers))
       throw Error(ErrorKind::Unsupported, "LLVM codegen has no " + *op + " (in " + k.name + ")");
+    if (const std::string problem = generic_problem(k); !problem.empty())
+      throw Error(ErrorKind::Unsupported, "LLVM codegen: kernel " + k.name + ": " + problem);
   }
   if (!options.dump_prefix.empty()) {
     std::ofstream out(options.dump_prefix + ".kernel");
@@ -165,6 +196,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
         by_distinct[d] = hit->kernel;
         // A split kernel is a full reduction, whose code key keeps every size.
         if (!hit->kernel.finish) set_launch(by_distinct[d], schedule.launch);
+        set_launch_rule(by_distinct[d], flat[d].kernel, schedule);
         hold(hit->code);
         continue;
       }
@@ -197,6 +229,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
       CompiledKernel kernel;
       kernel.function = reinterpret_cast<KernelFunction>(codes[g]->lookup(symbol_name(i)));
       set_launch(kernel, launches[g][i]);
+      set_launch_rule(kernel, fresh[f], fresh_schedules[f]);
       kernel.finish = finishes[g][i];
       if (kernel.finish)
         kernel.finish->function =

@@ -140,6 +140,11 @@ bool sums_floats(const Kernel& kernel) {
   });
 }
 
+/// Whether dim `d`'s size is a run-time value (a size-generic kernel's term).
+bool varies(const Kernel& kernel, int d) {
+  return !kernel.size_terms.empty() && kernel.size_terms[d].has_value();
+}
+
 }  // namespace
 
 CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target) {
@@ -151,7 +156,9 @@ CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target
   if (reduces_across_rows(collapsed, width, guards)) {
     s.strategy = CpuSchedule::Strategy::AcrossRows;
     if (sums_floats(collapsed)) {
+      // A row of run-time length is chunked at every length (a short one has no whole chunk).
       const bool chunks =
+          varies(collapsed, collapsed.rank() - 1) ||
           extent_at_least(collapsed, Extent::Dim, 2 * kAcrossRowsSumChunk, guards, -1);
       s.sum_chunk = chunks ? kAcrossRowsSumChunk : 0;
     }
@@ -177,7 +184,8 @@ CpuSchedule schedule_cpu_kernel(const Kernel& collapsed, const CpuTarget& target
   if (target.vector_bits < 512 && reduces_a_transcendental(collapsed, s.row_passes)) {
     s.reduce_unroll = 2;
   }
-  const bool long_rows = extent_at_least(collapsed, Extent::Dim, kSumChunk + 1, guards, -1);
+  const bool long_rows = varies(collapsed, collapsed.rank() - 1) ||
+                         extent_at_least(collapsed, Extent::Dim, kSumChunk + 1, guards, -1);
   s.sum_chunk = long_rows ? kSumChunk : 0;
   s.prefetched_maps = prefetched_maps(collapsed, width, s.row_passes, guards);
   s.row_caches = row_caches(collapsed, s.row_passes, guards);

@@ -20,10 +20,11 @@ llvm::Function* EmitterCore::emit() {
   llvm::LLVMContext& c = module_.getContext();
   llvm::Type* ptr = llvm::PointerType::getUnqual(c);
   llvm::Type* i64 = llvm::Type::getInt64Ty(c);
-  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, i64, i64}, false);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, i64, i64}, false);
   fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, kernel_.name, module_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+  fn_->addParamAttr(1, llvm::Attribute::NoAlias);
   entry_ = llvm::BasicBlock::Create(c, "entry", fn_);
   b_.SetInsertPoint(entry_);
   // No FMA contraction: a value recomputed in two passes over a row (softmax's x, then
@@ -33,7 +34,13 @@ llvm::Function* EmitterCore::emit() {
     llvm::Value* slot = b_.CreateConstGEP1_64(ptr, fn_->getArg(0), i);
     buffers.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8), "b" + std::to_string(i)));
   }
-  values_ = std::make_unique<ValueEmitter>(b_, kernel_, buffers, math_);
+  std::vector<llvm::Value*> inputs;
+  for (size_t i = 0; i < kernel_.size_inputs.size(); ++i) {
+    llvm::Value* slot = b_.CreateConstGEP1_64(i64, fn_->getArg(1), i);
+    inputs.push_back(b_.CreateAlignedLoad(i64, slot, llvm::Align(8), "s" + std::to_string(i)));
+  }
+  sizes_ = std::make_unique<SizeValues>(b_, kernel_, std::move(inputs));
+  values_ = std::make_unique<ValueEmitter>(b_, kernel_, buffers, math_, sizes_.get());
   element_ = kernel::element_levels(kernel_);
   num_maps_ = kernel_.exprs.size() + kernel_.stores.size();
   width_ = std::max(1, vector_bits_ / 32);
@@ -66,7 +73,7 @@ EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
   std::vector<llvm::Value*> index(dims);
   llvm::Value* rest = row;
   for (int d = dims - 1; d >= 0; --d) {
-    llvm::Value* size = i64(kernel_.sizes[d]);
+    llvm::Value* size = sizes_->size(d);
     index[d] = d == 0 ? rest : b_.CreateURem(rest, size);
     if (d > 0) rest = b_.CreateUDiv(rest, size);
   }
@@ -74,10 +81,10 @@ EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
   for (size_t m = 0; m < num_maps_; ++m) {
     if (m < kernel_.exprs.size() && kernel_.exprs[m].op != Op::Load) continue;
     const kernel::IndexMap& map = values_->map(static_cast<int>(m));
-    llvm::Value* offset = i64(map.offset);
+    llvm::Value* offset = sizes_->offset(map);
     for (int d = 0; d < dims; ++d) {
       if (map.strides[d] != 0)
-        offset = b_.CreateAdd(offset, b_.CreateMul(index[d], i64(map.strides[d])));
+        offset = b_.CreateAdd(offset, b_.CreateMul(index[d], sizes_->stride(map, d)));
     }
     offsets[m] = offset;
   }
@@ -86,15 +93,16 @@ EmitterCore::Offsets EmitterCore::row_offsets(llvm::Value* row, int dims) {
 
 void EmitterCore::walk_runs(
     int dim, const std::function<void(llvm::Value*, llvm::Value*, const Offsets&)>& body) {
-  const int64_t run = kernel_.sizes[dim];
-  if (run == 0) return;
-  llvm::Value* end = fn_->getArg(2);
+  // A constant empty dim has no runs (a size input of 0 gives an empty launch range instead).
+  if (sizes_->constant_size(dim) && kernel_.sizes[dim] == 0) return;
+  llvm::Value* end = this->end();
   if (dim == 0) {
     // One run, [begin, end) itself: the code does not depend on the size (kernel_emitter.h,
     // code_key).
-    body(fn_->getArg(1), end, row_offsets(i64(0), 0));
+    body(begin(), end, row_offsets(i64(0), 0));
     return;
   }
+  llvm::Value* run = sizes_->size(dim);
   llvm::LLVMContext& c = module_.getContext();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(c, "runs", fn_);
@@ -103,13 +111,13 @@ void EmitterCore::walk_runs(
   b_.CreateBr(header);
   b_.SetInsertPoint(header);
   llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
-  pos->addIncoming(fn_->getArg(1), pre);
+  pos->addIncoming(begin(), pre);
   b_.CreateCondBr(b_.CreateICmpSLT(pos, end), inside, exit);
   b_.SetInsertPoint(inside);
-  llvm::Value* outer = b_.CreateUDiv(pos, i64(run));
-  llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(outer, i64(run)));
-  llvm::Value* count = b_.CreateBinaryIntrinsic(
-      llvm::Intrinsic::smin, b_.CreateSub(i64(run), first), b_.CreateSub(end, pos));
+  llvm::Value* outer = b_.CreateUDiv(pos, run);
+  llvm::Value* first = b_.CreateSub(pos, b_.CreateMul(outer, run));
+  llvm::Value* count = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(run, first),
+                                                b_.CreateSub(end, pos));
   body(first, b_.CreateAdd(first, count), row_offsets(outer, dim));
   pos->addIncoming(b_.CreateAdd(pos, count), b_.GetInsertBlock());
   b_.CreateBr(header);
@@ -120,8 +128,9 @@ EmitterCore::Offsets EmitterCore::moved(const Offsets& offsets, int dim, llvm::V
   Offsets out = offsets;
   for (size_t m = 0; m < num_maps_; ++m) {
     if (!out[m]) continue;
-    const int64_t stride = values_->map(static_cast<int>(m)).strides[dim];
-    if (stride != 0) out[m] = b_.CreateAdd(out[m], b_.CreateMul(i, i64(stride)));
+    const kernel::IndexMap& map = values_->map(static_cast<int>(m));
+    if (map.strides[dim] != 0)
+      out[m] = b_.CreateAdd(out[m], b_.CreateMul(i, sizes_->stride(map, dim)));
   }
   return out;
 }
@@ -178,8 +187,14 @@ llvm::Value* EmitterCore::finish_reduction(const kernel::Expr& e, llvm::Value* r
     if (!ir::is_floating(t))
       throw Error(ErrorKind::Unsupported,
                   std::string("LLVM codegen: mean of ") + ir::dtype_name(t));
-    result = b_.CreateFDiv(
-        result, llvm::ConstantFP::get(result->getType(), static_cast<double>(kernel_.row_size())));
+    llvm::Type* type = result->getType();
+    llvm::Value* n = llvm::ConstantFP::get(type, static_cast<double>(kernel_.row_size()));
+    if (!sizes_->constant_row_size()) {
+      n = b_.CreateSIToFP(sizes_->row_size(), type->getScalarType());
+      if (auto* vector = llvm::dyn_cast<llvm::FixedVectorType>(type))
+        n = b_.CreateVectorSplat(vector->getNumElements(), n);
+    }
+    result = b_.CreateFDiv(result, n);
   }
   // A float16/bfloat16 sum is accumulated in float: round it to its format, as every value of
   // that dtype must be.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/codegen/llvm/size_values.h"
 #include "backend/codegen/llvm/value_emitter.h"
 #include "passes/kernel/kernel.h"
 
@@ -21,7 +22,8 @@ class EmitterCore {
   EmitterCore(llvm::Module& module, const kernel::Kernel& kernel, int vector_bits, MathTarget math);
   virtual ~EmitterCore() = default;
 
-  /// Creates  void name(void* const* buffers, i64 begin, i64 end)  and emits its body.
+  /// Creates  void name(void* const* buffers, const i64* sizes, i64 begin, i64 end)  and emits
+  /// its body.
   llvm::Function* emit();
 
  protected:
@@ -30,6 +32,9 @@ class EmitterCore {
   virtual void emit_body() = 0;
 
   llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+  /// The function's launch range part [begin, end).
+  llvm::Value* begin() const { return fn_->getArg(2); }
+  llvm::Value* end() const { return fn_->getArg(3); }
   /// A counted loop: runs body(i) for i = start, start+step, ... while i + step <= end, and
   /// returns the first i it did not run.
   llvm::Value* loop(llvm::Value* start, llvm::Value* end, int64_t step,
@@ -60,6 +65,7 @@ class EmitterCore {
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   std::unique_ptr<ValueEmitter> values_;
+  std::unique_ptr<SizeValues> sizes_;  // every extent the code reads, constant or at this call
   std::vector<bool> element_;
   size_t num_maps_ = 0;
 };

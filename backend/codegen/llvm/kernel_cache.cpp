@@ -22,14 +22,15 @@ std::string text(const CacheKey& key) {
 }  // namespace
 
 void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffers,
-                         const std::vector<int64_t>& cuts) {
+                         const std::vector<int64_t>& cuts, const int64_t* sizes) {
   std::vector<int64_t> workspace;
   if (kernel.finish) add_workspace(*kernel.finish, workspace, buffers);
   if (cuts.empty()) {
-    kernel.function(buffers.data(), 0, kernel.range);
+    const int64_t range = kernel.launch_at ? kernel.launch_at(sizes).range : kernel.range;
+    kernel.function(buffers.data(), sizes, 0, range);
   } else {
     for (size_t k = 0; k + 1 < cuts.size(); ++k)
-      kernel.function(buffers.data(), cuts[k], cuts[k + 1]);
+      kernel.function(buffers.data(), sizes, cuts[k], cuts[k + 1]);
   }
   if (kernel.finish) run_finish(*kernel.finish, buffers);
 }

@@ -26,10 +26,11 @@ namespace kiln::codegen {
 // finish phase is run by run_compiled_kernel.
 using kiln::CompiledKernel;
 
-/// Runs `kernel` over its whole launch range in the pieces `cuts` gives ([0, range) when empty),
-/// then its finish phase if it has one: how the executor runs it, without threads (tests).
+/// Runs `kernel` over its whole launch range in the pieces `cuts` gives ([0, range) when empty,
+/// a size-generic kernel's range at `sizes`), then its finish phase if it has one: how the
+/// executor runs it, without threads (tests). `sizes`: the size inputs of a size-generic kernel.
 void run_compiled_kernel(const CompiledKernel& kernel, std::vector<void*> buffers,
-                         const std::vector<int64_t>& cuts = {});
+                         const std::vector<int64_t>& cuts = {}, const int64_t* sizes = nullptr);
 
 /// What a kernel's machine code depends on besides the kernel itself.
 struct CodeVariant {

@@ -76,32 +76,27 @@ class KernelEmitter final : public EmitterCore {
                  const std::function<void()>& end_chunk = {}) {
     const int last = kernel_.rank() - 1;
     if (dim == last) {
-      const int64_t size = kernel_.sizes[last];
+      llvm::Value* size = sizes_->size(last);
       if (!end_chunk || !chunks_rows()) {
-        inner_loop(i64(0), i64(size), offsets, body, unroll);
+        inner_loop(i64(0), size, offsets, body, unroll);
         return;
       }
       const int64_t chunk_size = schedule_.sum_chunk;
-      const int64_t whole_chunks = size / chunk_size;
-      loop(i64(0), i64(whole_chunks), 1, [&](llvm::Value* chunk) {
+      llvm::Value* whole_chunks = b_.CreateUDiv(size, i64(chunk_size));
+      loop(i64(0), whole_chunks, 1, [&](llvm::Value* chunk) {
         llvm::Value* begin = b_.CreateMul(chunk, i64(chunk_size));
         inner_loop(begin, b_.CreateAdd(begin, i64(chunk_size)), offsets, body, unroll);
         end_chunk();
       });
-      if (size % chunk_size != 0) {
-        inner_loop(i64(whole_chunks * chunk_size), i64(size), offsets, body, unroll);
+      // The last, partial chunk (at run time it may be empty: ending it then adds nothing).
+      if (!sizes_->constant_size(last) || kernel_.sizes[last] % chunk_size != 0) {
+        inner_loop(b_.CreateMul(whole_chunks, i64(chunk_size)), size, offsets, body, unroll);
         end_chunk();
       }
       return;
     }
-    loop(i64(0), i64(kernel_.sizes[dim]), 1, [&](llvm::Value* i) {
-      std::vector<llvm::Value*> moved = offsets;
-      for (size_t m = 0; m < num_maps_; ++m) {
-        if (!moved[m]) continue;
-        const int64_t stride = values_->map(static_cast<int>(m)).strides[dim];
-        if (stride != 0) moved[m] = b_.CreateAdd(moved[m], b_.CreateMul(i, i64(stride)));
-      }
-      row_loops(moved, dim + 1, body, unroll, end_chunk);
+    loop(i64(0), sizes_->size(dim), 1, [&](llvm::Value* i) {
+      row_loops(moved(offsets, dim, i), dim + 1, body, unroll, end_chunk);
     });
   }
 
@@ -152,11 +147,33 @@ class KernelEmitter final : public EmitterCore {
 
   // Reducing: [begin, end) is a range of rows.
   void emit_reducing() {
+    allocate_row_caches();
+    if (row_caches_.empty() || sizes_->constant_row_size()) {
+      emit_rows(!row_caches_.empty());
+      return;
+    }
+    // A size-generic row longer than the scratch arrays computes its values again in each pass.
+    auto* cached = llvm::BasicBlock::Create(b_.getContext(), "cached_rows", fn_);
+    auto* uncached = llvm::BasicBlock::Create(b_.getContext(), "uncached_rows", fn_);
+    auto* done = llvm::BasicBlock::Create(b_.getContext(), "rows_done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLE(sizes_->row_size(), i64(kMaxCachedRow)), cached, uncached);
+    for (auto [block, caching] : {std::pair{cached, true}, {uncached, false}}) {
+      b_.SetInsertPoint(block);
+      emit_rows(caching);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  /// The loop over the rows of [begin, end), with the row caches or without.
+  void emit_rows(bool caching) {
+    caching_ = caching;
+    values_->forget_rows();
+    values_->forget_elements();
     const int row_rank = kernel_.row_rank();
     const std::vector<RowPass>& passes = schedule_.row_passes;
-    allocate_row_caches();
     const std::vector<int>& streamed = schedule_.prefetched_maps;
-    loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
+    loop(begin(), end(), 1, [&](llvm::Value* row) {
       std::vector<llvm::Value*> offsets = row_offsets(row, row_rank);
       const Position at_row{1, i64(0), &offsets};
       if (!streamed.empty()) next_row_ = row_offsets(b_.CreateAdd(row, i64(1)), row_rank);
@@ -196,11 +213,11 @@ class KernelEmitter final : public EmitterCore {
       if (schedule_.streaming_stores) {
         // A large output (softmax, layer_norm) streams past the caches, as elementwise outputs
         // do: scalar steps up to the row's first 64-byte line, then non-temporal vector stores.
-        const int64_t n = kernel_.sizes.back();
-        llvm::Value* aligned = first_aligned_index(i64(0), i64(n), offsets);
+        llvm::Value* n = sizes_->size(kernel_.rank() - 1);
+        llvm::Value* aligned = first_aligned_index(i64(0), n, offsets);
         inner_loop(i64(0), aligned, offsets, store_elements, 1, /*vectors=*/false);
         values_->set_streaming_stores(true);
-        inner_loop(aligned, i64(n), offsets, store_elements, 1);
+        inner_loop(aligned, n, offsets, store_elements, 1);
         values_->set_streaming_stores(false);
         return;
       }
@@ -217,12 +234,14 @@ class KernelEmitter final : public EmitterCore {
       values_->prefetch(m, next);
   }
 
-  // The per-row scratch arrays of the values the schedule caches (schedule_.row_caches).
+  // The per-row scratch arrays of the values the schedule caches (schedule_.row_caches): a
+  // size-generic row gets the longest row that caches (emit_reducing checks it at run time).
   void allocate_row_caches() {
     llvm::IRBuilder<> entry(entry_, entry_->begin());
+    const int64_t length = sizes_->constant_row_size() ? kernel_.row_size() : kMaxCachedRow;
     for (const RowCache& cache : schedule_.row_caches) {
       llvm::Type* type = values_->register_type(kernel_.exprs[cache.expr].dtype, 1);
-      llvm::AllocaInst* scratch = entry.CreateAlloca(type, i64(kernel_.row_size()));
+      llvm::AllocaInst* scratch = entry.CreateAlloca(type, i64(length));
       // Cache-line aligned: a vector that straddles two lines costs two accesses, and the
       // scratch is written and read once per element.
       scratch->setAlignment(llvm::Align(64));
@@ -232,9 +251,10 @@ class KernelEmitter final : public EmitterCore {
 
   void use_row_caches(int pass) {
     for (const auto& c : row_caches_) {
-      const auto mode = pass == c.first_pass  ? ValueEmitter::RowCacheMode::Store
-                        : pass > c.first_pass ? ValueEmitter::RowCacheMode::Load
-                                              : ValueEmitter::RowCacheMode::None;
+      const auto mode = !caching_              ? ValueEmitter::RowCacheMode::None
+                        : pass == c.first_pass ? ValueEmitter::RowCacheMode::Store
+                        : pass > c.first_pass  ? ValueEmitter::RowCacheMode::Load
+                                               : ValueEmitter::RowCacheMode::None;
       values_->set_row_cache(c.expr, c.scratch, mode);
     }
   }
@@ -375,7 +395,13 @@ class KernelEmitter final : public EmitterCore {
     const int kUnroll = schedule_.reduce_unroll;
     const DType t = kernel_.exprs[mean_id].dtype;
     const int x = kernel_.exprs[mean_id].args[0];
-    const int64_t n = kernel_.row_size();
+    llvm::BasicBlock* two_pass = llvm::BasicBlock::Create(b_.getContext(), "two_pass", fn_);
+    if (!sizes_->constant_row_size()) {
+      // A size-generic row shorter than a vector has no first vector to shift by.
+      auto* one_pass = llvm::BasicBlock::Create(b_.getContext(), "one_pass", fn_);
+      b_.CreateCondBr(b_.CreateICmpSGE(sizes_->row_size(), i64(width_)), one_pass, two_pass);
+      b_.SetInsertPoint(one_pass);
+    }
     llvm::IRBuilder<> entry(entry_, entry_->begin());
     auto zeroed = [&](int width) {
       llvm::AllocaInst* slot = entry.CreateAlloca(values_->register_type(t, width));
@@ -435,8 +461,9 @@ class KernelEmitter final : public EmitterCore {
       s2 = s2 ? b_.CreateFAdd(s2, lane_squares) : lane_squares;
     }
     llvm::Type* scalar = values_->register_type(t, 1);
-    auto constant = [&](double v, int width) {
-      return values_->splat(llvm::ConstantFP::get(scalar, v), width);
+    // Element counts as floats: constants where the row's length is (the builder folds them).
+    auto count = [&](llvm::Value* c, int width) {
+      return values_->splat(b_.CreateSIToFP(c, scalar), width);
     };
     auto sum_lanes = [&](llvm::Value* v) { return horizontal(ReduceKind::Sum, t, v); };
     auto square = [&](llvm::Value* v) { return b_.CreateFMul(v, v); };
@@ -444,37 +471,42 @@ class KernelEmitter final : public EmitterCore {
     // large offset would lose their low bits to it, and their differences are what the variance
     // is made of.
     // Each lane holds nv elements; the tail's nt elements (shifted by K0) are one more group.
-    const int64_t nv = n / width_, nt = n % width_;
-    llvm::Value* lane_mean_d = b_.CreateFDiv(s1, constant(nv, width_));
+    llvm::Value* n = sizes_->row_size();
+    llvm::Value* nv = b_.CreateUDiv(n, i64(width_));
+    llvm::Value* nt = b_.CreateURem(n, i64(width_));
+    const bool maybe_tail = !sizes_->constant_row_size() || kernel_.row_size() % width_ != 0;
+    llvm::Value* lane_mean_d = b_.CreateFDiv(s1, count(nv, width_));
     llvm::Value* lane_means_k0 =
         b_.CreateFAdd(b_.CreateFSub(shift, values_->splat(shift0, width_)), lane_mean_d);
     llvm::Value* lane_m2 = b_.CreateFSub(s2, b_.CreateFMul(s1, lane_mean_d));
-    llvm::Value* total = b_.CreateFMul(sum_lanes(lane_means_k0), constant(nv, 1));
+    llvm::Value* total = b_.CreateFMul(sum_lanes(lane_means_k0), count(nv, 1));
     llvm::Value* tail_mean_k0 = nullptr;
-    if (nt > 0) {
-      tail_mean_k0 = b_.CreateFDiv(get(tail_sum), constant(nt, 1));
-      total = b_.CreateFAdd(total, b_.CreateFMul(tail_mean_k0, constant(nt, 1)));
+    if (maybe_tail) {
+      // No tail at run time: its mean is 0/0, taken as 0 (its terms below are then 0).
+      tail_mean_k0 =
+          b_.CreateSelect(b_.CreateICmpNE(nt, i64(0)), b_.CreateFDiv(get(tail_sum), count(nt, 1)),
+                          llvm::ConstantFP::get(scalar, 0.0));
+      total = b_.CreateFAdd(total, b_.CreateFMul(tail_mean_k0, count(nt, 1)));
     }
-    llvm::Value* mean_k0 = b_.CreateFDiv(total, constant(n, 1));
+    llvm::Value* mean_k0 = b_.CreateFDiv(total, count(n, 1));
     llvm::Value* apart = b_.CreateFSub(lane_means_k0, values_->splat(mean_k0, width_));
     llvm::Value* m2 =
-        b_.CreateFAdd(sum_lanes(lane_m2), b_.CreateFMul(constant(nv, 1), sum_lanes(square(apart))));
-    if (nt > 0) {
+        b_.CreateFAdd(sum_lanes(lane_m2), b_.CreateFMul(count(nv, 1), sum_lanes(square(apart))));
+    if (maybe_tail) {
       llvm::Value* tail_m2 =
           b_.CreateFSub(get(tail_squares), b_.CreateFMul(get(tail_sum), tail_mean_k0));
       m2 = b_.CreateFAdd(
-          m2, b_.CreateFAdd(tail_m2, b_.CreateFMul(constant(nt, 1),
+          m2, b_.CreateFAdd(tail_m2, b_.CreateFMul(count(nt, 1),
                                                    square(b_.CreateFSub(tail_mean_k0, mean_k0)))));
     }
     llvm::Value* mean = b_.CreateFAdd(shift0, mean_k0);
-    llvm::Value* var = b_.CreateFDiv(m2, constant(n, 1));
+    llvm::Value* var = b_.CreateFDiv(m2, count(n, 1));
     // A row with a NaN or an infinity, or whose sums overflow (S2 and S1 * S1/n both infinite
     // make NaN where the two passes make an infinite variance): its variance is not finite, and
     // the row is computed again the two-pass way, with the kernel's own results for it.
     llvm::Value* finite = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, var),
                                            llvm::ConstantFP::getInfinity(scalar));
     llvm::BasicBlock* one_pass = b_.GetInsertBlock();
-    llvm::BasicBlock* two_pass = llvm::BasicBlock::Create(b_.getContext(), "two_pass", fn_);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "moments_done", fn_);
     b_.CreateCondBr(finite, done, two_pass);
     b_.SetInsertPoint(two_pass);
@@ -501,9 +533,27 @@ class KernelEmitter final : public EmitterCore {
   };
   const CpuSchedule schedule_;
   std::vector<RowCacheSlot> row_caches_;
+  bool caching_ = false;            // whether the rows being emitted use row_caches_
   std::vector<int> prefetch_maps_;  // maps prefetch_next_row asks for, in the current pass
   Offsets next_row_;                // every map's offsets at the next row
 };
+
+/// A size-generic kernel less its example binding: its code reads each term's value at run time,
+/// and what the example decided is in the schedule (keyed beside it). The same as `kernel` for a
+/// kernel of constant sizes.
+kernel::Kernel generic_code_key(const kernel::Kernel& kernel) {
+  if (kernel.size_inputs.empty()) return kernel;
+  kernel::Kernel key = kernel;
+  std::fill(key.size_inputs.begin(), key.size_inputs.end(), -1);
+  for (int d = 0; d < key.rank(); ++d)
+    if (key.size_terms[d]) key.sizes[d] = -1;
+  for (kernel::IndexMap* map : kernel::accesses(key)) {
+    for (size_t d = 0; d < map->stride_terms.size(); ++d)
+      if (map->stride_terms[d]) map->strides[d] = -1;
+    if (map->offset_term) map->offset = -1;
+  }
+  return key;
+}
 
 }  // namespace
 
@@ -513,14 +563,14 @@ kernel::Kernel code_key(const kernel::Kernel& collapsed, const CpuSchedule& sche
   // reduction across rows, a two-dim transposing kernel (its tiles walk that dim), a kernel
   // whose only dims are reduced, and a split one (its partials are laid out by its rows).
   // Everywhere else the outermost index comes from the launch range.
-  if (schedule.strategy == CpuSchedule::Strategy::AcrossRows) return collapsed;
+  if (schedule.strategy == CpuSchedule::Strategy::AcrossRows) return generic_code_key(collapsed);
   if (collapsed.split_pieces > 0) return collapsed;
   if (schedule.strategy == CpuSchedule::Strategy::Transpose && collapsed.rank() == 2)
-    return collapsed;
-  if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return collapsed;
+    return generic_code_key(collapsed);
+  if (collapsed.reduce_rank > 0 && collapsed.row_rank() == 0) return generic_code_key(collapsed);
   for (int64_t d : collapsed.sizes)
-    if (d == 0) return collapsed;
-  kernel::Kernel key = collapsed;
+    if (d == 0) return generic_code_key(collapsed);
+  kernel::Kernel key = generic_code_key(collapsed);
   key.sizes[0] = -1;
   return key;
 }

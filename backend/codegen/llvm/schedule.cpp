@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "passes/kernel/size_terms.h"
+
 namespace kiln::codegen {
 
 using kernel::Kernel;
@@ -44,25 +46,37 @@ bool transposes(const Kernel& kernel, kernel::SizeGuards* guards) {
 }
 
 KernelLaunch choose_launch(const Kernel& kernel) {
-  const int64_t grain_elements =
-      std::max<int64_t>(1, kParallelGrainElements / element_cost(kernel));
-  if (transposes(kernel)) {
-    const int rank = kernel.rank();
-    int64_t outer = 1;
-    for (int d = 0; d < rank - 2; ++d)
-      outer *= kernel.sizes[d];
-    const int64_t tiles = (kernel.sizes[rank - 2] + kTransposeTileRows - 1) / kTransposeTileRows;
-    const int64_t tile_elements = kTransposeTileRows * kernel.sizes[rank - 1];
-    return {outer * tiles, std::max<int64_t>(1, grain_elements / tile_elements)};
+  return launch_rule(kernel, transposes(kernel)).at(kernel.size_inputs);
+}
+
+LaunchRule launch_rule(const Kernel& kernel, bool transposing) {
+  LaunchRule rule;
+  for (int d = 0; d < kernel.rank(); ++d)
+    rule.sizes.push_back(kernel::size_term(kernel, d));
+  rule.reduce_rank = kernel.reduce_rank;
+  rule.transposing = transposing;
+  rule.grain_elements = std::max<int64_t>(1, kParallelGrainElements / element_cost(kernel));
+  return rule;
+}
+
+KernelLaunch LaunchRule::at(std::span<const int64_t> inputs) const {
+  const int rank = static_cast<int>(sizes.size());
+  auto product = [&](int first, int last) {
+    int64_t p = 1;
+    for (int d = first; d < last; ++d)
+      p *= kernel::evaluate(sizes[d], inputs);
+    return p;
+  };
+  if (transposing) {
+    const int64_t rows = kernel::evaluate(sizes[rank - 2], inputs);
+    const int64_t tiles = (rows + kTransposeTileRows - 1) / kTransposeTileRows;
+    const int64_t tile_elements = kTransposeTileRows * kernel::evaluate(sizes[rank - 1], inputs);
+    return {product(0, rank - 2) * tiles,
+            std::max<int64_t>(1, grain_elements / std::max<int64_t>(tile_elements, 1))};
   }
-  if (kernel.reduce_rank == 0) {
-    int64_t numel = 1;
-    for (int64_t s : kernel.sizes)
-      numel *= s;
-    return {numel, grain_elements};
-  }
-  const int64_t row = std::max<int64_t>(kernel.row_size(), 1);
-  return {kernel.num_rows(), std::max<int64_t>(1, grain_elements / row)};
+  if (reduce_rank == 0) return {product(0, rank), grain_elements};
+  const int64_t row = std::max<int64_t>(product(rank - reduce_rank, rank), 1);
+  return {product(0, rank - reduce_rank), std::max<int64_t>(1, grain_elements / row)};
 }
 
 std::optional<kernel::SplitReduction> split_reduction(const Kernel& collapsed) {

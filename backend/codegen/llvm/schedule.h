@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,19 +12,13 @@
 #include "passes/kernel/collapse_dims.h"
 #include "passes/kernel/kernel.h"
 #include "passes/kernel/split_reduction.h"
+#include "runtime/kernel_abi.h"
 
 namespace kiln::codegen {
 
 using kernel::collapse_dims;
 
-/// How the runtime calls a kernel function fn(buffers, begin, end): over [0, range) in pieces
-/// of at least `grain` (at::parallel_for's grain). Elementwise kernels split their elements,
-/// reducing kernels their rows.
-struct KernelLaunch {
-  int64_t range = 0;
-  int64_t grain = 1;
-  bool operator==(const KernelLaunch&) const = default;
-};
+using kiln::KernelLaunch;  // runtime/kernel_abi.h
 
 /// Roughly the work (in elements of a copy-like kernel) below which splitting across threads
 /// costs more than it gains. ATen's grain too (at::internal::GRAIN_SIZE). Measured here (2
@@ -38,6 +33,20 @@ inline constexpr int64_t kTranscendentalCost = 8;
 int64_t element_cost(const kernel::Kernel& kernel);
 
 KernelLaunch choose_launch(const kernel::Kernel& collapsed);
+
+/// How a kernel's launch follows from its sizes, for code that walks tiles of a transposing
+/// kernel (`transposing`) or not: what a size-generic kernel's launch is computed from per call
+/// (a few integer products), and choose_launch at the kernel's own sizes. The code fixes the
+/// walk, so the rule keeps it at every size, tiles included.
+struct LaunchRule {
+  std::vector<kernel::SizeTerm> sizes;  // per dim, a term or a constant (no factors)
+  int reduce_rank = 0;
+  bool transposing = false;
+  int64_t grain_elements = 1;
+  /// At size inputs `inputs` (a kernel without terms reads none).
+  KernelLaunch at(std::span<const int64_t> inputs) const;
+};
+LaunchRule launch_rule(const kernel::Kernel& collapsed, bool transposing);
 
 /// A full reduction (one row) runs on one thread unless it is split into pieces
 /// (kernel/split_reduction.h): each of at least the grain's work (kParallelGrainElements /

@@ -17,15 +17,16 @@ class TransposeEmitter final : public EmitterCore {
     inner_ = rank - 1;
     next_ = rank - 2;
     transposed_ = transposed_loads(kernel_);
-    const int64_t rows = kernel_.sizes[next_], columns = kernel_.sizes[inner_];
-    const int64_t tiles = (rows + kTransposeTileRows - 1) / kTransposeTileRows;
+    llvm::Value* rows = sizes_->size(next_);
+    llvm::Value* columns = sizes_->size(inner_);
+    llvm::Value* tiles = b_.CreateUDiv(b_.CreateAdd(rows, i64(kTransposeTileRows - 1)),
+                                       i64(kTransposeTileRows));  // folded for constant sizes
     // Each piece of the launch range: one tile of rows, under its index over the outer dims.
-    loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* piece) {
-      llvm::Value* outer = b_.CreateUDiv(piece, i64(tiles));
-      llvm::Value* first_row =
-          b_.CreateMul(b_.CreateURem(piece, i64(tiles)), i64(kTransposeTileRows));
+    loop(begin(), end(), 1, [&](llvm::Value* piece) {
+      llvm::Value* outer = b_.CreateUDiv(piece, tiles);
+      llvm::Value* first_row = b_.CreateMul(b_.CreateURem(piece, tiles), i64(kTransposeTileRows));
       const Offsets tile = moved(row_offsets(outer, next_), next_, first_row);
-      llvm::Value* left = b_.CreateSub(i64(rows), first_row);
+      llvm::Value* left = b_.CreateSub(rows, first_row);
       llvm::BasicBlock* whole = llvm::BasicBlock::Create(b_.getContext(), "whole_tile", fn_);
       llvm::BasicBlock* partial = llvm::BasicBlock::Create(b_.getContext(), "partial_tile", fn_);
       llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "tile_done", fn_);
@@ -34,14 +35,14 @@ class TransposeEmitter final : public EmitterCore {
       for (int64_t block = 0; block < kTransposeTileRows; block += width_) {
         const Offsets at = moved(tile, next_, i64(block));
         llvm::Value* tail =
-            loop(i64(0), i64(columns), width_, [&](llvm::Value* column) { block_of(at, column); });
+            loop(i64(0), columns, width_, [&](llvm::Value* column) { block_of(at, column); });
         for (int r = 0; r < width_; ++r)
-          elements(moved(at, next_, i64(r)), tail, i64(columns));
+          elements(moved(at, next_, i64(r)), tail, columns);
       }
       b_.CreateBr(done);
       b_.SetInsertPoint(partial);
       loop(i64(0), left, 1,
-           [&](llvm::Value* r) { elements(moved(tile, next_, r), i64(0), i64(columns)); });
+           [&](llvm::Value* r) { elements(moved(tile, next_, r), i64(0), columns); });
       b_.CreateBr(done);
       b_.SetInsertPoint(done);
     });

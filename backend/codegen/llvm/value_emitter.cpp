@@ -37,12 +37,14 @@ bool shares_memory(const kernel::Kernel& kernel, int a, int b) {
 }  // namespace
 
 ValueEmitter::ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& kernel,
-                           std::vector<llvm::Value*> buffer_pointers, MathTarget math)
+                           std::vector<llvm::Value*> buffer_pointers, MathTarget math,
+                           SizeValues* sizes)
     : b_(builder),
       kernel_(kernel),
       buffers_(std::move(buffer_pointers)),
       element_(kernel::element_levels(kernel)),
-      math_(math) {
+      math_(math),
+      sizes_(sizes) {
   // Buffers never overlap an output (the memory plan and fresh outputs see to it) except the
   // pairs the plan writes in place, so each buffer is its own alias scope, not disjoint from its
   // in-place partner: LLVM may keep inputs in registers across stores.
@@ -198,7 +200,8 @@ llvm::Value* ValueEmitter::address(int map_id, const Position& at, llvm::Value* 
   llvm::Value* offset = (*at.offsets)[map_id];
   if (inner_stride != 0) {
     llvm::Value* i = lane_index ? lane_index : at.index;
-    offset = b_.CreateAdd(offset, b_.CreateMul(i, b_.getInt64(inner_stride)));
+    const int dim = at.dim < 0 ? kernel_.rank() - 1 : at.dim;
+    offset = b_.CreateAdd(offset, b_.CreateMul(i, sizes_->stride(m, dim)));
   }
   const DType t = kernel_.buffers[m.buffer].dtype;
   llvm::Type* memory = b_.getIntNTy(static_cast<unsigned>(ir::dtype_size(t) * 8));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/codegen/llvm/math.h"
+#include "backend/codegen/llvm/size_values.h"
 #include "passes/kernel/kernel.h"
 
 namespace kiln::codegen {
@@ -28,8 +29,9 @@ struct Position {
 
 class ValueEmitter {
  public:
+  /// `sizes` gives the strides a size-generic kernel computes at run time.
   ValueEmitter(llvm::IRBuilder<>& builder, const kernel::Kernel& kernel,
-               std::vector<llvm::Value*> buffer_pointers, MathTarget math);
+               std::vector<llvm::Value*> buffer_pointers, MathTarget math, SizeValues* sizes);
 
   /// Maps are numbered: the load of expr e is map e; store s is map exprs.size() + s.
   int load_map_id(int expr) const { return expr; }
@@ -81,7 +83,8 @@ class ValueEmitter {
                        const Position& at);
   llvm::Value* load(const kernel::IndexMap& map, int map_id, const Position& at);
   llvm::Value* address(int map_id, const Position& at, llvm::Value* lane_index);
-  /// The stride of a map along the dimension that `at` walks.
+  /// The stride of a map along the dimension that `at` walks (its example value: a size-generic
+  /// kernel's terms are never 0 or 1 there, so it says which kind of access to emit).
   static int64_t stride_at(const kernel::IndexMap& map, const Position& at) {
     return at.dim < 0 ? map.strides.back() : map.strides[at.dim];
   }
@@ -108,6 +111,7 @@ class ValueEmitter {
   std::unordered_map<int, CachedRow> row_cache_;
   bool streaming_ = false;
   MathTarget math_;
+  SizeValues* sizes_;
   std::vector<llvm::MDNode*> scope_;    // per buffer: its own scope
   std::vector<llvm::MDNode*> noalias_;  // per buffer: every other buffer's scope
 };
