@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "codegen/codegen_harness.h"
+#include "passes/ir/parser.h"
 #include "passes/kernel/collapse_dims.h"
+#include "passes/kernel/generalize.h"
+#include "passes/kernel/lower_group.h"
 #include "passes/kernel/size_terms.h"
 
 namespace kiln::codegen {
@@ -223,6 +226,38 @@ TEST(SizeGenericCodegen, TransposesByTilesAtAnySize) {
   EXPECT_EQ(schedule.strategy, CpuSchedule::Strategy::Transpose);
   check_bindings(k, {{40, 48}, {1, 1}, {0, 20}, {5, 3}, {16, 16}, {17, 33}, {3, 100}, {100, 5}},
                  uniform(-5, 5));
+}
+
+// A fusion group as the pipeline lowers it (layer norm then gelu over [batch, tokens, 48]),
+// lowered at three bindings and generalized (passes/kernel/generalize.h): one code for every
+// batch and token count.
+TEST(SizeGenericCodegen, ALoweredGroupGeneralizedFromThreeBindingsRunsAtAnyOther) {
+  auto lowered = [](const Binding& b) {
+    const std::string shape = "f32[" + std::to_string(b[0]) + "," + std::to_string(b[1]) + ",48]";
+    const auto body = ir::parse_graph("graph(%x : " + shape +
+                                      ", %w : f32[48], %b : f32[48]):\n"
+                                      "  %y : " +
+                                      shape +
+                                      " = aten::layer_norm(%x, %w, %b) {normalized_shape=[48], "
+                                      "eps=1e-05, cudnn_enable=true}\n"
+                                      "  %g : " +
+                                      shape +
+                                      " = aten::gelu(%y) {approximate=\"tanh\"}\n"
+                                      "  return (%g)\n");
+    return kernel::lower_group(*body, "layer_norm_gelu");
+  };
+  const kernel::Bindings bindings = {{2, 8}, {3, 8}, {2, 9}};
+  std::vector<Kernel> kernels;
+  for (const Binding& b : bindings)
+    kernels.push_back(lowered(b));
+  const kernel::Generalized g = kernel::generalize(kernels, bindings);
+  ASSERT_TRUE(g.kernel) << g.why_not;
+  // The normalized values feed tanh's polynomial: a few ulp of the output on top of the
+  // statistics' bound (layer_norm_case's, rows of 48 from U(-3, 3)).
+  check_bindings(*g.kernel, {{2, 8}, {1, 1}, {0, 4}, {5, 13}, {2, 129}, {17, 3}}, uniform(-3, 3),
+                 [](int bits, const Binding&) {
+                   return Tolerance{8, 32 * kU32, 10 * sum_error(bits, 48, 48 * 3.0) / 48};
+                 });
 }
 
 TEST(SizeGenericCodegen, TheLaunchFollowsTheSizeInputs) {

@@ -1,0 +1,165 @@
+#include "passes/kernel/generalize.h"
+
+#include <stdexcept>
+
+#include "passes/kernel/size_terms.h"
+
+namespace kiln::kernel {
+namespace {
+
+/// The highest power of one input a term may hold: sizes and strides are products of distinct
+/// dims, so a power above 1 is already rare (an attention score's [s, s] holds s*s elements).
+constexpr int kMaxDegree = 4;
+
+__int128 power(int64_t base, int k) {
+  __int128 p = 1;
+  for (int i = 0; i < k; ++i)
+    p *= base;
+  return p;
+}
+
+void check_bindings(const std::vector<Kernel>& kernels, const Bindings& bindings) {
+  if (bindings.empty() || kernels.size() != bindings.size())
+    throw std::invalid_argument("generalize: " + std::to_string(kernels.size()) + " kernels for " +
+                                std::to_string(bindings.size()) + " bindings");
+  const std::vector<int64_t>& base = bindings[0];
+  if (bindings.size() != base.size() + 1)
+    throw std::invalid_argument("generalize: " + std::to_string(base.size()) +
+                                " size inputs need " + std::to_string(base.size() + 1) +
+                                " bindings (the base, then one per input moved alone), not " +
+                                std::to_string(bindings.size()));
+  for (size_t i = 0; i < base.size(); ++i) {
+    const std::vector<int64_t>& moved = bindings[i + 1];
+    bool alone = moved.size() == base.size() && moved[i] != base[i];
+    for (size_t k = 0; alone && k < base.size(); ++k)
+      alone = k == i || moved[k] == base[k];
+    if (!alone)
+      throw std::invalid_argument("generalize: binding " + std::to_string(i + 1) +
+                                  " must move size input s" + std::to_string(i) + " alone");
+    if (base[i] < 2 || moved[i] < 2)
+      throw std::invalid_argument("generalize: size input s" + std::to_string(i) +
+                                  " is bound below 2");
+  }
+}
+
+/// `kernel` with the integers a binding may change (sizes, strides, offsets) taken from
+/// `like`, where the two have as many: equal to `like` when nothing else differs.
+Kernel with_integers_of(Kernel kernel, const Kernel& like) {
+  kernel.name = like.name;
+  if (kernel.sizes.size() == like.sizes.size()) kernel.sizes = like.sizes;
+  const std::vector<IndexMap*> maps = accesses(kernel);
+  const std::vector<const IndexMap*> like_maps = accesses(like);
+  for (size_t a = 0; a < maps.size() && a < like_maps.size(); ++a) {
+    if (maps[a]->strides.size() == like_maps[a]->strides.size())
+      maps[a]->strides = like_maps[a]->strides;
+    maps[a]->offset = like_maps[a]->offset;
+  }
+  return kernel;
+}
+
+/// Fits one integer of the kernels (`value_of(kernel)`): its term, none for a constant, or a
+/// reason in `why_not`.
+template <typename ValueOf>
+std::optional<SizeTerm> fit_field(const std::vector<Kernel>& kernels, const Bindings& bindings,
+                                  const std::string& what, const ValueOf& value_of,
+                                  std::string& why_not) {
+  std::vector<int64_t> values;
+  for (const Kernel& k : kernels)
+    values.push_back(value_of(k));
+  const std::optional<SizeTerm> term = fit_term(values, bindings);
+  if (!term) {
+    std::string seen;
+    for (int64_t v : values)
+      seen += (seen.empty() ? "" : ", ") + std::to_string(v);
+    if (why_not.empty())
+      why_not = what + " takes " + seen +
+                " at the bindings: no constant times a product of size "
+                "inputs gives that";
+    return std::nullopt;
+  }
+  return as_field(*term);
+}
+
+}  // namespace
+
+std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings) {
+  const std::vector<int64_t>& base = bindings.at(0);
+  if (values.size() != bindings.size()) return std::nullopt;
+  const int64_t v0 = values[0];
+  SizeTerm term{v0, {}};
+  if (v0 != 0) {
+    __int128 coefficient = v0;
+    for (size_t i = 0; i < base.size(); ++i) {
+      const int64_t a = base[i], b = bindings[i + 1][i], vi = values[i + 1];
+      int degree = -1;
+      // v = c * a^k at the base and c * b^k with input i moved: v0 * b^k == vi * a^k.
+      for (int k = 0; k <= kMaxDegree && degree < 0; ++k)
+        if (static_cast<__int128>(v0) * power(b, k) == static_cast<__int128>(vi) * power(a, k))
+          degree = k;
+      if (degree < 0) return std::nullopt;
+      for (int k = 0; k < degree; ++k) {
+        if (coefficient % a != 0) return std::nullopt;
+        coefficient /= a;
+        term.factors.push_back(static_cast<int>(i));
+      }
+    }
+    term.coefficient = static_cast<int64_t>(coefficient);
+  }
+  // Every binding, the fitted ones included: a value that moved with no input's degree fits none.
+  for (size_t j = 0; j < bindings.size(); ++j)
+    if (evaluate(term, bindings[j]) != values[j]) return std::nullopt;
+  return term;
+}
+
+Generalized generalize(const std::vector<Kernel>& kernels, const Bindings& bindings) {
+  check_bindings(kernels, bindings);
+  const Kernel& base = kernels[0];
+  for (const Kernel& k : kernels) {
+    if (!k.size_inputs.empty())
+      throw std::invalid_argument("generalize: kernel " + k.name + " is already size-generic");
+  }
+  for (size_t j = 1; j < kernels.size(); ++j) {
+    if (!same_computation(with_integers_of(kernels[j], base), base))
+      return {std::nullopt, "the kernels at bindings 0 and " + std::to_string(j) +
+                                " differ in more than their sizes, strides and offsets"};
+  }
+  Generalized result;
+  Kernel generic = base;
+  generic.size_inputs = bindings[0];
+  std::string& why_not = result.why_not;
+  bool any = false;
+  std::vector<std::optional<SizeTerm>> size_terms;
+  for (int d = 0; d < base.rank(); ++d) {
+    size_terms.push_back(fit_field(
+        kernels, bindings, "size " + std::to_string(d), [d](const Kernel& k) { return k.sizes[d]; },
+        why_not));
+    any = any || size_terms.back();
+  }
+  if (any) generic.size_terms = std::move(size_terms);
+  const std::vector<IndexMap*> maps = accesses(generic);
+  for (size_t a = 0; a < maps.size(); ++a) {
+    auto map_of = [a](const Kernel& k) { return accesses(k)[a]; };
+    const std::string access = "access " + std::to_string(a);
+    std::vector<std::optional<SizeTerm>> strides;
+    bool any_stride = false;
+    for (size_t d = 0; d < maps[a]->strides.size(); ++d) {
+      strides.push_back(fit_field(
+          kernels, bindings, access + "'s stride " + std::to_string(d),
+          [&](const Kernel& k) { return map_of(k)->strides[d]; }, why_not));
+      any_stride = any_stride || strides.back();
+    }
+    if (any_stride) maps[a]->stride_terms = std::move(strides);
+    maps[a]->offset_term = fit_field(
+        kernels, bindings, access + "'s offset", [&](const Kernel& k) { return map_of(k)->offset; },
+        why_not);
+    any = any || any_stride || maps[a]->offset_term;
+  }
+  if (!why_not.empty()) return result;
+  // Nothing moved with the inputs: the kernel is the same at every size.
+  if (!any) generic.size_inputs.clear();
+  validate(generic);
+  result.kernel = std::move(generic);
+  return result;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,169 @@
+// One size-generic kernel from a group lowered at several bindings (passes/kernel/generalize.h):
+// the fitted terms, the kernels it refuses, and that the generic kernel bound at a binding the
+// fit never saw is the kernel the lowering makes there.
+#include "passes/kernel/generalize.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "passes/kernel/printer.h"
+#include "passes/kernel/size_terms.h"
+#include "tests/kernel/lower_support.h"
+#include "tests/support/kernel_maker.h"
+
+namespace kiln::kernel {
+namespace {
+
+using lower_test::lower;
+using Binding = std::vector<int64_t>;
+
+std::optional<SizeTerm> fit(std::vector<int64_t> values, const Bindings& bindings) {
+  return fit_term(values, bindings);
+}
+
+TEST(Generalize, FitTermFindsTheMonomial) {
+  const Bindings two = {{8, 64}, {9, 64}, {8, 65}};
+  EXPECT_EQ(fit({512, 576, 520}, two), (SizeTerm{1, {0, 1}}));
+  EXPECT_EQ(fit({64, 64, 65}, two), (SizeTerm{1, {1}}));
+  EXPECT_EQ(fit({768, 768, 780}, two), (SizeTerm{12, {1}}));
+  EXPECT_EQ(fit({-8, -9, -8}, two), (SizeTerm{-1, {0}}));
+  EXPECT_EQ(fit({7, 7, 7}, two), (SizeTerm{7, {}}));
+  EXPECT_EQ(fit({0, 0, 0}, two), (SizeTerm{0, {}}));
+  const Bindings one = {{8}, {9}};
+  EXPECT_EQ(fit({4 * 64, 4 * 81}, one), (SizeTerm{4, {0, 0}}));  // an [s, s] score's rows
+  // A sum (a KV cache's length plus one), a value that moved with no input, a fraction.
+  EXPECT_EQ(fit({9, 10}, one), std::nullopt);
+  EXPECT_EQ(fit({64, 64, 64}, {{8, 64}, {9, 64}, {8, 64 + 1}}), (SizeTerm{64, {}}));
+  EXPECT_EQ(fit({3, 4}, {{6}, {8}}), std::nullopt);  // s / 2
+  EXPECT_EQ(fit({0, 5}, one), std::nullopt);
+}
+
+std::string layer_norm_gelu(int64_t batch, int64_t tokens) {
+  const std::string shape = "f32[" + std::to_string(batch) + "," + std::to_string(tokens) + ",32]";
+  return "graph(%x : " + shape +
+         ", %w : f32[32], %b : f32[32]):\n"
+         "  %y : " +
+         shape +
+         " = aten::layer_norm(%x, %w, %b) {normalized_shape=[32], "
+         "eps=1e-05, cudnn_enable=true}\n"
+         "  %g : " +
+         shape +
+         " = aten::gelu(%y) {approximate=\"none\"}\n"
+         "  return (%g)\n";
+}
+
+/// `k` with its terms and example binding dropped: what the lowering makes at those sizes.
+Kernel plain(Kernel k) {
+  k.size_inputs.clear();
+  k.size_terms.clear();
+  for (IndexMap* map : accesses(k)) {
+    map->stride_terms.clear();
+    map->offset_term.reset();
+  }
+  return k;
+}
+
+/// Lowers `graph(binding)` at the base binding and once per input moved, generalizes, and checks
+/// the generic kernel against the lowering at `elsewhere`, printed and run.
+Kernel check_generalizes(const std::function<std::string(const Binding&)>& graph,
+                         const Bindings& bindings, const std::vector<Binding>& elsewhere) {
+  std::vector<Kernel> kernels;
+  for (const Binding& b : bindings)
+    kernels.push_back(lower(graph(b)));
+  const Generalized g = generalize(kernels, bindings);
+  EXPECT_TRUE(g.kernel) << g.why_not;
+  if (!g.kernel) return {};
+  EXPECT_TRUE(is_size_generic(*g.kernel));
+  for (const Binding& b : elsewhere) {
+    const Kernel want = lower(graph(b));
+    const Kernel bound = bind_sizes(*g.kernel, b);
+    EXPECT_TRUE(same_computation(plain(bound), want)) << print_kernel(bound) << "\nwant\n"
+                                                      << print_kernel(want);
+  }
+  return *g.kernel;
+}
+
+TEST(Generalize, ALoweredLayerNormTakesItsBatchAndTokensAsSizeInputs) {
+  const Kernel k = check_generalizes([](const Binding& b) { return layer_norm_gelu(b[0], b[1]); },
+                                     {{2, 8}, {3, 8}, {2, 9}}, {{5, 13}, {2, 2}, {7, 300}});
+  // Rows of 32, s0 * s1 of them; x's and the output's strides s1*32 and 32.
+  EXPECT_NE(print_kernel(k).find("kernel g [s0, s1, 32] reduce 1"), std::string::npos)
+      << print_kernel(k);
+  EXPECT_NE(print_kernel(k).find("load b0[32*s1, 32, 1]"), std::string::npos) << print_kernel(k);
+}
+
+TEST(Generalize, AttentionScoresOverTokensByTokens) {
+  auto softmax = [](const Binding& b) {
+    const std::string s = std::to_string(b[0]);
+    const std::string shape = "f32[2,4," + s + "," + s + "]";
+    return "graph(%x : " + shape + "):\n  %p : " + shape +
+           " = aten::softmax.int(%x) {dim=-1, dtype=None}\n  return (%p)\n";
+  };
+  const Kernel k = check_generalizes(softmax, {{5}, {7}}, {{2}, {16}, {33}});
+  EXPECT_NE(print_kernel(k).find("load b0[4*s0*s0, s0*s0, s0, 1]"), std::string::npos)
+      << print_kernel(k);
+}
+
+TEST(Generalize, KernelsThatDifferInStructureOrInASumHaveNoGenericForm) {
+  using testing::make_kernel;
+  auto copy = [](int64_t n, int64_t offset, Op op) {
+    Kernel k = make_kernel("copy", {n}, 0, {DType::Float32}, {DType::Float32});
+    KernelBuilder b(k);
+    b.store(1, {1}, b.unary(op, b.load(0, {1}, offset), DType::Float32));
+    return k;
+  };
+  const Bindings one = {{8}, {9}};
+  Generalized g = generalize({copy(8, 0, Op::Neg), copy(9, 0, Op::Abs)}, one);
+  EXPECT_FALSE(g.kernel);
+  EXPECT_NE(g.why_not.find("differ in more than their sizes"), std::string::npos) << g.why_not;
+  // x[1 + s:] of a buffer: an offset of s + 1.
+  g = generalize({copy(8, 9, Op::Neg), copy(9, 10, Op::Neg)}, one);
+  EXPECT_FALSE(g.kernel);
+  EXPECT_NE(g.why_not.find("access 0's offset takes 9, 10"), std::string::npos) << g.why_not;
+  // The same kernel at both: nothing moved, a kernel of constant sizes.
+  g = generalize({copy(8, 0, Op::Neg), copy(8, 0, Op::Neg)}, one);
+  ASSERT_TRUE(g.kernel);
+  EXPECT_FALSE(is_size_generic(*g.kernel));
+  EXPECT_TRUE(g.kernel->size_inputs.empty());
+}
+
+TEST(Generalize, AnUnbiasedVarianceBakesItsCorrectionAndIsRefused) {
+  // var(x, correction=1) over rows of s multiplies by s / (s - 1): a constant of the lowering,
+  // which a binding changes. The kernel IR has no constant that follows a size yet.
+  auto var = [](const Binding& b) {
+    const std::string s = std::to_string(b[0]);
+    return "graph(%x : f32[3," + s +
+           "]):\n"
+           "  %v : f32[3] = aten::var.correction(%x) {dim=[1], correction=1, keepdim=false}\n"
+           "  return (%v)\n";
+  };
+  const Bindings one = {{8}, {9}};
+  const Generalized g = generalize({lower(var(one[0])), lower(var(one[1]))}, one);
+  EXPECT_FALSE(g.kernel);
+  EXPECT_NE(g.why_not.find("differ in more than"), std::string::npos) << g.why_not;
+  // Biased, the mean divides by the row's length, which the code reads at run time.
+  auto biased = [](const Binding& b) {
+    const std::string s = std::to_string(b[0]);
+    return "graph(%x : f32[3," + s +
+           "]):\n"
+           "  %v : f32[3] = aten::var.correction(%x) {dim=[1], correction=0, keepdim=false}\n"
+           "  return (%v)\n";
+  };
+  check_generalizes(biased, one, {{2}, {100}});
+}
+
+TEST(Generalize, BindingsMustMoveEachInputAlone) {
+  const Kernel k = lower(layer_norm_gelu(2, 8));
+  EXPECT_THROW(generalize({k, k}, {{2, 8}, {3, 9}}), std::invalid_argument);  // 2 inputs
+  EXPECT_THROW(generalize({k, k, k}, {{2, 8}, {3, 9}, {2, 9}}), std::invalid_argument);
+  EXPECT_THROW(generalize({k, k, k}, {{2, 8}, {1, 8}, {2, 9}}), std::invalid_argument);
+  EXPECT_THROW(generalize({k, k}, {{2, 8}, {3, 8}, {2, 9}}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kiln::kernel
