@@ -1,0 +1,103 @@
+// One optimized graph for every binding of the size inputs (passes/generalize_graph.h): the
+// pipeline's graphs at a base binding and one per input moved, generalized, then instantiated at
+// bindings the fit never saw and compared with the pipeline's graph there.
+#include "passes/generalize_graph.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+#include "passes/pipeline.h"
+
+namespace kiln {
+namespace {
+
+using Binding = std::vector<int64_t>;
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+// A transformer block's tail over [batch, tokens, 64]: an add, a layer norm, a view to heads and
+// a permute, as an encoder's ops come to the pipeline.
+std::string block(const Binding& b) {
+  const std::string bt = str(b[0]) + "," + str(b[1]);
+  const std::string x = "f32[" + bt + ",64]";
+  return "graph(%x : " + x + ", %r : " + x +
+         ", %w : f32[64], %c : f32[64]):\n"
+         "  %a : " +
+         x +
+         " = aten::add.Tensor(%x, %r) {alpha=1}\n"
+         "  %y : " +
+         x +
+         " = aten::layer_norm(%a, %w, %c) {normalized_shape=[64], eps=1e-05, "
+         "cudnn_enable=true}\n"
+         "  %v : f32[" +
+         bt + ",4,16] = aten::view(%y) {size=[" + bt +
+         ",4,16]}\n"
+         "  %p : f32[" +
+         str(b[0]) + ",4," + str(b[1]) + ",16]{" + str(b[1] * 64) + ",16," +
+         "64,1} = aten::permute(%v) {dims=[0,2,1,3]}\n"
+         "  return (%p)\n";
+}
+
+std::unique_ptr<ir::Graph> optimized(const std::string& text) {
+  std::unique_ptr<ir::Graph> graph = ir::parse_graph(text);
+  run_pipeline(*graph, PipelineOptions{});
+  return graph;
+}
+
+TEST(GeneralizeGraph, ThePipelinesGraphsAtThreeBindingsMakeOneTemplate) {
+  const kernel::Bindings bindings = {{2, 8}, {3, 8}, {2, 9}};
+  std::vector<std::unique_ptr<ir::Graph>> graphs;
+  std::vector<const ir::Graph*> views;
+  for (const Binding& b : bindings) {
+    graphs.push_back(optimized(block(b)));
+    views.push_back(graphs.back().get());
+  }
+  std::string why_not;
+  const std::optional<GraphTemplate> t = generalize_graph(views, bindings, why_not);
+  ASSERT_TRUE(t) << why_not;
+  // The add and the layer norm are one fusion group: its body's integers are fitted too.
+  EXPECT_NE(ir::print_graph(*t->graph).find(ir::kFusedOp), std::string::npos)
+      << ir::print_graph(*t->graph);
+  EXPECT_EQ(integers(*t->graph).size(), t->terms.size());
+  int varying = 0;
+  for (const auto& term : t->terms)
+    varying += term.has_value();
+  EXPECT_GT(varying, 0);
+  for (const Binding& b : {Binding{5, 13}, Binding{2, 2}, Binding{7, 100}}) {
+    const std::unique_ptr<ir::Graph> want = optimized(block(b));
+    EXPECT_EQ(ir::print_graph(*instantiate(*t, b)), ir::print_graph(*want));
+  }
+}
+
+TEST(GeneralizeGraph, GraphsThatDifferInStructureOrInASumHaveNoTemplate) {
+  auto one = [](const std::string& op, int64_t n, int64_t m) {
+    return ir::parse_graph("graph(%x : f32[" + str(n) + "]):\n  %y : f32[" + str(m) + "] = " + op +
+                           "(%x)\n  return (%y)\n");
+  };
+  const kernel::Bindings bindings = {{8}, {9}};
+  std::string why_not;
+  auto relu8 = one("aten::relu", 8, 8), neg9 = one("aten::neg", 9, 9);
+  EXPECT_FALSE(generalize_graph({relu8.get(), neg9.get()}, bindings, why_not));
+  EXPECT_NE(why_not.find("node 0 (aten::relu) is aten::neg in the other"), std::string::npos)
+      << why_not;
+  // An output one longer than the input (a sum): no monomial.
+  auto a = one("aten::relu", 8, 9), b = one("aten::relu", 9, 10);
+  EXPECT_FALSE(generalize_graph({a.get(), b.get()}, bindings, why_not));
+  EXPECT_NE(why_not.find("takes 9, 10"), std::string::npos) << why_not;
+  // The same graph at both: every integer constant.
+  auto c = one("aten::relu", 8, 8), d = one("aten::relu", 8, 8);
+  const std::optional<GraphTemplate> t = generalize_graph({c.get(), d.get()}, bindings, why_not);
+  ASSERT_TRUE(t) << why_not;
+  for (const auto& term : t->terms)
+    EXPECT_FALSE(term.has_value());
+}
+
+}  // namespace
+}  // namespace kiln
