@@ -229,21 +229,25 @@ void run_kernel_passes(ir::Graph& graph, const PipelineOptions& options, Pipelin
                  [&] { split_reductions(result.kernels, options.reduction_pieces); });
     }
   }
-  passes.run("plan_memory", "", [&] {
-    auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer
-                                                   : [](const ir::Node&) { return false; };
-    result.memory = plan_memory(graph, can_write, [&](const ir::Node& node) {
-      return in_place_candidates(node, result.kernels);
-    });
-    // The kernels learn which of their buffers now share memory, so codegen keeps them ordered.
-    for (const InPlaceWrite& write : result.memory.in_place) {
-      kernel::Kernel& k = result.kernels.at(*kernel_index(*write.node));
-      k.in_place.emplace_back(write.input, k.num_inputs() + write.output);
-    }
-  });
+  passes.run("plan_memory", "",
+             [&] { result.memory = plan_kernel_memory(graph, options, result.kernels); });
 }
 
 }  // namespace
+
+MemoryPlan plan_kernel_memory(const ir::Graph& graph, const PipelineOptions& options,
+                              std::vector<kernel::Kernel>& kernels) {
+  auto can_write = options.can_write_into_buffer ? options.can_write_into_buffer
+                                                 : [](const ir::Node&) { return false; };
+  MemoryPlan memory = plan_memory(
+      graph, can_write, [&](const ir::Node& node) { return in_place_candidates(node, kernels); });
+  // The kernels learn which of their buffers now share memory, so codegen keeps them ordered.
+  for (const InPlaceWrite& write : memory.in_place) {
+    kernel::Kernel& k = kernels.at(*kernel_index(*write.node));
+    k.in_place.emplace_back(write.input, k.num_inputs() + write.output);
+  }
+  return memory;
+}
 
 PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options, PipelinePart part,
                             int layout_conversions) {

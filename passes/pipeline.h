@@ -83,4 +83,10 @@ enum class PipelinePart { Whole, GraphPasses, KernelPasses };
 PipelineResult run_pipeline(ir::Graph& graph, const PipelineOptions& options,
                             PipelinePart part = PipelinePart::Whole, int layout_conversions = 0);
 
+/// The plan_memory pass alone: the memory plan of a graph whose fused nodes' kernels are
+/// `kernels` (an instantiated shape class's), each of which learns which of its buffers share
+/// memory (Kernel::in_place).
+MemoryPlan plan_kernel_memory(const ir::Graph& graph, const PipelineOptions& options,
+                              std::vector<kernel::Kernel>& kernels);
+
 }  // namespace kiln

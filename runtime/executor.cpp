@@ -157,7 +157,9 @@ void run_on_cpu(const KernelStep& step, std::vector<void*>& pointers) {
   if (kernel.finish) add_workspace(*kernel.finish, workspace, pointers);
   void* const* buffers = pointers.data();
   run_parallel(kernel.range, kernel.grain,
-               [&](int64_t begin, int64_t end) { kernel.function(buffers, nullptr, begin, end); });
+               [&, sizes = kernel.size_values.data()](int64_t begin, int64_t end) {
+                 kernel.function(buffers, sizes, begin, end);
+               });
   if (kernel.finish) run_finish(*kernel.finish, pointers);
 }
 

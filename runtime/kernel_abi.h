@@ -86,6 +86,9 @@ struct CompiledKernel {
   /// CPU, size-generic kernels only: the launch at the call's size inputs (`range` and `grain`
   /// then hold the example binding's). One compiled function serves every binding.
   std::function<KernelLaunch(const int64_t* sizes)> launch_at;
+  /// CPU: what `function` is passed as `sizes`: a size-generic kernel's size inputs at the plan's
+  /// binding (a plan instantiated from a shape class), empty otherwise.
+  std::vector<int64_t> size_values;
   /// GPU (then `function` is null): launched on the current stream.
   std::shared_ptr<const DeviceKernel> device_kernel;
 };

@@ -55,6 +55,8 @@ bool has_own_onednn() {
   return available;
 }
 
+}  // namespace
+
 codegen::CodegenRequest codegen_request(c10::Device device, const std::string& dump_prefix) {
   codegen::CodegenRequest request;
   request.dump_prefix = dump_prefix;
@@ -72,6 +74,8 @@ codegen::CodegenRequest codegen_request(c10::Device device, const std::string& d
   request.one_pass_moments = !disabled_names().contains("one_pass_moments");
   return request;
 }
+
+namespace {
 
 // The graph passes' result: the optimized graph and its constants taken from the graph cache
 // (graph_cache.h) where they are kept, else made by the passes and kept.
@@ -105,11 +109,9 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
 
 }  // namespace
 
-std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
-                                              const std::vector<at::Tensor>& constants,
-                                              c10::Device device, const CompileOptions& options,
-                                              const std::string& name, bool plan_memory) {
-  const auto start = std::chrono::steady_clock::now();
+PipelineOptions pipeline_options(c10::Device device, const CompileOptions& options,
+                                 const std::string& name, bool plan_memory,
+                                 std::vector<at::Tensor>& all_constants) {
   const Environment& env = environment();
   PipelineOptions pipeline;
   pipeline.dump_dir = options.dump_dir.empty() ? env.dump_dir : options.dump_dir;
@@ -134,8 +136,8 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
   }
   if (auto ir_device = to_ir_device(device)) pipeline.device = *ir_device;
   // Weights computed at compile time (folded batch norms, ...) join the constants.
-  std::vector<at::Tensor> all_constants = constants;
-  pipeline.evaluate_constant = [&](const ir::Node& node,
+  pipeline.evaluate_constant = [&all_constants, device, name](
+                                   const ir::Node& node,
                                    const std::vector<int64_t>& indices) -> std::optional<int64_t> {
     std::vector<at::Tensor> inputs;
     for (int64_t i : indices)
@@ -154,6 +156,18 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
       return infer_types(node, types, device);
     };
   }
+  return pipeline;
+}
+
+std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
+                                              const std::vector<at::Tensor>& constants,
+                                              c10::Device device, const CompileOptions& options,
+                                              const std::string& name, bool plan_memory) {
+  const auto start = std::chrono::steady_clock::now();
+  const Environment& env = environment();
+  std::vector<at::Tensor> all_constants = constants;
+  PipelineOptions pipeline = pipeline_options(device, options, name, plan_memory, all_constants);
+  const codegen::CodeGenerator* generator = code_generator_for(device);
   // Kept to start over without fusion if code generation fails.
   std::unique_ptr<ir::Graph> unfused = pipeline.fusion ? graph->clone() : nullptr;
   auto compiled = std::make_shared<CompiledRegion>();

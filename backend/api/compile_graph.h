@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/codegen/code_generator.h"
 #include "kiln/explain.h"
 #include "kiln/options.h"
 #include "passes/ir/graph.h"
+#include "passes/pipeline.h"
 #include "runtime/plan.h"
 
 namespace kiln {
@@ -39,5 +41,15 @@ std::shared_ptr<CompiledRegion> compile_graph(std::unique_ptr<ir::Graph> graph,
                                               const std::vector<at::Tensor>& constants,
                                               c10::Device device, const CompileOptions& options,
                                               const std::string& name, bool plan_memory);
+
+/// The pipeline's options for a graph compiled on `device` (what compile_graph runs it with).
+/// Constants the passes fold are appended to `all_constants`, which must outlive the options.
+PipelineOptions pipeline_options(c10::Device device, const CompileOptions& options,
+                                 const std::string& name, bool plan_memory,
+                                 std::vector<at::Tensor>& all_constants);
+
+/// What the code generator is asked for besides the kernels (`dump_prefix`: empty, or where
+/// to write the kernels, their IR and assembly).
+codegen::CodegenRequest codegen_request(c10::Device device, const std::string& dump_prefix);
 
 }  // namespace kiln

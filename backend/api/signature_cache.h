@@ -69,6 +69,13 @@ class SignatureCache {
     }
   }
 
+  /// The compiled value for `key`, or null (none, or still compiling).
+  Ptr find(const SignatureKey& key) const {
+    std::shared_lock lock(mutex_);
+    auto found = entries_.find(key);
+    return found == entries_.end() ? nullptr : found->second.value;
+  }
+
   /// Replaces the value for `key` (which calls with that signature get from now on).
   void put(const SignatureKey& key, Ptr value) {
     std::unique_lock lock(mutex_);

@@ -81,6 +81,16 @@ void record_compiled(const CompiledRegion& compiled) {
   s.compile_seconds += compiled.compile_seconds;
 }
 
+void record_shape_class() {
+  std::lock_guard lock(stats_mutex());
+  ++counters().shape_classes;
+}
+
+void record_class_plan() {
+  std::lock_guard lock(stats_mutex());
+  ++counters().class_plans;
+}
+
 void record_fallback() {
   std::lock_guard lock(stats_mutex());
   ++counters().fallbacks;

@@ -47,7 +47,9 @@ def stats() -> dict:
     modules_compiled / modules_loaded: CPU code modules LLVM compiled / loaded instead (from the
     disk cache or a package: kiln.load);
     graphs_loaded: region specializations whose optimized graph was loaded (disk cache or
-    package) instead of made by the graph passes (not dynamo's `graphs`).
+    package) instead of made by the graph passes (not dynamo's `graphs`);
+    shape_classes: of the specializations, those compiled once for every size of the input dims
+    a new signature showed to vary; class_plans: plans made from them for new sizes (no compile).
     """
     with _lock:
         result = dict(_python)

@@ -43,6 +43,8 @@ py::dict stats_dict() {
   d["compile_seconds"] = s.compile_seconds;
   d["frozen_weights"] = s.frozen_weights;
   d["unfrozen_regions"] = s.unfrozen_regions;
+  d["shape_classes"] = s.shape_classes;
+  d["class_plans"] = s.class_plans;
   d["disk_cache_hits"] = s.disk_cache_hits;
   d["disk_cache_misses"] = s.disk_cache_misses;
   d["modules_compiled"] = s.modules_compiled;

@@ -88,6 +88,16 @@ Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs) {
   return bound;
 }
 
+Kernel without_terms(Kernel kernel) {
+  kernel.size_inputs.clear();
+  kernel.size_terms.clear();
+  for (IndexMap* map : accesses(kernel)) {
+    map->stride_terms.clear();
+    map->offset_term.reset();
+  }
+  return kernel;
+}
+
 std::string size_term_problem(const Kernel& kernel) {
   const auto rank = static_cast<size_t>(kernel.rank());
   if (!kernel.size_terms.empty() && kernel.size_terms.size() != rank)

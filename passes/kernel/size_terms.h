@@ -51,6 +51,10 @@ bool is_size_generic(const Kernel& kernel);
 /// has not one value per size input.
 Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs);
 
+/// The kernel at its example binding as a kernel of constant sizes (its terms dropped): what
+/// the lowering makes at those sizes.
+Kernel without_terms(Kernel kernel);
+
 /// Empty when the kernel's terms are well formed (one per dim or none, factors naming size
 /// inputs in order, each concrete field equal to its term at the example binding); otherwise
 /// what is wrong. validate() calls it.

@@ -9,6 +9,7 @@
 #include "backend/codegen/cuda/cuda_prelude.h"
 #include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
+#include "passes/kernel/size_terms.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -595,6 +596,10 @@ CudaModuleSource emit_cuda_module(const std::vector<Kernel>& kernels) {
   for (const Kernel& k : kernels) {
     if (const auto op = kernel::first_uncovered_op(k, cuda_covers))
       throw Error(ErrorKind::Unsupported, "CUDA codegen has no " + *op + " (in " + k.name + ")");
+    // Its sizes are literals in the code: it would compute the example binding at every other.
+    if (kernel::is_size_generic(k))
+      throw Error(ErrorKind::Unsupported,
+                  "CUDA codegen: kernel " + k.name + " is size-generic, which it does not emit");
   }
   CudaModuleSource module;
   std::string source = kCudaPrelude;

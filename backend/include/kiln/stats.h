@@ -23,6 +23,9 @@ struct Stats {
   int64_t modules_loaded = 0;     // CPU code modules loaded instead (disk cache or a package)
   int64_t graphs_loaded = 0;      // specializations whose optimized graph was loaded instead of
                                   // made by the graph passes (disk cache or a package)
+  int64_t shape_classes = 0;      // of the specializations, shape classes: compiled once for
+                                  // every size of some input dims
+  int64_t class_plans = 0;        // plans made from a shape class for a new size (no compile)
 };
 
 /// A snapshot of the counters.

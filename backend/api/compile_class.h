@@ -1,0 +1,60 @@
+// A shape class: one region compiled once for every binding of its size inputs (dims of its
+// inputs that vary from call to call), and the plan for each binding made from it without
+// compiling anything.
+//
+// The region is imported and run through the pass pipeline at a base binding and once per size
+// input moved alone. The optimized graphs become one template (passes/generalize_graph.h), the
+// kernels one size-generic kernel each (passes/kernel/generalize.h), compiled once. A binding's
+// plan is the template instantiated there, its memory planned, its kernels told their sizes:
+// integer work, a fraction of a millisecond for a small model. Graphs that differ in more than
+// their integers (a size-dependent decision came out otherwise), an integer that is not a
+// monomial of the sizes, a folded constant that depends on them, a kernel the code generator
+// cannot make size-generic: each makes compile_class throw Unsupported with the reason, and the
+// caller compiles per signature as before.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/api/compile_graph.h"
+#include "backend/capture/import_ops.h"
+#include "passes/generalize_graph.h"
+
+namespace kiln {
+
+struct CompiledClass {
+  GraphTemplate graph;
+  std::vector<at::Tensor> constants;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  CompileOptions options;
+  std::string name;
+  bool plan_memory = true;
+  /// One size-generic kernel per fused node (its `kernel` attribute), compiled once.
+  std::vector<kernel::Kernel> kernels;
+  std::vector<CompiledKernel> compiled;
+  std::shared_ptr<void> code;
+  int layout_conversions = 0;
+  double compile_seconds = 0;
+  double codegen_seconds = 0;
+};
+
+/// `imports[j]`: the region imported at `bindings[j]` (laid out as kernel::Bindings says);
+/// `check`: imported at `check_binding`, which the fit does not use: the template and the
+/// kernels instantiated there must be what the pipeline makes there. CPU only. Throws
+/// kiln::Error (Unsupported) where the region has no shape class, saying why.
+std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,
+                                                   const kernel::Bindings& bindings,
+                                                   ImportedGraph check,
+                                                   std::span<const int64_t> check_binding,
+                                                   const CompileOptions& options,
+                                                   const std::string& name, bool plan_memory);
+
+/// The plan at `sizes` (one value per size input, each at least 2). Throws kiln::Error
+/// (Unsupported) where the memory plan made there writes other buffers in place than the
+/// kernels were compiled for.
+std::shared_ptr<CompiledRegion> instantiate_class(const CompiledClass& compiled,
+                                                  std::span<const int64_t> sizes);
+
+}  // namespace kiln

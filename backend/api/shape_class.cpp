@@ -1,0 +1,176 @@
+#include "backend/api/shape_class.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace kiln {
+namespace {
+
+/// Dims outermost first: by stride, larger first (ties keep the dims' own order).
+std::vector<int> dim_order(const at::Tensor& t) {
+  std::vector<int> order(t.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+
+/// The strides of a dense tensor of `sizes` whose dims are laid out in `order`.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes,
+                                   const std::vector<int>& order) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  int64_t stride = 1;
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    strides[*d] = stride;
+    stride *= std::max<int64_t>(sizes[*d], 1);
+  }
+  return strides;
+}
+
+/// Whether `strides` are those of dense `sizes` in `order` (size-1 dims may have any stride).
+bool dense_in(const std::vector<int64_t>& sizes, c10::IntArrayRef strides,
+              const std::vector<int>& order) {
+  const std::vector<int64_t> want = dense_strides(sizes, order);
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && strides[d] != want[d]) return false;
+  return true;
+}
+
+bool same_kind(const ShapeClass::Input& a, const at::Tensor& b) {
+  if (a.defined != b.defined()) return false;
+  if (!b.defined()) return true;
+  return a.dtype == b.scalar_type() && a.device == b.device() &&
+         a.requires_grad == b.requires_grad() && b.layout() == at::kStrided &&
+         static_cast<int64_t>(a.sizes.size()) == b.dim();
+}
+
+}  // namespace
+
+std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
+                                        const std::vector<size_t>& weights) {
+  std::vector<ShapeClass::Input> described;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    ShapeClass::Input input;
+    input.defined = t.defined();
+    if (t.defined() && t.layout() == at::kStrided) {
+      input.dtype = t.scalar_type();
+      input.device = t.device();
+      input.requires_grad = t.requires_grad();
+      input.sizes = t.sizes().vec();
+      input.strides = t.strides().vec();
+      input.dim_order = dim_order(t);
+      input.size_input.assign(t.dim(), -1);
+      if (std::find(weights.begin(), weights.end(), i) != weights.end())
+        input.weight = t.unsafeGetTensorImpl();
+    }
+    described.push_back(std::move(input));
+  }
+  return described;
+}
+
+std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earlier,
+                                     const std::vector<at::Tensor>& now,
+                                     const std::vector<size_t>& weights) {
+  if (earlier.size() != now.size()) return std::nullopt;
+  ShapeClass result;
+  result.global_state = signature_of(std::vector<at::Tensor>{});
+  result.inputs = describe(now, weights);
+  std::map<std::pair<int64_t, int64_t>, int> groups;  // (earlier, now) -> size input
+  for (size_t i = 0; i < now.size(); ++i) {
+    const ShapeClass::Input& a = earlier[i];
+    const at::Tensor& b = now[i];
+    ShapeClass::Input& input = result.inputs[i];
+    if (!same_kind(a, b)) return std::nullopt;
+    if (!b.defined()) continue;
+    if (input.weight) {
+      if (a.weight != input.weight) return std::nullopt;
+      continue;
+    }
+    for (int d = 0; d < b.dim(); ++d) {
+      if (a.sizes[d] == b.size(d)) continue;
+      if (b.size(d) < 2) return std::nullopt;
+      auto [group, added] =
+          groups.try_emplace({a.sizes[d], b.size(d)}, static_cast<int>(result.size_inputs.size()));
+      if (added) result.size_inputs.emplace_back();
+      result.size_inputs[group->second].emplace_back(i, d);
+      input.size_input[d] = group->second;
+    }
+    const bool moved =
+        std::any_of(input.size_input.begin(), input.size_input.end(), [](int s) { return s >= 0; });
+    if (moved ? !dense_in(input.sizes, b.strides(), input.dim_order)
+              : c10::IntArrayRef(a.strides) != b.strides())
+      return std::nullopt;
+  }
+  if (result.size_inputs.empty()) return std::nullopt;
+  return result;
+}
+
+std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
+                                               const std::vector<at::Tensor>& inputs) {
+  if (inputs.size() != shape_class.inputs.size()) return std::nullopt;
+  if (signature_of(std::vector<at::Tensor>{}) != shape_class.global_state) return std::nullopt;
+  std::vector<int64_t> binding(shape_class.size_inputs.size(), -1);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ShapeClass::Input& want = shape_class.inputs[i];
+    const at::Tensor& t = inputs[i];
+    if (t.defined() != want.defined) return std::nullopt;
+    if (!t.defined()) continue;
+    if (t.scalar_type() != want.dtype || t.device() != want.device ||
+        t.requires_grad() != want.requires_grad || t.layout() != at::kStrided ||
+        t.dim() != static_cast<int64_t>(want.sizes.size()))
+      return std::nullopt;
+    if (want.weight && t.unsafeGetTensorImpl() != want.weight) return std::nullopt;
+    bool moved = false;
+    for (int d = 0; d < t.dim(); ++d) {
+      const int s = want.size_input[d];
+      if (s < 0) {
+        if (t.size(d) != want.sizes[d]) return std::nullopt;
+        continue;
+      }
+      moved = true;
+      if (t.size(d) < 2 || (binding[s] >= 0 && binding[s] != t.size(d))) return std::nullopt;
+      binding[s] = t.size(d);
+    }
+    if (moved ? !dense_in(t.sizes().vec(), t.strides(), want.dim_order)
+              : t.strides() != c10::IntArrayRef(want.strides))
+      return std::nullopt;
+  }
+  return binding;
+}
+
+std::vector<int64_t> base_binding(const ShapeClass& shape_class) {
+  std::vector<int64_t> binding;
+  for (const auto& dims : shape_class.size_inputs) {
+    const auto [input, dim] = dims.at(0);
+    binding.push_back(shape_class.inputs[input].sizes[dim]);
+  }
+  return binding;
+}
+
+std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
+                                  const std::vector<at::Tensor>& inputs,
+                                  std::span<const int64_t> binding) {
+  std::vector<at::Tensor> result = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ShapeClass::Input& input = shape_class.inputs[i];
+    if (!input.defined) continue;
+    std::vector<int64_t> sizes = inputs[i].sizes().vec();
+    bool moved = false;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (input.size_input[d] < 0) continue;
+      sizes[d] = binding[input.size_input[d]];
+      moved = true;
+    }
+    if (!moved) continue;
+    result[i] = at::empty_strided(sizes, dense_strides(sizes, input.dim_order),
+                                  inputs[i].options().requires_grad(false));
+    if (input.requires_grad) result[i].requires_grad_(true);
+  }
+  return result;
+}
+
+}  // namespace kiln

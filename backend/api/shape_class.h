@@ -1,0 +1,66 @@
+// Which input signatures one shape class serves: the same inputs as the signature it was formed
+// from (dtypes, devices, ranks, requires_grad, the same weights, grad mode and autocast), but
+// that some dims, its size inputs, take any value of at least 2. A size input is a set of dims
+// that move together (a batch of the input ids and of the attention mask); each tensor that has
+// one stays dense in its dim order (contiguous, channels-last, ...), so its strides follow.
+// dynamo likewise specializes sizes 0 and 1, which change what broadcasts.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "backend/api/signature.h"
+
+namespace kiln {
+
+struct ShapeClass {
+  /// Per size input: the (input, dim) pairs it is read from.
+  std::vector<std::vector<std::pair<size_t, int>>> size_inputs;
+  struct Input {
+    bool defined = false;
+    at::ScalarType dtype = at::kFloat;
+    c10::Device device = c10::Device(c10::DeviceType::CPU);
+    bool requires_grad = false;
+    std::vector<int64_t> sizes;               // at the class's base binding
+    std::vector<int64_t> strides;             // likewise
+    std::vector<int> dim_order;               // outermost first: the order its strides follow
+    std::vector<int> size_input;              // per dim: the size input it is, or -1
+    const c10::TensorImpl* weight = nullptr;  // a frozen weight: this very tensor
+  };
+  std::vector<Input> inputs;
+  SignatureKey global_state;  // grad mode and autocast (signature_of of no inputs)
+};
+
+/// What a class needs to know of a signature's inputs (no data is kept; `weights`: the inputs
+/// frozen as constants, matched by identity).
+std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
+                                        const std::vector<size_t>& weights);
+
+/// The class inputs like `earlier` and `now` form, at `now`'s binding: the dims where they
+/// differ become size inputs (dims that move from the same value to the same value together are
+/// one). None when they differ otherwise, a moved dim is below 2 at `now`, or a tensor with a
+/// moved dim is not dense. Weights never move.
+std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earlier,
+                                     const std::vector<at::Tensor>& now,
+                                     const std::vector<size_t>& weights);
+
+/// The binding of `inputs` in `shape_class`, or none when they are not a member.
+std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
+                                               const std::vector<at::Tensor>& inputs);
+
+/// The class's base binding.
+std::vector<int64_t> base_binding(const ShapeClass& shape_class);
+
+/// Inputs like `inputs` (members of the class) at another binding: the tensors with a size
+/// input are new, uninitialized, dense in their dim order (what an import reads is their
+/// metadata); the others are `inputs`' own.
+std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
+                                  const std::vector<at::Tensor>& inputs,
+                                  std::span<const int64_t> binding);
+
+}  // namespace kiln
