@@ -118,7 +118,7 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
     key.push_back(set);
   }
   if (auto compiled = cache_.find(key)) return remember(compiled);
-  if (auto plan = class_plan(inputs)) return remember(plan);
+  if (auto plan = classes_.plan(inputs)) return remember(plan);
   return remember(cache_.get(
       key, options_.max_specializations, [&](int) { return compile_specialization(inputs); },
       [&] { return past_limit(); }));
@@ -171,15 +171,16 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
   check_inference_precision(options_, needs_autograd(inputs), name_);
   try {
     std::vector<FrozenWeight> weights = weights_to_freeze(inputs);
-    if (auto as_class = compile_as_class(inputs, weights)) return as_class;
     std::vector<size_t> frozen;
     for (const FrozenWeight& w : weights)
       frozen.push_back(w.input);
-    spec->compiled = compile(inputs, frozen);
-    {
-      std::unique_lock lock(classes_mutex_);
-      compiled_shapes_.push_back(describe(inputs, frozen));
+    if (!needs_autograd(inputs)) {
+      auto import = [&](const Tensors& at) { return source_.import(at, frozen); };
+      if (auto as_class = classes_.compile(inputs, weights, import, options_, name_))
+        return as_class;
     }
+    spec->compiled = compile(inputs, frozen);
+    classes_.record(inputs, frozen);
     spec->frozen = std::move(weights);  // only a compiled plan holds them (a fallback does not)
     record_compiled(*spec->compiled);
     record_frozen_weights(static_cast<int64_t>(frozen.size()));
@@ -199,108 +200,6 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
   }
   record_fallback();
   return spec;
-}
-
-std::shared_ptr<const RegionRunner::Specialization> RegionRunner::class_plan(
-    const Tensors& inputs) const {
-  std::vector<std::shared_ptr<ClassEntry>> classes;
-  {
-    std::shared_lock lock(classes_mutex_);
-    if (classes_.empty()) return nullptr;
-    classes = classes_;
-  }
-  for (const auto& entry : classes) {
-    const std::optional<std::vector<int64_t>> binding = binding_of(entry->shape, inputs);
-    if (!binding) continue;
-    std::lock_guard lock(entry->mutex);
-    if (auto found = entry->plans.find(*binding); found != entry->plans.end()) return found->second;
-    auto spec = std::make_shared<Specialization>();
-    try {
-      spec->compiled = instantiate_class(*entry->compiled, *binding);
-    } catch (const Error& e) {
-      log(LogLevel::Debug, name_ + ": " + e.what() + "; compiling these sizes on their own");
-      return nullptr;
-    }
-    spec->frozen = entry->frozen;
-    if (entry->plans.size() >= kMaxClassPlans) entry->plans.clear();  // made again when needed
-    entry->plans.emplace(*binding, spec);
-    record_class_plan();
-    return spec;
-  }
-  return nullptr;
-}
-
-std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_as_class(
-    const Tensors& inputs, std::vector<FrozenWeight> weights) const {
-  if (needs_autograd(inputs) || disabled_names().contains("shape_classes")) return nullptr;
-  std::vector<size_t> frozen;
-  for (const FrozenWeight& w : weights)
-    frozen.push_back(w.input);
-  std::vector<std::vector<ShapeClass::Input>> earlier;
-  {
-    std::shared_lock lock(classes_mutex_);
-    earlier = compiled_shapes_;
-  }
-  // The most recent signature first: the one a stream of sizes is likeliest to share dims with.
-  for (auto it = earlier.rbegin(); it != earlier.rend(); ++it) {
-    std::optional<ShapeClass> shape = form_class(*it, inputs, frozen);
-    if (!shape) continue;
-    {
-      std::shared_lock lock(classes_mutex_);
-      if (std::find(failed_classes_.begin(), failed_classes_.end(), shape->size_inputs) !=
-          failed_classes_.end())
-        return nullptr;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      // The base, each size input moved alone by one, and every one moved by two to check.
-      const std::vector<int64_t> base = base_binding(*shape);
-      kernel::Bindings bindings = {base};
-      std::vector<int64_t> check = base;
-      for (size_t i = 0; i < base.size(); ++i) {
-        bindings.push_back(base);
-        bindings.back()[i] += 1;
-        check[i] += 2;
-      }
-      std::vector<ImportedGraph> imports;
-      for (size_t j = 0; j < bindings.size(); ++j)
-        imports.push_back(
-            source_.import(j == 0 ? inputs : inputs_at(*shape, inputs, bindings[j]), frozen));
-      ImportedGraph checked = source_.import(inputs_at(*shape, inputs, check), frozen);
-      auto compiled = compile_class(std::move(imports), bindings, std::move(checked), check,
-                                    options_, name_, /*plan_memory=*/true);
-      auto spec = std::make_shared<Specialization>();
-      auto region = instantiate_class(*compiled, base);
-      region->compile_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      region->codegen_seconds = compiled->codegen_seconds;
-      spec->compiled = region;
-      spec->frozen = std::move(weights);
-      auto entry = std::make_shared<ClassEntry>();
-      entry->shape = std::move(*shape);
-      entry->compiled = std::move(compiled);
-      entry->frozen = spec->frozen;
-      entry->plans.emplace(base, spec);
-      {
-        std::unique_lock lock(classes_mutex_);
-        classes_.push_back(entry);
-      }
-      record_compiled(*region);
-      record_shape_class();
-      record_frozen_weights(static_cast<int64_t>(frozen.size()));
-      log(LogLevel::Info, name_ + ": compiled once for every size of " +
-                              std::to_string(base.size()) + " input dims (a shape class)");
-      return spec;
-    } catch (const std::exception& e) {
-      // Not kiln's failure: the region's graph changes with these sizes in a way a class cannot
-      // follow (or an import at a moved size failed). Never tried again for these dims.
-      log(LogLevel::Debug, name_ + ": " + e.what() + "; compiling this signature on its own");
-      std::unique_lock lock(classes_mutex_);
-      failed_classes_.push_back(shape->size_inputs);
-      return nullptr;
-    }
-  }
-  return nullptr;
 }
 
 std::shared_ptr<const RegionRunner::Specialization> RegionRunner::remember(
@@ -333,11 +232,7 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::unfreeze(
   }
   // Every frozen specialization goes: any of its constants may be stale.
   cache_.erase_if([](const Specialization& spec) { return !spec.frozen.empty(); });
-  {
-    std::unique_lock lock(classes_mutex_);
-    std::erase_if(classes_, [](const auto& entry) { return !entry->frozen.empty(); });
-    compiled_shapes_.clear();
-  }
+  classes_.forget_frozen();
   return specialize(inputs);
 }
 

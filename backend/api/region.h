@@ -8,17 +8,15 @@
 
 #include <atomic>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
-#include "backend/api/compile_class.h"
 #include "backend/api/compile_graph.h"
-#include "backend/api/shape_class.h"
+#include "backend/api/region_specialization.h"
+#include "backend/api/shape_classes.h"
 #include "backend/api/signature_cache.h"
 #include "backend/capture/import_ops.h"
 #include "backend/fx/fx_program.h"
@@ -76,35 +74,8 @@ class KILN_INTERNAL RegionRunner {
   int num_specializations() const;
 
  private:
-  /// A weight the plan holds as a constant, as it was when compiled.
-  struct FrozenWeight {
-    size_t input;
-    at::Tensor tensor;  // keeps the TensorImpl alive, so its address identifies it
-    int64_t version;
-    const void* data;
-  };
-  struct Specialization {
-    std::shared_ptr<const CompiledRegion> compiled;  // null: runs in the fallback
-    std::string failure;  // why it runs in the fallback, as explain says it
-    std::vector<FrozenWeight> frozen;
-  };
-  /// A shape class (shape_class.h, compile_class.h): compiled once, and the plans made from it
-  /// per binding, a few hundred kept.
-  struct ClassEntry {
-    ShapeClass shape;
-    std::shared_ptr<const CompiledClass> compiled;
-    std::vector<FrozenWeight> frozen;
-    std::mutex mutex;
-    std::map<std::vector<int64_t>, std::shared_ptr<const Specialization>> plans;
-  };
-  static constexpr size_t kMaxClassPlans = 256;
-  /// The plan of a shape class these inputs are a member of, made now if it is new; null when
-  /// they are in none (or its plan cannot be made at their sizes).
-  std::shared_ptr<const Specialization> class_plan(const Tensors& inputs) const;
-  /// A new signature's specialization as a shape class with an earlier one, or null where it
-  /// forms none (logged at debug level).
-  std::shared_ptr<const Specialization> compile_as_class(const Tensors& inputs,
-                                                         std::vector<FrozenWeight> weights) const;
+  using FrozenWeight = kiln::FrozenWeight;
+  using Specialization = RegionSpecialization;
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
   /// Whether a specialization compiled for these inputs would freeze their weights.
   bool may_freeze(const Tensors& inputs) const;
@@ -143,12 +114,7 @@ class KILN_INTERNAL RegionRunner {
   mutable std::shared_ptr<const Specialization> last_;
   mutable std::atomic<bool> warned_limit_ = false;
   mutable std::atomic<bool> unfrozen_ = false;
-  mutable std::shared_mutex classes_mutex_;
-  mutable std::vector<std::shared_ptr<ClassEntry>> classes_;
-  /// The inputs of every signature compiled so far (what a new one may form a class with).
-  mutable std::vector<std::vector<ShapeClass::Input>> compiled_shapes_;
-  /// The size inputs of classes that failed to compile (not tried again).
-  mutable std::vector<std::vector<std::vector<std::pair<size_t, int>>>> failed_classes_;
+  mutable ShapeClasses classes_;
   mutable std::mutex weight_sets_mutex_;
   mutable std::vector<std::vector<const c10::TensorImpl*>> weight_sets_;
 };

@@ -1,0 +1,126 @@
+#include "backend/api/shape_classes.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backend/api/environment.h"
+#include "backend/api/stats_recorder.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
+    const std::vector<at::Tensor>& inputs) const {
+  std::vector<std::shared_ptr<Entry>> classes;
+  {
+    std::shared_lock lock(mutex_);
+    if (classes_.empty()) return nullptr;
+    classes = classes_;
+  }
+  for (const auto& entry : classes) {
+    const std::optional<std::vector<int64_t>> binding = binding_of(entry->shape, inputs);
+    if (!binding) continue;
+    std::lock_guard lock(entry->mutex);
+    if (auto found = entry->plans.find(*binding); found != entry->plans.end()) return found->second;
+    auto spec = std::make_shared<RegionSpecialization>();
+    try {
+      spec->compiled = instantiate_class(*entry->compiled, *binding);
+    } catch (const Error& e) {
+      log(LogLevel::Debug,
+          entry->compiled->name + ": " + e.what() + "; compiling these sizes on their own");
+      return nullptr;
+    }
+    spec->frozen = entry->frozen;
+    if (entry->plans.size() >= kMaxPlans) entry->plans.clear();  // made again when needed
+    entry->plans.emplace(*binding, spec);
+    record_class_plan();
+    return spec;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
+    const std::vector<at::Tensor>& inputs, const std::vector<FrozenWeight>& weights,
+    const Import& import, const CompileOptions& options, const std::string& name) const {
+  if (disabled_names().contains("shape_classes")) return nullptr;
+  std::vector<size_t> frozen;
+  for (const FrozenWeight& w : weights)
+    frozen.push_back(w.input);
+  std::vector<std::vector<ShapeClass::Input>> earlier;
+  {
+    std::shared_lock lock(mutex_);
+    earlier = recorded_;
+  }
+  // The most recent signature first: the one a stream of sizes is likeliest to share dims with.
+  for (auto it = earlier.rbegin(); it != earlier.rend(); ++it) {
+    std::optional<ShapeClass> shape = form_class(*it, inputs, frozen);
+    if (!shape) continue;
+    {
+      std::shared_lock lock(mutex_);
+      if (std::find(failed_.begin(), failed_.end(), shape->size_inputs) != failed_.end())
+        return nullptr;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      // The base, each size input moved alone by one, and every one moved by two to check.
+      const std::vector<int64_t> base = base_binding(*shape);
+      kernel::Bindings bindings = {base};
+      std::vector<int64_t> check = base;
+      for (size_t i = 0; i < base.size(); ++i) {
+        bindings.push_back(base);
+        bindings.back()[i] += 1;
+        check[i] += 2;
+      }
+      std::vector<ImportedGraph> imports;
+      for (size_t j = 0; j < bindings.size(); ++j)
+        imports.push_back(import(j == 0 ? inputs : inputs_at(*shape, inputs, bindings[j])));
+      ImportedGraph checked = import(inputs_at(*shape, inputs, check));
+      auto compiled = compile_class(std::move(imports), bindings, std::move(checked), check,
+                                    options, name, /*plan_memory=*/true);
+      auto region = instantiate_class(*compiled, base);
+      region->compile_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      region->codegen_seconds = compiled->codegen_seconds;
+      auto spec = std::make_shared<RegionSpecialization>();
+      spec->compiled = region;
+      spec->frozen = weights;
+      auto entry = std::make_shared<Entry>();
+      entry->shape = std::move(*shape);
+      entry->compiled = std::move(compiled);
+      entry->frozen = weights;
+      entry->plans.emplace(base, spec);
+      {
+        std::unique_lock lock(mutex_);
+        classes_.push_back(entry);
+      }
+      record_compiled(*region);
+      record_shape_class();
+      record_frozen_weights(static_cast<int64_t>(frozen.size()));
+      log(LogLevel::Info, name + ": compiled once for every size of " +
+                              std::to_string(base.size()) + " input dims (a shape class)");
+      return spec;
+    } catch (const std::exception& e) {
+      // Not kiln's failure: the region's graph changes with these sizes in a way a class cannot
+      // follow (or an import at a moved size failed). Not tried again for these dims.
+      log(LogLevel::Debug, name + ": " + e.what() + "; compiling this signature on its own");
+      std::unique_lock lock(mutex_);
+      failed_.push_back(shape->size_inputs);
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+void ShapeClasses::record(const std::vector<at::Tensor>& inputs,
+                          const std::vector<size_t>& frozen) const {
+  std::unique_lock lock(mutex_);
+  recorded_.push_back(describe(inputs, frozen));
+}
+
+void ShapeClasses::forget_frozen() const {
+  std::unique_lock lock(mutex_);
+  std::erase_if(classes_, [](const auto& entry) { return !entry->frozen.empty(); });
+  recorded_.clear();
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// A region's shape classes (shape_class.h, compile_class.h): formed when a new signature differs
+// from one compiled before only in some input dims, compiled once, and the plans made from them
+// per binding (a few hundred kept; the rest made again when needed, without compiling).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/api/compile_class.h"
+#include "backend/api/region_specialization.h"
+#include "backend/api/shape_class.h"
+
+namespace kiln {
+
+class ShapeClasses {
+ public:
+  using Import = std::function<ImportedGraph(const std::vector<at::Tensor>& inputs)>;
+  static constexpr size_t kMaxPlans = 256;
+
+  /// The plan of the class these inputs are a member of, made now if it is new; null when they
+  /// are in none (or its plan cannot be made at their sizes).
+  std::shared_ptr<const RegionSpecialization> plan(const std::vector<at::Tensor>& inputs) const;
+
+  /// A new signature's specialization as a class with a signature recorded before (the most
+  /// recent first), imported through `import` with the weights `weights` frozen; null where it
+  /// forms none or the class fails to compile (logged at debug level; those dims are not tried
+  /// again).
+  std::shared_ptr<const RegionSpecialization> compile(const std::vector<at::Tensor>& inputs,
+                                                      const std::vector<FrozenWeight>& weights,
+                                                      const Import& import,
+                                                      const CompileOptions& options,
+                                                      const std::string& name) const;
+
+  /// A signature compiled on its own (`frozen`: the inputs frozen as constants): one a later
+  /// signature may form a class with.
+  void record(const std::vector<at::Tensor>& inputs, const std::vector<size_t>& frozen) const;
+
+  /// Drops the classes whose plans hold frozen weights, and the signatures recorded.
+  void forget_frozen() const;
+
+ private:
+  struct Entry {
+    ShapeClass shape;
+    std::shared_ptr<const CompiledClass> compiled;
+    std::vector<FrozenWeight> frozen;
+    std::mutex mutex;
+    std::map<std::vector<int64_t>, std::shared_ptr<const RegionSpecialization>> plans;
+  };
+  mutable std::shared_mutex mutex_;
+  mutable std::vector<std::shared_ptr<Entry>> classes_;
+  mutable std::vector<std::vector<ShapeClass::Input>> recorded_;
+  /// The size inputs of classes that failed to compile.
+  mutable std::vector<std::vector<std::vector<std::pair<size_t, int>>>> failed_;
+};
+
+}  // namespace kiln
