@@ -22,17 +22,33 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Whether the passes folded the same constants at both bindings (the imported weights are the
-/// same tensors; a folded one must hold the same values).
-bool same_constants(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].unsafeGetTensorImpl() == b[i].unsafeGetTensorImpl()) continue;
-    if (a[i].sizes() != b[i].sizes() || a[i].strides() != b[i].strides() ||
-        a[i].scalar_type() != b[i].scalar_type() || !at::equal(a[i], b[i]))
-      return false;
+/// The constants `graph` reads (its prim::Constant nodes' indices).
+std::vector<int64_t> constants_read(const ir::Graph& graph) {
+  std::vector<int64_t> indices;
+  for (const ir::Node* node : graph.nodes()) {
+    if (node->op() != ir::kConstantOp) continue;
+    if (const auto* index = std::get_if<int64_t>(node->find_attr("index")))
+      indices.push_back(*index);
   }
-  return true;
+  return indices;
+}
+
+/// Why the constants the graphs read differ at two bindings (an imported weight is the same
+/// tensor at both; one the passes folded must hold the same values), or empty. The graphs are
+/// the same but for their integers, so they read the same indices.
+std::string constants_difference(const ir::Graph& graph, const std::vector<at::Tensor>& a,
+                                 const std::vector<at::Tensor>& b) {
+  for (int64_t i : constants_read(graph)) {
+    if (i < 0 || static_cast<size_t>(i) >= a.size() || static_cast<size_t>(i) >= b.size())
+      return "constant " + std::to_string(i) + " is missing at one size";
+    const at::Tensor &x = a[i], &y = b[i];
+    if (x.unsafeGetTensorImpl() == y.unsafeGetTensorImpl()) continue;
+    const bool same = x.layout() == at::kStrided && y.layout() == at::kStrided &&
+                      x.sizes() == y.sizes() && x.strides() == y.strides() &&
+                      x.scalar_type() == y.scalar_type() && at::equal(x, y);
+    if (!same) return "the passes fold constant " + std::to_string(i) + " to other values";
+  }
+  return "";
 }
 
 }  // namespace
@@ -52,18 +68,15 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   if (!result->device.is_cpu()) no_class("the CUDA code generator has no size-generic kernels");
   std::vector<std::unique_ptr<ir::Graph>> graphs;
   std::vector<std::vector<kernel::Kernel>> kernels;
+  std::vector<std::vector<at::Tensor>> constants_at;
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
     std::vector<at::Tensor> constants = imports[j].constants;
     const PipelineOptions pipeline =
         pipeline_options(result->device, options, name, plan_memory, constants);
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);
-    if (j == 0) {
-      result->constants = std::move(constants);
-      result->layout_conversions = passes.layout_conversions;
-    } else if (!same_constants(result->constants, constants)) {
-      no_class("the passes fold a constant that depends on the sizes");
-    }
+    if (j == 0) result->layout_conversions = passes.layout_conversions;
+    constants_at.push_back(std::move(constants));
     graphs.push_back(std::move(imports[j].graph));
     kernels.push_back(std::move(passes.kernels));
   }
@@ -78,6 +91,11 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::optional<GraphTemplate> graph = generalize_graph(views, bindings, why_not);
   if (!graph) no_class(why_not);
   result->graph = std::move(*graph);
+  for (size_t j = 1; j < constants_at.size(); ++j) {
+    const std::string why = constants_difference(*graphs[0], constants_at[0], constants_at[j]);
+    if (!why.empty()) no_class(why);
+  }
+  result->constants = std::move(constants_at[0]);
   // A decision the fitted bindings agree on can still turn elsewhere (a size clamped at a
   // bound one of them crossed): the check binding must come out as the template says.
   if (ir::print_graph(*instantiate(result->graph, check_binding)) !=

@@ -57,7 +57,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
     if (!shape) continue;
     {
       std::shared_lock lock(mutex_);
-      if (std::find(failed_.begin(), failed_.end(), shape->size_inputs) != failed_.end())
+      if (std::count(failed_.begin(), failed_.end(), shape->size_inputs) >= kMaxAttempts)
         return nullptr;
     }
     const auto start = std::chrono::steady_clock::now();
@@ -100,8 +100,9 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
                               std::to_string(base.size()) + " input dims (a shape class)");
       return spec;
     } catch (const std::exception& e) {
-      // Not kiln's failure: the region's graph changes with these sizes in a way a class cannot
-      // follow (or an import at a moved size failed). Not tried again for these dims.
+      // Not kiln's failure: the region's graph changes with sizes near these in a way a class
+      // cannot follow (a pass decides otherwise for a batch of 3 than of 4), or an import at a
+      // moved size failed. Tried again from a later signature's sizes, a few times.
       log(LogLevel::Debug, name + ": " + e.what() + "; compiling this signature on its own");
       std::unique_lock lock(mutex_);
       failed_.push_back(shape->size_inputs);

@@ -22,6 +22,9 @@ class ShapeClasses {
  public:
   using Import = std::function<ImportedGraph(const std::vector<at::Tensor>& inputs)>;
   static constexpr size_t kMaxPlans = 256;
+  /// Classes over the same dims that fail to compile (from different base sizes) before those
+  /// dims are not tried again: each attempt runs the pipeline three or more times.
+  static constexpr int kMaxAttempts = 3;
 
   /// The plan of the class these inputs are a member of, made now if it is new; null when they
   /// are in none (or its plan cannot be made at their sizes).
@@ -29,8 +32,8 @@ class ShapeClasses {
 
   /// A new signature's specialization as a class with a signature recorded before (the most
   /// recent first), imported through `import` with the weights `weights` frozen; null where it
-  /// forms none or the class fails to compile (logged at debug level; those dims are not tried
-  /// again).
+  /// forms none or the class fails to compile (logged at debug level; after kMaxAttempts
+  /// failures those dims are not tried again).
   std::shared_ptr<const RegionSpecialization> compile(const std::vector<at::Tensor>& inputs,
                                                       const std::vector<FrozenWeight>& weights,
                                                       const Import& import,
@@ -55,7 +58,7 @@ class ShapeClasses {
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<Entry>> classes_;
   mutable std::vector<std::vector<ShapeClass::Input>> recorded_;
-  /// The size inputs of classes that failed to compile.
+  /// The size inputs of classes that failed to compile, once per failure.
   mutable std::vector<std::vector<std::vector<std::pair<size_t, int>>>> failed_;
 };
 

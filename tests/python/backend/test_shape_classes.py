@@ -1,0 +1,87 @@
+"""Shape classes: a region whose new input signature differs from one it compiled only in some
+dims compiles once for every size of those dims, and each later size gets a plan made from that
+compile (no pass, no code generation). Results match eager at every size; sizes 0 and 1, other
+dtypes and layouts are not members and compile on their own, as before."""
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import kiln
+from kiln import _fx
+from models import assert_close
+
+
+class _Encoder(torch.nn.Module):
+    """Attention over the tokens, a layer norm and a GELU MLP: softmax rows, scores of
+    [tokens, tokens] and layer-norm rows whose sizes all follow the token count."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(32)
+        self.up = torch.nn.Linear(32, 64)
+        self.down = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.up(self.norm(x)))
+        scores = torch.softmax(h @ h.transpose(-1, -2) * 0.125, dim=-1)
+        return x + self.down(scores @ h)
+
+
+def _stream(compiled, model, shapes):
+    with torch.no_grad():
+        for shape in shapes:
+            x = torch.randn(*shape)
+            assert_close(compiled(x), model(x))
+
+
+def test_a_stream_of_token_counts_compiles_one_class_and_matches_eager():
+    torch.manual_seed(0)
+    model = _Encoder().eval()
+    compiled = torch.compile(model, backend="kiln")
+    lengths = [5, 7, 9, 12, 31, 64, 2, 100, 9, 12]
+    kiln.reset_stats()
+    _stream(compiled, model, [(2, n, 32) for n in lengths])
+    stats = kiln.stats()
+    # dynamo's first graph has static sizes (5); its symbolic one compiles the first length it
+    # sees (7) on its own, and the next (9) as a class; the other five lengths are its plans.
+    assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
+    assert stats["specializations"] == 3 and stats["class_plans"] == 5, stats
+    assert stats["eager_ops"] == 0, stats
+
+
+def test_sizes_outside_the_class_compile_on_their_own():
+    """make_fx's symbolic graph, called directly: the region sees every signature itself."""
+    def f(x, w):
+        return torch.softmax(x @ w, dim=-1) * x.sum(-1, keepdim=True)
+
+    w = torch.randn(16, 16)
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3, 16), w)
+    kiln.reset_stats()
+    gm = _fx.compile_graph(gm, {}, "classes")
+    with torch.no_grad():
+        for rows in (3, 5, 8, 13):
+            x = torch.randn(rows, 16)
+            assert_close(gm(x, w), f(x, w))
+        assert kiln.stats()["shape_classes"] == 1 and kiln.stats()["class_plans"] == 2
+        # Not members: one row (broadcasts otherwise), a transposed layout, another dtype.
+        for x in (torch.randn(1, 16), torch.randn(16, 6).t(), torch.randn(7, 16).double()):
+            assert_close(gm(x, w.to(x.dtype)), f(x, w.to(x.dtype)))
+    stats = kiln.stats()
+    assert stats["class_plans"] == 2 and stats["fallbacks"] == 0, stats
+    assert stats["specializations"] == 2 + 3, stats
+
+
+def test_a_batch_stream_of_a_small_cnn_shares_one_class():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 16, 3, padding=1, groups=4), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10)).eval()
+    compiled = torch.compile(model, backend="kiln")
+    kiln.reset_stats()
+    _stream(compiled, model, [(b, 3, 20, 20) for b in (6, 8, 10, 7, 12, 9, 6)])
+    stats = kiln.stats()
+    # 6: dynamo's static graph (its last call too); 8: the symbolic graph's first signature;
+    # 10: the class; 7, 12 and 9: its plans.
+    assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
+    assert stats["specializations"] == 3 and stats["class_plans"] == 3, stats
