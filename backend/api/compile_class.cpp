@@ -72,8 +72,11 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
     std::vector<at::Tensor> constants = imports[j].constants;
-    const PipelineOptions pipeline =
+    PipelineOptions pipeline =
         pipeline_options(result->device, options, name, plan_memory, constants);
+    // Split reductions have no size-generic code (and their pieces follow the sizes): a class's
+    // reductions run each row on one thread.
+    pipeline.reduction_pieces = nullptr;
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);
     if (j == 0) result->layout_conversions = passes.layout_conversions;
     constants_at.push_back(std::move(constants));
