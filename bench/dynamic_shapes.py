@@ -87,6 +87,7 @@ def _counts() -> dict:
 
     stats = kiln.stats()
     return {"kiln_specializations": stats["specializations"], "kiln_fallbacks": stats["fallbacks"],
+            "kiln_shape_classes": stats["shape_classes"], "kiln_class_plans": stats["class_plans"],
             "kiln_compile_s": stats["compile_seconds"],
             "dynamo_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
 
@@ -154,18 +155,21 @@ def page(data: dict) -> str:
              "",
              f"- date: {data['date']}; machine: {data['machine']}; threads: {data['threads']}",
              "",
-             "| case | backend | first pass | steady pass | kiln specializations | kiln fallbacks "
-             "| kiln compile s | dynamo graphs | max abs diff | same tokens |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| case | backend | first pass | steady pass | kiln specializations (shape classes) "
+             "| kiln class plans | kiln fallbacks | kiln compile s | dynamo graphs | max abs diff "
+             "| same tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_case: dict = {}
     for r in data["results"]:
         by_case.setdefault(r["case"], {})[r["backend"]] = r
         if "error" in r:
-            lines.append(f"| {r['case']} | {r['backend']} | fails: `{r['error']}` |||||||||")
+            lines.append(f"| {r['case']} | {r['backend']} | fails: `{r['error']}` ||||||||||")
             continue
         tokens = {True: "yes", False: "**no**"}.get(r.get("same_tokens"), "-")
         lines.append(f"| {r['case']} | {r['backend']} | {r['first_pass_s']:.2f} s | "
-                     f"{r['steady_s']:.3f} s | {r['kiln_specializations']} | {r['kiln_fallbacks']} | "
+                     f"{r['steady_s']:.3f} s | {r['kiln_specializations']} "
+                     f"({r.get('kiln_shape_classes', 0)}) | {r.get('kiln_class_plans', 0)} | "
+                     f"{r['kiln_fallbacks']} | "
                      f"{r['kiln_compile_s']:.2f} | {r['dynamo_graphs']} | {r['max_abs_diff']:.1e} | "
                      f"{tokens} |")
     lines += ["", "Steady pass, kiln against the others (their time over kiln's; above 1, kiln is "

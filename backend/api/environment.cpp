@@ -16,6 +16,7 @@ std::vector<std::string> disable_names() {
   names.push_back("kernel_cache");      // reuse of kernels earlier plans compiled (kernel_cache.h)
   names.push_back("one_pass_moments");  // a mean and its variance in one pass (moments.h)
   names.push_back("cuda");              // CUDA code generation (CUDA ops then run through ATen)
+  names.push_back("shape_classes");     // one compile for every size of some dims (shape_classes.h)
   return names;
 }
 

@@ -18,22 +18,24 @@ std::vector<int> dim_order(const at::Tensor& t) {
   return order;
 }
 
-/// The strides of a dense tensor of `sizes` whose dims are laid out in `order`.
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes,
-                                   const std::vector<int>& order) {
-  std::vector<int64_t> strides(sizes.size(), 1);
+/// The strides of a tensor of `sizes` dense in `order` but along its `broadcast` dims (stride 0:
+/// an expanded tensor, such as the one-element tensor torch.compile's regions take a size from).
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes, const std::vector<int>& order,
+                                   const std::vector<bool>& broadcast) {
+  std::vector<int64_t> strides(sizes.size(), 0);
   int64_t stride = 1;
   for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    if (broadcast[*d]) continue;
     strides[*d] = stride;
     stride *= std::max<int64_t>(sizes[*d], 1);
   }
   return strides;
 }
 
-/// Whether `strides` are those of dense `sizes` in `order` (size-1 dims may have any stride).
+/// Whether `strides` are those dense_strides gives (size-1 dims may have any stride).
 bool dense_in(const std::vector<int64_t>& sizes, c10::IntArrayRef strides,
-              const std::vector<int>& order) {
-  const std::vector<int64_t> want = dense_strides(sizes, order);
+              const ShapeClass::Input& layout) {
+  const std::vector<int64_t> want = dense_strides(sizes, layout.dim_order, layout.broadcast);
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] != 1 && strides[d] != want[d]) return false;
   return true;
@@ -64,6 +66,8 @@ std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
       input.strides = t.strides().vec();
       input.dim_order = dim_order(t);
       input.size_input.assign(t.dim(), -1);
+      for (int64_t d = 0; d < t.dim(); ++d)
+        input.broadcast.push_back(t.stride(d) == 0 && t.size(d) > 1);
       if (std::find(weights.begin(), weights.end(), i) != weights.end())
         input.weight = t.unsafeGetTensorImpl();
     }
@@ -101,7 +105,7 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
     }
     const bool moved =
         std::any_of(input.size_input.begin(), input.size_input.end(), [](int s) { return s >= 0; });
-    if (moved ? !dense_in(input.sizes, b.strides(), input.dim_order)
+    if (moved ? !dense_in(input.sizes, b.strides(), input) || a.broadcast != input.broadcast
               : c10::IntArrayRef(a.strides) != b.strides())
       return std::nullopt;
   }
@@ -135,7 +139,7 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
       if (t.size(d) < 2 || (binding[s] >= 0 && binding[s] != t.size(d))) return std::nullopt;
       binding[s] = t.size(d);
     }
-    if (moved ? !dense_in(t.sizes().vec(), t.strides(), want.dim_order)
+    if (moved ? !dense_in(t.sizes().vec(), t.strides(), want)
               : t.strides() != c10::IntArrayRef(want.strides))
       return std::nullopt;
   }
@@ -166,7 +170,7 @@ std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
       moved = true;
     }
     if (!moved) continue;
-    result[i] = at::empty_strided(sizes, dense_strides(sizes, input.dim_order),
+    result[i] = at::empty_strided(sizes, dense_strides(sizes, input.dim_order, input.broadcast),
                                   inputs[i].options().requires_grad(false));
     if (input.requires_grad) result[i].requires_grad_(true);
   }

@@ -2,7 +2,9 @@
 // from (dtypes, devices, ranks, requires_grad, the same weights, grad mode and autocast), but
 // that some dims, its size inputs, take any value of at least 2. A size input is a set of dims
 // that move together (a batch of the input ids and of the attention mask); each tensor that has
-// one stays dense in its dim order (contiguous, channels-last, ...), so its strides follow.
+// one stays dense in its dim order (contiguous, channels-last, ...), so its strides follow, but
+// along dims it is expanded over (stride 0: the one-element tensor a torch.compile region reads
+// a size from).
 // dynamo likewise specializes sizes 0 and 1, which change what broadcasts.
 #pragma once
 
@@ -26,10 +28,11 @@ struct ShapeClass {
     at::ScalarType dtype = at::kFloat;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     bool requires_grad = false;
-    std::vector<int64_t> sizes;               // at the class's base binding
-    std::vector<int64_t> strides;             // likewise
-    std::vector<int> dim_order;               // outermost first: the order its strides follow
-    std::vector<int> size_input;              // per dim: the size input it is, or -1
+    std::vector<int64_t> sizes;    // at the class's base binding
+    std::vector<int64_t> strides;  // likewise
+    std::vector<int> dim_order;    // outermost first: the order its strides follow
+    std::vector<int> size_input;   // per dim: the size input it is, or -1
+    std::vector<bool> broadcast;   // per dim: stride 0 over more than one element (expanded)
     const c10::TensorImpl* weight = nullptr;  // a frozen weight: this very tensor
   };
   std::vector<Input> inputs;

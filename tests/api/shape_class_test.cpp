@@ -1,0 +1,95 @@
+// Which signatures a shape class serves (backend/api/shape_class.h): the dims two signatures
+// differ in become size inputs, dims that move together are one, and a member is the class's
+// signature but for those inputs, each at least 2, with its moved tensors dense in their order.
+#include "backend/api/shape_class.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+using Binding = std::vector<int64_t>;
+
+// An encoder's inputs: ids and a mask of [batch, tokens], and a weight.
+Tensors encoder_inputs(int64_t batch, int64_t tokens, const at::Tensor& weight) {
+  return {at::zeros({batch, tokens}, at::kLong), at::ones({batch, tokens}), weight};
+}
+
+TEST(ShapeClass, DimsThatMoveTogetherAreOneSizeInput) {
+  const at::Tensor weight = at::randn({64});
+  const std::vector<size_t> weights = {2};
+  const std::optional<ShapeClass> c = form_class(describe(encoder_inputs(2, 7, weight), weights),
+                                                 encoder_inputs(2, 9, weight), weights);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->size_inputs.size(), 1u);  // the tokens of the ids and of the mask
+  EXPECT_EQ(c->size_inputs[0], (std::vector<std::pair<size_t, int>>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(base_binding(*c), Binding{9});
+  EXPECT_EQ(binding_of(*c, encoder_inputs(2, 100, weight)), Binding{100});
+  EXPECT_EQ(binding_of(*c, encoder_inputs(2, 2, weight)), Binding{2});
+  // Not members: a token count of 1, another batch, ids and mask of different lengths, another
+  // weight, another dtype, a transposed layout.
+  EXPECT_FALSE(binding_of(*c, encoder_inputs(2, 1, weight)));
+  EXPECT_FALSE(binding_of(*c, encoder_inputs(3, 9, weight)));
+  EXPECT_FALSE(binding_of(*c, {at::zeros({2, 9}, at::kLong), at::ones({2, 10}), weight}));
+  EXPECT_FALSE(binding_of(*c, encoder_inputs(2, 9, at::randn({64}))));
+  EXPECT_FALSE(binding_of(*c, {at::zeros({2, 9}, at::kInt), at::ones({2, 9}), weight}));
+  EXPECT_FALSE(binding_of(*c, {at::zeros({9, 2}, at::kLong).t(), at::ones({2, 9}), weight}));
+}
+
+TEST(ShapeClass, TwoDimsMovingDifferentlyAreTwoInputs) {
+  const std::optional<ShapeClass> c =
+      form_class(describe({at::ones({2, 7, 16})}, {}), {at::ones({3, 9, 16})}, {});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->size_inputs.size(), 2u);
+  EXPECT_EQ(binding_of(*c, {at::ones({5, 11, 16})}), (Binding{5, 11}));
+  EXPECT_FALSE(binding_of(*c, {at::ones({5, 11, 17})}));
+}
+
+TEST(ShapeClass, NoClassWhereMoreThanSizesDiffer) {
+  auto formed = [](const Tensors& a, const Tensors& b) {
+    return form_class(describe(a, {}), b, {}).has_value();
+  };
+  EXPECT_FALSE(formed({at::ones({2, 7})}, {at::ones({2, 7})}));  // nothing moved
+  EXPECT_FALSE(formed({at::ones({2, 7})}, {at::ones({2, 1})}));  // moved to 1
+  EXPECT_FALSE(formed({at::ones({2, 7})}, {at::ones({2, 9}, at::kDouble)}));
+  EXPECT_FALSE(formed({at::ones({2, 7})}, {at::ones({2, 7, 1})}));
+  EXPECT_FALSE(formed({at::ones({2, 7})}, {at::ones({2, 18}).slice(1, 0, 18, 2)}));  // strided
+  EXPECT_TRUE(formed({at::ones({2, 7})}, {at::ones({2, 9})}));
+}
+
+TEST(ShapeClass, AnExpandedSizeCarrierMovesWithItsSize) {
+  // torch.compile's regions read a size no tensor has from a one-element tensor expanded to it.
+  const at::Tensor one = at::ones({1});
+  const std::optional<ShapeClass> c = form_class(describe({one.expand({7}), at::ones({7, 4})}, {}),
+                                                 {one.expand({9}), at::ones({9, 4})}, {});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->size_inputs.size(), 1u);
+  EXPECT_EQ(binding_of(*c, {one.expand({12}), at::ones({12, 4})}), Binding{12});
+  EXPECT_FALSE(binding_of(*c, {at::ones({12}), at::ones({12, 4})}));  // dense, not expanded
+  const Tensors moved = inputs_at(*c, {one.expand({9}), at::ones({9, 4})}, Binding{5});
+  EXPECT_EQ(moved[0].stride(0), 0);
+  EXPECT_EQ(binding_of(*c, moved), Binding{5});
+}
+
+TEST(ShapeClass, InputsAtAnotherBindingKeepTheirLayout) {
+  const at::Tensor channels_last =
+      at::ones({2, 8, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor weight = at::ones({8});
+  const std::optional<ShapeClass> c = form_class(
+      describe({at::ones({3, 8, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast), weight}, {1}),
+      {channels_last, weight}, {1});
+  ASSERT_TRUE(c);
+  const Binding batch = {6};
+  const Tensors moved = inputs_at(*c, {channels_last, weight}, batch);
+  EXPECT_EQ(moved[0].sizes(), (std::vector<int64_t>{6, 8, 5, 5}));
+  EXPECT_TRUE(moved[0].is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(moved[1].is_same(weight));  // weights are never moved
+  EXPECT_EQ(binding_of(*c, moved), batch);
+}
+
+}  // namespace
+}  // namespace kiln
