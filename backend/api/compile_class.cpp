@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "backend/api/code_generators.h"
@@ -69,6 +70,7 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::vector<std::unique_ptr<ir::Graph>> graphs;
   std::vector<std::vector<kernel::Kernel>> kernels;
   std::vector<std::vector<at::Tensor>> constants_at;
+  const std::vector<int64_t> checked_binding(check_binding.begin(), check_binding.end());
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
     std::vector<at::Tensor> constants = imports[j].constants;
@@ -77,6 +79,19 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     // Split reductions have no size-generic code (and their pieces follow the sizes): a class's
     // reductions run each row on one thread.
     pipeline.reduction_pieces = nullptr;
+    // A value computed from weights alone is folded into a constant, but not one shaped by the
+    // sizes (BERT's position embeddings of `position_ids[:, :tokens]`): its values would follow
+    // them. It stays an op of the graph. (A dim that equals a size by chance refuses a fold at
+    // one binding only; the graphs then differ, and the class is tried from other sizes.)
+    const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
+    pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes](
+                                     const ir::Node& node, const std::vector<int64_t>& indices) {
+      for (const ir::Value* out : node.outputs())
+        for (int64_t size : out->type().sizes)
+          if (std::find(sizes.begin(), sizes.end(), size) != sizes.end())
+            return std::optional<int64_t>();
+      return fold(node, indices);
+    };
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);
     if (j == 0) result->layout_conversions = passes.layout_conversions;
     constants_at.push_back(std::move(constants));
