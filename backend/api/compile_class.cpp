@@ -23,6 +23,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// Whether an integer attribute of `node` is one of `sizes`.
+bool holds_a_size(const ir::Node& node, const std::vector<int64_t>& sizes) {
+  auto is_size = [&](int64_t v) { return std::find(sizes.begin(), sizes.end(), v) != sizes.end(); };
+  for (const auto& [name, attr] : node.attrs()) {
+    if (const auto* i = std::get_if<int64_t>(&attr); i && is_size(*i)) return true;
+    if (const auto* list = std::get_if<std::vector<int64_t>>(&attr))
+      if (std::any_of(list->begin(), list->end(), is_size)) return true;
+  }
+  return false;
+}
+
 /// The constants `graph` reads (its prim::Constant nodes' indices).
 std::vector<int64_t> constants_read(const ir::Graph& graph) {
   std::vector<int64_t> indices;
@@ -79,17 +90,15 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     // Split reductions have no size-generic code (and their pieces follow the sizes): a class's
     // reductions run each row on one thread.
     pipeline.reduction_pieces = nullptr;
-    // A value computed from weights alone is folded into a constant, but not one shaped by the
-    // sizes (BERT's position embeddings of `position_ids[:, :tokens]`): its values would follow
-    // them. It stays an op of the graph. (A dim that equals a size by chance refuses a fold at
-    // one binding only; the graphs then differ, and the class is tried from other sizes.)
+    // A value computed from weights alone is folded into a constant, but not one whose
+    // attributes hold a size (BERT's `position_ids[:, :tokens]`, and the position embeddings
+    // of it): its values would follow the sizes. It stays an op of the graph. (An attribute that
+    // equals a size by chance refuses a fold at one binding only; the graphs then differ, and
+    // the class is tried again from other sizes.)
     const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
     pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes](
                                      const ir::Node& node, const std::vector<int64_t>& indices) {
-      for (const ir::Value* out : node.outputs())
-        for (int64_t size : out->type().sizes)
-          if (std::find(sizes.begin(), sizes.end(), size) != sizes.end())
-            return std::optional<int64_t>();
+      if (holds_a_size(node, sizes)) return std::optional<int64_t>();
       return fold(node, indices);
     };
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);
