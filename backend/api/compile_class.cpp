@@ -134,7 +134,10 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
       lowered.push_back(at_binding.at(k));
     kernel::Generalized generic = kernel::generalize(lowered, bindings);
     if (!generic.kernel) no_class("kernel " + lowered[0].name + ": " + generic.why_not);
-    const kernel::Kernel bound = kernel::bind_sizes(*generic.kernel, check_binding);
+    // (A kernel whose integers do not move has no size inputs: the same at every binding.)
+    const kernel::Kernel bound = generic.kernel->size_inputs.empty()
+                                     ? *generic.kernel
+                                     : kernel::bind_sizes(*generic.kernel, check_binding);
     if (k >= checked_kernels.size() ||
         !kernel::same_computation(kernel::without_terms(bound), checked_kernels[k]))
       no_class("kernel " + lowered[0].name + " at a further binding is not the fitted one");

@@ -78,8 +78,12 @@ std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
 
 std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earlier,
                                      const std::vector<at::Tensor>& now,
-                                     const std::vector<size_t>& weights) {
-  if (earlier.size() != now.size()) return std::nullopt;
+                                     const std::vector<size_t>& weights, std::string* why_not) {
+  auto none = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return std::nullopt;
+  };
+  if (earlier.size() != now.size()) return none("another number of inputs");
   ShapeClass result;
   result.global_state = signature_of(std::vector<at::Tensor>{});
   result.inputs = describe(now, weights);
@@ -88,15 +92,16 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
     const ShapeClass::Input& a = earlier[i];
     const at::Tensor& b = now[i];
     ShapeClass::Input& input = result.inputs[i];
-    if (!same_kind(a, b)) return std::nullopt;
+    const std::string at = "input " + std::to_string(i);
+    if (!same_kind(a, b)) return none(at + " differs in dtype, device, rank or requires_grad");
     if (!b.defined()) continue;
     if (input.weight) {
-      if (a.weight != input.weight) return std::nullopt;
+      if (a.weight != input.weight) return none(at + " is another weight");
       continue;
     }
     for (int d = 0; d < b.dim(); ++d) {
       if (a.sizes[d] == b.size(d)) continue;
-      if (b.size(d) < 2) return std::nullopt;
+      if (b.size(d) < 2) return none(at + " has a size below 2 in a dim that moved");
       auto [group, added] =
           groups.try_emplace({a.sizes[d], b.size(d)}, static_cast<int>(result.size_inputs.size()));
       if (added) result.size_inputs.emplace_back();
@@ -107,9 +112,9 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
         std::any_of(input.size_input.begin(), input.size_input.end(), [](int s) { return s >= 0; });
     if (moved ? !dense_in(input.sizes, b.strides(), input) || a.broadcast != input.broadcast
               : c10::IntArrayRef(a.strides) != b.strides())
-      return std::nullopt;
+      return none(at + " is not dense in its dim order, or its strides changed");
   }
-  if (result.size_inputs.empty()) return std::nullopt;
+  if (result.size_inputs.empty()) return none("no dim moved");
   return result;
 }
 

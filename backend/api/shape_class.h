@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,7 +51,8 @@ std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
 /// moved dim is not dense. Weights never move.
 std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earlier,
                                      const std::vector<at::Tensor>& now,
-                                     const std::vector<size_t>& weights);
+                                     const std::vector<size_t>& weights,
+                                     std::string* why_not = nullptr);
 
 /// The binding of `inputs` in `shape_class`, or none when they are not a member.
 std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,

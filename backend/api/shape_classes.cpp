@@ -53,8 +53,12 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
   }
   // The most recent signature first: the one a stream of sizes is likeliest to share dims with.
   for (auto it = earlier.rbegin(); it != earlier.rend(); ++it) {
-    std::optional<ShapeClass> shape = form_class(*it, inputs, frozen);
-    if (!shape) continue;
+    std::string why_not;
+    std::optional<ShapeClass> shape = form_class(*it, inputs, frozen, &why_not);
+    if (!shape) {
+      log(LogLevel::Debug, name + ": no shape class with an earlier signature: " + why_not);
+      continue;
+    }
     {
       std::shared_lock lock(mutex_);
       if (std::count(failed_.begin(), failed_.end(), shape->size_inputs) >= kMaxAttempts)

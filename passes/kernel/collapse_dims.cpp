@@ -92,8 +92,9 @@ Kernel collapse_dims(const Kernel& original) {
     const bool mergeable = std::all_of(maps.begin(), maps.end(), [&](const IndexMap* m) {
       return stride_term(*m, d) == product(stride_term(*m, d + 1), inner);
     });
-    if (!mergeable) continue;
-    set_size(kernel, d + 1, product(inner, size_term(kernel, d)));
+    const std::optional<SizeTerm> merged = product(inner, size_term(kernel, d));
+    if (!mergeable || !merged) continue;
+    set_size(kernel, d + 1, *merged);
     erase_dim(kernel, maps, d);
     if (d < row_rank) --row_rank;
   }

@@ -1,5 +1,6 @@
 #include "passes/kernel/generalize.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "passes/kernel/size_terms.h"
@@ -82,7 +83,65 @@ std::optional<SizeTerm> fit_field(const std::vector<Kernel>& kernels, const Bind
 
 }  // namespace
 
+namespace {
+
+/// Whether `term` gives every value at its binding.
+bool reproduces(const SizeTerm& term, std::span<const int64_t> values, const Bindings& bindings) {
+  for (size_t j = 0; j < bindings.size(); ++j)
+    if (evaluate(term, bindings[j]) != values[j]) return false;
+  return true;
+}
+
+/// The term c * m + d, with m a monomial fitted to the values less the base's (a size plus a
+/// constant, a KV cache's P + 1 times constant sizes), or none.
+std::optional<SizeTerm> fit_affine(std::span<const int64_t> values, const Bindings& bindings) {
+  std::vector<int64_t> moved(values.begin(), values.end());
+  for (int64_t& v : moved)
+    v -= values[0];
+  // The increments are c * (m(b) - m(base)); try m = the one input that moved the value.
+  int input = -1;
+  for (size_t i = 0; i + 1 < bindings.size(); ++i) {
+    if (moved[i + 1] == 0) continue;
+    if (input >= 0) return std::nullopt;
+    input = static_cast<int>(i);
+  }
+  if (input < 0) return std::nullopt;
+  const int64_t step = bindings[input + 1][input] - bindings[0][input];
+  if (moved[input + 1] % step != 0) return std::nullopt;
+  SizeTerm term{moved[input + 1] / step, {input}};
+  term.constant = values[0] - term.coefficient * bindings[0][input];
+  if (!reproduces(term, values, bindings)) return std::nullopt;
+  return term;
+}
+
+/// What differs between two kernels whose integers were made equal (with_integers_of), for the
+/// reason generalize gives.
+std::string computation_difference(const Kernel& a, const Kernel& b) {
+  if (a.rank() != b.rank() || a.reduce_rank != b.reduce_rank) return "their ranks";
+  if (a.buffers.size() != b.buffers.size()) return "their buffers";
+  if (a.in_place != b.in_place) return "which buffers they write in place";
+  if (a.split_pieces != b.split_pieces) return "their split";
+  if (a.exprs.size() != b.exprs.size()) return "their number of exprs";
+  for (size_t i = 0; i < a.exprs.size(); ++i) {
+    const Expr &x = a.exprs[i], &y = b.exprs[i];
+    if (x.op != y.op || x.dtype != y.dtype || x.args != y.args || x.reduce != y.reduce)
+      return "expr %" + std::to_string(i) + " (" + op_name(x.op) + ")";
+    if (x.op == Op::Constant && std::memcmp(&x.constant, &y.constant, sizeof x.constant) != 0)
+      return "constant %" + std::to_string(i) + " (" + std::to_string(x.constant) + " and " +
+             std::to_string(y.constant) + ")";
+  }
+  return "their stores or maps";
+}
+
+}  // namespace
+
 std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings) {
+  if (values.size() != bindings.size()) return std::nullopt;
+  if (std::optional<SizeTerm> monomial = fit_monomial(values, bindings)) return monomial;
+  return fit_affine(values, bindings);
+}
+
+std::optional<SizeTerm> fit_monomial(std::span<const int64_t> values, const Bindings& bindings) {
   const std::vector<int64_t>& base = bindings.at(0);
   if (values.size() != bindings.size()) return std::nullopt;
   const int64_t v0 = values[0];
@@ -106,8 +165,7 @@ std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings
     term.coefficient = static_cast<int64_t>(coefficient);
   }
   // Every binding, the fitted ones included: a value that moved with no input's degree fits none.
-  for (size_t j = 0; j < bindings.size(); ++j)
-    if (evaluate(term, bindings[j]) != values[j]) return std::nullopt;
+  if (!reproduces(term, values, bindings)) return std::nullopt;
   return term;
 }
 
@@ -119,9 +177,11 @@ Generalized generalize(const std::vector<Kernel>& kernels, const Bindings& bindi
       throw std::invalid_argument("generalize: kernel " + k.name + " is already size-generic");
   }
   for (size_t j = 1; j < kernels.size(); ++j) {
-    if (!same_computation(with_integers_of(kernels[j], base), base))
+    const Kernel like = with_integers_of(kernels[j], base);
+    if (!same_computation(like, base))
       return {std::nullopt, "the kernels at bindings 0 and " + std::to_string(j) +
-                                " differ in more than their sizes, strides and offsets"};
+                                " differ in more than their sizes, strides and offsets: in " +
+                                computation_difference(base, like)};
   }
   Generalized result;
   Kernel generic = base;

@@ -4,11 +4,12 @@
 // different sizes differ only in their integers when nothing size-dependent changed its
 // structure. Each integer that differs (a size, a stride, an offset) is then a function of the
 // size inputs; where it is a monomial, a constant times a product of powers of the inputs (as
-// sizes, dense strides and the products collapse_dims makes are), that is its term
-// (size_terms.h). Everything else must be equal: op for op, constant for constant, buffer for
-// buffer. So the passes and the lowering need not know about symbols: lowering a group at a
-// base binding and once more per size input, each time that input alone moved, is enough to
-// find every term, and a binding the fit did not use checks it.
+// sizes, dense strides and the products collapse_dims makes are), or one input times a constant
+// plus a constant (a KV cache's P + 1), that is its term (size_terms.h). Everything else must be
+// equal: op for op, constant for constant, buffer for buffer. So the passes and the lowering need
+// not know about symbols: lowering a group at a base binding and once more per size input, each
+// time that input alone moved, is enough to find every term, and a binding the fit did not use
+// checks it.
 //
 //   bindings {8, 64}, {9, 64}, {8, 65}     (the base, then s0 moved, then s1 moved)
 //   sizes    [8, 64], [9, 64], [8, 65]     -> [s0, s1]
@@ -31,8 +32,11 @@ namespace kiln::kernel {
 using Bindings = std::vector<std::vector<int64_t>>;
 
 /// The monomial term that takes `values[j]` at `bindings[j]` for every j (a constant has no
-/// factors), or nullopt: an integer of the kernels that no monomial of degree up to 4 per input
-/// gives (a sum, such as a KV cache's length plus one).
+/// factors), or nullopt: an integer that no monomial of degree up to 4 per input gives.
+std::optional<SizeTerm> fit_monomial(std::span<const int64_t> values, const Bindings& bindings);
+
+/// fit_monomial's term, else one input times a constant plus a constant (a KV cache's length
+/// plus one, times constant sizes), else nullopt (a sum of two inputs, a fraction).
 std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings);
 
 /// What generalize makes of the kernels: the generic kernel (bound at the base binding, its

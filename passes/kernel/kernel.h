@@ -116,10 +116,13 @@ struct Buffer {
 
 /// An integer of a size-generic kernel that varies from call to call: `coefficient` times the
 /// product of the run-time size inputs `factors` names (indices into Kernel::size_inputs, sorted,
-/// repeats allowed). A constant is a term without factors. See size_terms.h.
+/// repeats allowed), plus `constant` (a KV cache's length plus one, and what collapse_dims makes
+/// of it times constant sizes). A constant is a term without factors (and `constant` 0). See
+/// size_terms.h.
 struct SizeTerm {
   int64_t coefficient = 1;
   std::vector<int> factors;
+  int64_t constant = 0;
   bool operator==(const SizeTerm&) const = default;
 };
 

@@ -30,16 +30,24 @@ int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs) {
   int64_t value = term.coefficient;
   for (int f : term.factors)
     value *= inputs[f];
-  return value;
+  return value + term.constant;
 }
 
 SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value) {
   return term ? *term : SizeTerm{value, {}};
 }
 
-SizeTerm product(const SizeTerm& a, const SizeTerm& b) {
+std::optional<SizeTerm> product(const SizeTerm& a, const SizeTerm& b) {
+  if (a.factors.empty() && a.constant != 0) return product({a.coefficient + a.constant, {}}, b);
+  if (b.factors.empty() && b.constant != 0) return product(a, {b.coefficient + b.constant, {}});
+  if (a.factors.empty()) {  // a constant c: c * (k * m + d)
+    if (a.coefficient == 0) return SizeTerm{0, {}};
+    return SizeTerm{a.coefficient * b.coefficient, b.factors, a.coefficient * b.constant};
+  }
+  if (b.factors.empty()) return product(b, a);
+  if (a.constant != 0 || b.constant != 0) return std::nullopt;
   SizeTerm p{a.coefficient * b.coefficient, a.factors};
-  if (p.coefficient == 0) return {0, {}};
+  if (p.coefficient == 0) return SizeTerm{0, {}};
   p.factors.insert(p.factors.end(), b.factors.begin(), b.factors.end());
   std::sort(p.factors.begin(), p.factors.end());
   return p;
@@ -128,14 +136,15 @@ std::string size_term_problem(const Kernel& kernel) {
 }
 
 std::string print_term(const SizeTerm& term) {
+  if (term.factors.empty()) return std::to_string(term.coefficient + term.constant);
   std::string text;
-  if (term.factors.empty() || term.coefficient != 1) {
-    text = term.coefficient == -1 && !term.factors.empty() ? "-" : std::to_string(term.coefficient);
-  }
+  if (term.coefficient != 1) text = term.coefficient == -1 ? "-" : std::to_string(term.coefficient);
   for (int f : term.factors) {
     if (!text.empty() && text != "-") text += "*";
     text += "s" + std::to_string(f);
   }
+  if (term.constant > 0) text += "+" + std::to_string(term.constant);
+  if (term.constant < 0) text += std::to_string(term.constant);
   return text;
 }
 

@@ -3,8 +3,9 @@
 // A kernel may serve every value of some run-time integers, its size inputs: what the plan
 // computes per call from the region's sizes (a sequence length, a batch, a KV cache's length plus
 // one). Each size, stride or offset that varies with them carries a SizeTerm, a constant times a
-// product of inputs: dense strides are products of sizes, and collapse_dims' merges multiply
-// sizes, so terms stay closed under both (a sum is the plan's to compute, as one input). The
+// product of inputs plus a constant: dense strides are products of sizes, and collapse_dims'
+// merges multiply sizes, which keeps a term a term but where two varying sizes of which one has
+// a constant would multiply (collapse_dims then leaves them apart). The
 // concrete fields (Kernel::sizes, IndexMap::strides and offset) keep their values at
 // Kernel::size_inputs, the example binding, so code that reads them sees one member of the
 // family, and bind_sizes moves a kernel to another member.
@@ -33,8 +34,9 @@ int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs);
 /// `term` if set, else the constant `value`, as a term (a constant has no factors).
 SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value);
 
-/// a * b, normalized: factors sorted, none left beside a zero coefficient.
-SizeTerm product(const SizeTerm& a, const SizeTerm& b);
+/// a * b, normalized: factors sorted, none left beside a zero coefficient; none where it is no
+/// term (two terms with factors, one of them with a constant: (s + 1) * t).
+std::optional<SizeTerm> product(const SizeTerm& a, const SizeTerm& b);
 
 /// `term` as a kernel field: none when it is a constant.
 std::optional<SizeTerm> as_field(const SizeTerm& term);
@@ -60,7 +62,7 @@ Kernel without_terms(Kernel kernel);
 /// what is wrong. validate() calls it.
 std::string size_term_problem(const Kernel& kernel);
 
-/// "768*s0*s1", "s0", "-2*s1", "4".
+/// "768*s0*s1", "s0", "-2*s1", "s0+1", "4".
 std::string print_term(const SizeTerm& term);
 
 }  // namespace kiln::kernel

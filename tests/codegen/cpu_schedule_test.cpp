@@ -27,15 +27,8 @@ Kernel scaled_copy(std::vector<int64_t> sizes) {
   return kernel::collapse_dims(k);
 }
 
-// softmax over rows of n: a max, a sum of exps, then the exps divided, per element.
 Kernel softmax(int64_t rows, int64_t n) {
-  Kernel k = make_kernel("softmax", {rows, n}, 1, {F32}, {F32});
-  KernelBuilder b(k);
-  const int x = b.load(0, {n, 1});
-  const int m = b.reduce(ReduceKind::Max, x);
-  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
-  b.store(1, {n, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
-  return k;
+  return kiln::testing::softmax_kernel(rows, n);
 }
 
 TEST(CpuScheduleTest, ALargeContiguousOutputStreamsASmallOneDoesNot) {

@@ -110,15 +110,10 @@ TEST(SizeGenericCodegen, OffsetsAndStridesFollowTheirTerms) {
 // softmax over rows of s1, s0 rows: the exps are cached per row at the example (128 elements),
 // which a row longer than kMaxCachedRow cannot be, so its code computes them again.
 Kernel softmax_kernel(int64_t rows, int64_t n) {
-  Kernel k = make_kernel("softmax", {rows, n}, 1, {F32}, {F32});
-  KernelBuilder b(k);
-  const int x = b.load(0, {n, 1});
-  const int m = b.reduce(ReduceKind::Max, x);
-  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, F32), F32);
-  b.store(1, {n, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), F32));
+  Kernel k = kiln::testing::softmax_kernel(rows, n);
   k.size_inputs = {rows, n};
   k.size_terms = {s(0), s(1)};
-  k.exprs[x].map.stride_terms = {s(1), std::nullopt};
+  k.exprs[0].map.stride_terms = {s(1), std::nullopt};
   k.stores[0].map.stride_terms = {s(1), std::nullopt};
   return k;
 }
@@ -141,6 +136,21 @@ TEST(SizeGenericCodegen, SoftmaxRowsOfAnyLengthWithAndWithoutTheRowCache) {
                   {2, kMaxCachedRow + 3}},
                  uniform(-4, 4), [](int bits, const Binding& sizes) {
                    return Tolerance{0, sum_error(bits, sizes[1], 1) + 6 * kU32, 0};
+                 });
+}
+
+// Rows one longer than the size input (a KV cache's P + 1 after the new token): a term with a
+// constant, in the sizes and in the row stride.
+TEST(SizeGenericCodegen, RowsOfASizePlusOne) {
+  Kernel k = kiln::testing::softmax_kernel(4, 9);
+  const SizeTerm plus_one{1, {1}, 1};
+  k.size_inputs = {4, 8};
+  k.size_terms = {s(0), plus_one};
+  k.exprs[0].map.stride_terms = {plus_one, std::nullopt};
+  k.stores[0].map.stride_terms = {plus_one, std::nullopt};
+  check_bindings(k, {{4, 8}, {3, 2}, {2, 0}, {5, 15}, {2, 100}}, uniform(-4, 4),
+                 [](int bits, const Binding& sizes) {
+                   return Tolerance{0, sum_error(bits, sizes[1] + 1, 1) + 6 * kU32, 0};
                  });
 }
 
@@ -280,11 +290,7 @@ TEST(SizeGenericCodegen, KernelsThatDifferOnlyInTheirExampleShareCode) {
   EXPECT_EQ(second.reused, 1);
   EXPECT_EQ(second.kernels.at(0).function, first.kernels.at(0).function);
   // A constant kernel of the example's sizes is other code: it reads no size inputs.
-  Kernel plain = bias_kernel(6, 40);
-  plain.size_inputs.clear();
-  plain.size_terms.clear();
-  for (kernel::IndexMap* map : kernel::accesses(plain))
-    map->stride_terms.clear();
+  const Kernel plain = kernel::without_terms(bias_kernel(6, 40));
   const CompiledKernels constant = compile_kernels({plain}, options);
   EXPECT_NE(constant.kernels.at(0).function, first.kernels.at(0).function);
   EXPECT_FALSE(constant.kernels.at(0).launch_at);

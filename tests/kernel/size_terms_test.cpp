@@ -23,16 +23,10 @@ SizeTerm term(int64_t coefficient, std::vector<int> factors) {
 
 // softmax over rows of s1 elements, s0 rows, at size inputs {rows, n}: its row stride is s1.
 Kernel generic_softmax(int64_t rows, int64_t n) {
-  Kernel k = make_kernel("softmax", {rows, n}, 1, {DType::Float32}, {DType::Float32});
-  KernelBuilder b(k);
-  const auto f = DType::Float32;
-  const int x = b.load(0, {n, 1});
-  const int max = b.reduce(ReduceKind::Max, x);
-  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, max, f), f);
-  b.store(1, {n, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), f));
+  Kernel k = testing::softmax_kernel(rows, n);
   k.size_inputs = {rows, n};
   k.size_terms = {term(1, {0}), term(1, {1})};
-  k.exprs[x].map.stride_terms = {term(1, {1}), std::nullopt};
+  k.exprs[0].map.stride_terms = {term(1, {1}), std::nullopt};
   k.stores[0].map.stride_terms = {term(1, {1}), std::nullopt};
   return k;
 }
@@ -69,11 +63,7 @@ TEST(SizeTerms, ABoundKernelComputesWhatOneBuiltForThoseSizesDoes) {
     const Kernel bound = bind_sizes(generic, inputs);
     validate(bound);
     EXPECT_EQ(bound.sizes, (std::vector<int64_t>{rows, n}));
-    Kernel plain = generic_softmax(rows, n);
-    plain.size_inputs.clear();
-    plain.size_terms.clear();
-    for (IndexMap* m : {&plain.exprs[0].map, &plain.stores[0].map})
-      m->stride_terms.clear();
+    const Kernel plain = without_terms(generic_softmax(rows, n));
     EXPECT_FALSE(is_size_generic(plain));
     std::vector<float> x(rows * n);
     for (float& v : x)

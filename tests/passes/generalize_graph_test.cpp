@@ -87,10 +87,21 @@ TEST(GeneralizeGraph, GraphsThatDifferInStructureOrInASumHaveNoTemplate) {
   EXPECT_FALSE(generalize_graph({relu8.get(), neg9.get()}, bindings, why_not));
   EXPECT_NE(why_not.find("node 0 (aten::relu) is aten::neg in the other"), std::string::npos)
       << why_not;
-  // An output one longer than the input (a sum): no monomial.
+  // An output one longer than its input: s + 1, at any binding.
   auto a = one("aten::relu", 8, 9), b = one("aten::relu", 9, 10);
-  EXPECT_FALSE(generalize_graph({a.get(), b.get()}, bindings, why_not));
-  EXPECT_NE(why_not.find("takes 9, 10"), std::string::npos) << why_not;
+  const std::optional<GraphTemplate> longer =
+      generalize_graph({a.get(), b.get()}, bindings, why_not);
+  ASSERT_TRUE(longer) << why_not;
+  EXPECT_EQ(ir::print_graph(*instantiate(*longer, Binding{20})),
+            ir::print_graph(*one("aten::relu", 20, 21)));
+  // An output as long as two inputs together: no term.
+  auto two = [](int64_t m, int64_t n) {
+    return ir::parse_graph("graph(%x : f32[" + str(m) + "], %y : f32[" + str(n) +
+                           "]):\n  %z : f32[" + str(m + n) + "] = aten::relu(%x)\n  return (%z)\n");
+  };
+  auto p = two(8, 5), q = two(9, 5), r = two(8, 6);
+  EXPECT_FALSE(generalize_graph({p.get(), q.get(), r.get()}, {{8, 5}, {9, 5}, {8, 6}}, why_not));
+  EXPECT_NE(why_not.find("takes 13, 14, 14"), std::string::npos) << why_not;
   // The same graph at both: every integer constant.
   auto c = one("aten::relu", 8, 8), d = one("aten::relu", 8, 8);
   const std::optional<GraphTemplate> t = generalize_graph({c.get(), d.get()}, bindings, why_not);

@@ -184,12 +184,13 @@ def test_the_dynamic_shapes_bench_measures_a_stream_and_writes_its_page():
     sys.path.insert(0, str(ROOT / "bench"))
     import dynamic_shapes
     base = {"calls": 50, "max_abs_diff": 0.0, "kiln_specializations": 3, "kiln_fallbacks": 0,
-            "kiln_compile_s": 1.5, "dynamo_graphs": 2, "first_pass_s": 9.0}
+            "kiln_shape_classes": 1, "kiln_class_plans": 47, "kiln_compile_s": 1.5,
+            "dynamo_graphs": 2, "first_pass_s": 9.0}
     rows = [dict(base, case="bert", backend="eager", steady_s=3.0),
             dict(base, case="bert", backend="kiln", steady_s=1.5),
             dict(base, case="bert", backend="inductor", steady_s=2.1),
             {"case": "gpt", "backend": "kiln", "error": "RuntimeError: boom"}]
     text = dynamic_shapes.page({"date": "D", "machine": "M", "threads": 2, "results": rows})
-    assert "| bert | kiln | 9.00 s | 1.500 s | 3 | 0 | 1.50 | 2 | 0.0e+00 | - |" in text
+    assert "| bert | kiln | 9.00 s | 1.500 s | 3 (1) | 47 | 0 | 1.50 | 2 | 0.0e+00 | - |" in text
     assert "| bert | 2.00x | 1.40x |" in text
     assert "fails: `RuntimeError: boom`" in text

@@ -27,4 +27,20 @@ inline kernel::Kernel make_kernel(std::string name, std::vector<int64_t> sizes, 
   return k;
 }
 
+/// Softmax over rows of n float32 elements: a max, a sum of exps, then the exps divided, per
+/// element (b0 in, b1 out, both [rows, n] row-major).
+inline kernel::Kernel softmax_kernel(int64_t rows, int64_t n) {
+  using kernel::DType;
+  using kernel::Op;
+  using kernel::ReduceKind;
+  kernel::Kernel k = make_kernel("softmax", {rows, n}, 1, {DType::Float32}, {DType::Float32});
+  kernel::KernelBuilder b(k);
+  const auto f = DType::Float32;
+  const int x = b.load(0, {n, 1});
+  const int m = b.reduce(ReduceKind::Max, x);
+  const int e = b.unary(Op::Exp, b.binary(Op::Sub, x, m, f), f);
+  b.store(1, {n, 1}, b.binary(Op::Div, e, b.reduce(ReduceKind::Sum, e), f));
+  return k;
+}
+
 }  // namespace kiln::testing

@@ -8,8 +8,9 @@ llvm::Value* SizeValues::term(const kernel::SizeTerm& term) {
   llvm::Value* value = nullptr;
   for (int f : term.factors)
     value = value ? b_.CreateMul(value, inputs_.at(f)) : inputs_.at(f);
-  if (!value) return b_.getInt64(term.coefficient);
-  return term.coefficient == 1 ? value : b_.CreateMul(value, b_.getInt64(term.coefficient));
+  if (!value) return b_.getInt64(term.coefficient + term.constant);
+  if (term.coefficient != 1) value = b_.CreateMul(value, b_.getInt64(term.coefficient));
+  return term.constant == 0 ? value : b_.CreateAdd(value, b_.getInt64(term.constant));
 }
 
 llvm::Value* SizeValues::size(int dim) {
