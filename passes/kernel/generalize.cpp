@@ -1,5 +1,6 @@
 #include "passes/kernel/generalize.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -43,10 +44,21 @@ void check_bindings(const std::vector<Kernel>& kernels, const Bindings& bindings
   }
 }
 
+bool integral(double v) {
+  return v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 0x1p53;
+}
+
 /// `kernel` with the integers a binding may change (sizes, strides, offsets) taken from
 /// `like`, where the two have as many: equal to `like` when nothing else differs.
 Kernel with_integers_of(Kernel kernel, const Kernel& like) {
   kernel.name = like.name;
+  // Integral constants too: a size used as a value (a KV cache's length as a position).
+  for (size_t i = 0; i < kernel.exprs.size() && i < like.exprs.size(); ++i) {
+    Expr& e = kernel.exprs[i];
+    if (e.op == Op::Constant && like.exprs[i].op == Op::Constant && integral(e.constant) &&
+        integral(like.exprs[i].constant))
+      e.constant = like.exprs[i].constant;
+  }
   if (kernel.sizes.size() == like.sizes.size()) kernel.sizes = like.sizes;
   const std::vector<IndexMap*> maps = accesses(kernel);
   const std::vector<const IndexMap*> like_maps = accesses(like);
@@ -213,6 +225,14 @@ Generalized generalize(const std::vector<Kernel>& kernels, const Bindings& bindi
         kernels, bindings, access + "'s offset", [&](const Kernel& k) { return map_of(k)->offset; },
         why_not);
     any = any || any_stride || maps[a]->offset_term;
+  }
+  for (size_t i = 0; i < generic.exprs.size(); ++i) {
+    Expr& e = generic.exprs[i];
+    if (e.op != Op::Constant || !integral(e.constant)) continue;
+    e.constant_term = fit_field(
+        kernels, bindings, "constant %" + std::to_string(i),
+        [i](const Kernel& k) { return static_cast<int64_t>(k.exprs[i].constant); }, why_not);
+    any = any || e.constant_term;
   }
   if (!why_not.empty()) return result;
   // Nothing moved with the inputs: the kernel is the same at every size.

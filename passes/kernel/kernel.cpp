@@ -127,7 +127,7 @@ bool same_map(const IndexMap& a, const IndexMap& b) {
 bool same_expr(const Expr& a, const Expr& b) {
   return a.op == b.op && a.dtype == b.dtype && a.args == b.args &&
          std::bit_cast<uint64_t>(a.constant) == std::bit_cast<uint64_t>(b.constant) &&
-         same_map(a.map, b.map) && a.reduce == b.reduce;
+         a.constant_term == b.constant_term && same_map(a.map, b.map) && a.reduce == b.reduce;
 }
 
 template <typename T, typename Same>

@@ -143,7 +143,10 @@ struct Expr {
   DType dtype;
   std::vector<int> args;  // ids of earlier exprs
   double constant = 0;    // Constant (integers up to 2^53 are exact)
-  IndexMap map = {};      // Load
+  /// Size-generic kernels, Constant only: the term the value follows (a KV cache's length as a
+  /// position); `constant` holds its value at the example binding.
+  std::optional<SizeTerm> constant_term = std::nullopt;
+  IndexMap map = {};  // Load
   ReduceKind reduce = ReduceKind::Sum;
 };
 

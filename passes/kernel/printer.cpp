@@ -65,7 +65,12 @@ std::string print_kernel(const Kernel& kernel) {
       os << " ";
       print_map(os, kernel, e.map);
     } else if (e.op == Op::Constant) {
-      os << " " << e.constant;
+      os << " ";
+      if (e.constant_term) {
+        os << print_term(*e.constant_term);  // its value follows the size inputs
+      } else {
+        os << e.constant;
+      }
     }
     for (size_t a = 0; a < e.args.size(); ++a)
       os << (a ? ", %" : " %") << e.args[a];

@@ -75,6 +75,8 @@ bool is_size_generic(const Kernel& kernel) {
   if (any(kernel.size_terms)) return true;
   for (const IndexMap* m : accesses(kernel))
     if (any(m->stride_terms) || m->offset_term) return true;
+  for (const Expr& e : kernel.exprs)
+    if (e.constant_term) return true;
   return false;
 }
 
@@ -93,6 +95,8 @@ Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs) {
       if (m->stride_terms[d]) m->strides[d] = evaluate(*m->stride_terms[d], inputs);
     if (m->offset_term) m->offset = evaluate(*m->offset_term, inputs);
   }
+  for (Expr& e : bound.exprs)
+    if (e.constant_term) e.constant = static_cast<double>(evaluate(*e.constant_term, inputs));
   return bound;
 }
 
@@ -103,6 +107,8 @@ Kernel without_terms(Kernel kernel) {
     map->stride_terms.clear();
     map->offset_term.reset();
   }
+  for (Expr& e : kernel.exprs)
+    e.constant_term.reset();
   return kernel;
 }
 
@@ -131,6 +137,17 @@ std::string size_term_problem(const Kernel& kernel) {
     const std::string problem =
         field_problem(m.offset_term, m.offset, kernel.size_inputs, access + "'s offset");
     if (!problem.empty()) return problem;
+  }
+  for (size_t i = 0; i < kernel.exprs.size(); ++i) {
+    const Expr& e = kernel.exprs[i];
+    if (!e.constant_term) continue;
+    const std::string what = "constant %" + std::to_string(i);
+    if (e.op != Op::Constant) return what + " has a term but is no constant";
+    const std::string problem =
+        field_problem(e.constant_term, static_cast<int64_t>(e.constant), kernel.size_inputs, what);
+    if (!problem.empty()) return problem;
+    if (static_cast<double>(static_cast<int64_t>(e.constant)) != e.constant)
+      return what + " follows a term but is not an integer";
   }
   return "";
 }

@@ -154,6 +154,25 @@ TEST(SizeGenericCodegen, RowsOfASizePlusOne) {
                  });
 }
 
+// out = x * s1 + s0 (a length and a position used as values: constants that follow the size
+// inputs), in float32 and int64.
+TEST(SizeGenericCodegen, ConstantsThatFollowTheSizeInputs) {
+  for (DType t : {F32, I64}) {
+    Kernel k = make_kernel(std::string("scale_") + ir::dtype_name(t), {3, 40}, 0, {t}, {t});
+    KernelBuilder b(k);
+    const int length = b.constant(40, t), position = b.constant(3, t);
+    const int x = b.load(0, {40, 1});
+    b.store(1, {40, 1}, b.binary(Op::Add, b.binary(Op::Mul, x, length, t), position, t));
+    k.size_inputs = {3, 40};
+    k.size_terms = {s(0), s(1)};
+    k.exprs[x].map.stride_terms = {s(1), std::nullopt};
+    k.stores[0].map.stride_terms = {s(1), std::nullopt};
+    k.exprs[length].constant_term = s(1);
+    k.exprs[position].constant_term = s(0);
+    check_bindings(k, {{3, 40}, {1, 1}, {7, 9}, {2, 300}}, ints(-50, 50));
+  }
+}
+
 // The mean and variance of each row (one pass, moments.h) and y = (x - mean) * rsqrt(var + eps):
 // a row shorter than a vector takes the two passes; a row's mean divides by its run-time length.
 TEST(SizeGenericCodegen, LayerNormOverRowsOfAnyLength) {

@@ -160,6 +160,23 @@ TEST(Generalize, AnUnbiasedVarianceBakesItsCorrectionAndIsRefused) {
   check_generalizes(biased, one, {{2}, {100}});
 }
 
+TEST(Generalize, AnIntegralConstantThatMovesFollowsItsTerm) {
+  // out = x + n over [n]: a position or a length used as a value (a KV cache's length).
+  auto shifted = [](int64_t n) {
+    Kernel k = testing::make_kernel("shift", {n}, 0, {DType::Float32}, {DType::Float32});
+    KernelBuilder b(k);
+    const int c = b.constant(static_cast<double>(n + 1), DType::Float32);
+    b.store(1, {1}, b.binary(Op::Add, b.load(0, {1}), c, DType::Float32));
+    return k;
+  };
+  const Generalized g = generalize({shifted(8), shifted(9)}, {{8}, {9}});
+  ASSERT_TRUE(g.kernel) << g.why_not;
+  EXPECT_EQ(g.kernel->exprs[0].constant_term, (SizeTerm{1, {0}, 1}));
+  EXPECT_NE(print_kernel(*g.kernel).find("const s0+1"), std::string::npos)
+      << print_kernel(*g.kernel);
+  EXPECT_TRUE(same_computation(without_terms(bind_sizes(*g.kernel, Binding{20})), shifted(20)));
+}
+
 TEST(Generalize, BindingsMustMoveEachInputAlone) {
   const Kernel k = lower(layer_norm_gelu(2, 8));
   EXPECT_THROW(generalize({k, k}, {{2, 8}, {3, 9}}), std::invalid_argument);  // 2 inputs

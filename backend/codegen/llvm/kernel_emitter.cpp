@@ -545,13 +545,15 @@ kernel::Kernel generic_code_key(const kernel::Kernel& kernel) {
   if (kernel.size_inputs.empty()) return kernel;
   kernel::Kernel key = kernel;
   std::fill(key.size_inputs.begin(), key.size_inputs.end(), -1);
-  for (int d = 0; d < key.rank(); ++d)
+  for (size_t d = 0; d < key.size_terms.size(); ++d)  // none when only strides or constants vary
     if (key.size_terms[d]) key.sizes[d] = -1;
   for (kernel::IndexMap* map : kernel::accesses(key)) {
     for (size_t d = 0; d < map->stride_terms.size(); ++d)
       if (map->stride_terms[d]) map->strides[d] = -1;
     if (map->offset_term) map->offset = -1;
   }
+  for (kernel::Expr& e : key.exprs)
+    if (e.constant_term) e.constant = -1;
   return key;
 }
 

@@ -128,6 +128,13 @@ llvm::Value* ValueEmitter::constant(double value, DType dtype, int width) {
   return splat(c, width);
 }
 
+llvm::Value* ValueEmitter::constant_of(const kernel::Expr& e, int width) {
+  if (!e.constant_term) return constant(e.constant, e.dtype, width);
+  // A size as a value: the term at this call, converted as an int64 is to the dtype.
+  llvm::Value* v = sizes_->term(*e.constant_term);
+  return splat(convert(v, DType::Int64, e.dtype), width);
+}
+
 llvm::Value* ValueEmitter::round_to_bfloat16(llvm::Value* v) {
   // Round to nearest even on the bits, keep NaN a NaN, and widen back to float.
   llvm::Type* i32 = b_.getInt32Ty();
@@ -319,7 +326,7 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
     if (auto found = row_values_.find(id); found != row_values_.end())
       return found->second->getType()->isVectorTy() ? found->second
                                                     : splat(found->second, at.width);
-    if (e.op == Op::Constant) return constant(e.constant, e.dtype, at.width);
+    if (e.op == Op::Constant) return constant_of(e, at.width);
     // An expr of constants only, which no row computed (an elementwise kernel has no rows):
     // computed here from its operands (IRBuilder folds it to a constant).
     if (e.op == Op::Load || e.op == Op::Reduce)
@@ -358,7 +365,7 @@ llvm::Value* ValueEmitter::value(int id, const Position& at) {
 llvm::Value* ValueEmitter::row_expr(int id, const Position& row) {
   const kernel::Expr& e = kernel_.exprs.at(id);
   if (e.op == Op::Load) return load(e.map, load_map_id(id), row);
-  if (e.op == Op::Constant) return constant(e.constant, e.dtype, row.width);
+  if (e.op == Op::Constant) return constant_of(e, row.width);
   std::vector<llvm::Value*> args;
   for (int a : e.args)
     args.push_back(row_values_.at(a));
@@ -369,7 +376,7 @@ llvm::Value* ValueEmitter::compute(const kernel::Expr& e, const std::vector<llvm
                                    int width, const Position& at) {
   switch (e.op) {
     case Op::Constant:
-      return constant(e.constant, e.dtype, width);
+      return constant_of(e, width);
     case Op::Cast:
       return convert(args[0], kernel_.exprs[e.args[0]].dtype, e.dtype);
     case Op::Where:

@@ -95,6 +95,8 @@ class ValueEmitter {
   llvm::Value* libm_per_lane(const char* name, llvm::Value* x);
   llvm::Value* round_to_bfloat16(llvm::Value* v);
   llvm::Value* constant(double value, kernel::DType dtype, int width);
+  /// A Constant expr's value: its constant, or for a size-generic one its term at this call.
+  llvm::Value* constant_of(const kernel::Expr& e, int width);
   /// Marks a load or store of `buffer` with its alias scope.
   llvm::Instruction* tag(llvm::Instruction* access, int buffer);
 
