@@ -1,5 +1,6 @@
 // Compiled regions. A RegionRunner owns one region and compiles it per input signature
-// (import -> pass pipeline -> plan), then runs the plan. A region that fails to compile runs
+// (import -> pass pipeline -> plan), or once for every size of the dims a new signature shows to
+// vary (a shape class: shape_classes.h), then runs the plan. A region that fails to compile runs
 // without kiln (the TorchScript interpreter, or eager PyTorch for an FX graph), with one warning
 // (strict: an error). The frontend supplies the import and the fallback as a RegionSource.
 #pragma once
