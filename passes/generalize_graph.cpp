@@ -158,11 +158,7 @@ std::optional<GraphTemplate> generalize_graph(const std::vector<const ir::Graph*
       at.push_back(v[i]);
     const std::optional<kernel::SizeTerm> term = kernel::fit_term(at, bindings);
     if (!term) {
-      std::string seen;
-      for (int64_t v : at)
-        seen += (seen.empty() ? "" : ", ") + std::to_string(v);
-      why_not = "integer " + std::to_string(i) + " of the graph takes " + seen +
-                " at the bindings: no constant times a product of size inputs gives that";
+      why_not = kernel::no_term_reason("integer " + std::to_string(i) + " of the graph", at);
       return std::nullopt;
     }
     result.terms.push_back(kernel::as_field(*term));

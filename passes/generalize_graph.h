@@ -5,7 +5,7 @@
 // only in their integers when no size-dependent decision came out differently: the sizes and
 // strides of every value's type, integer attributes (a view's shape, a prepacked weight's input
 // size), and the same inside fusion groups' bodies. Each integer that differs is fitted to a
-// monomial of the size inputs (kernel::fit_term); everything else must be equal. The template
+// term of the size inputs (kernel::fit_term); everything else must be equal. The template
 // then instantiates the graph at any binding: what the pipeline would have made there, as long
 // as its decisions would have come out the same (a template is a shape class's plan: the size
 // guards that say where that holds are the class's to check).

@@ -154,8 +154,9 @@ KernelStep build_kernel_step(const ir::Node& node, const std::vector<CompiledKer
     throw Error(ErrorKind::Internal, "a fused node without a compiled kernel");
   }
   if (kernels[*index].launch_at) {
-    // Plans have concrete sizes: nothing would pass the kernel its size inputs.
-    throw Error(ErrorKind::Internal, "a size-generic kernel in a plan of concrete sizes");
+    // A plan has concrete sizes: a size-generic kernel must come bound to them, its launch and
+    // size values set (instantiate_class does it).
+    throw Error(ErrorKind::Internal, "a size-generic kernel not bound to the plan's sizes");
   }
   KernelStep step;
   step.name = "kernel " + std::to_string(*index);

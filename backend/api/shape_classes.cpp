@@ -11,32 +11,36 @@ namespace kiln {
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
     const std::vector<at::Tensor>& inputs) const {
-  std::vector<std::shared_ptr<Entry>> classes;
+  // Every call of a member comes here (its plans are not in the region's signature cache): the
+  // lock is held only to find the class.
+  std::shared_ptr<Entry> entry;
+  std::optional<std::vector<int64_t>> binding;
   {
     std::shared_lock lock(mutex_);
-    if (classes_.empty()) return nullptr;
-    classes = classes_;
-  }
-  for (const auto& entry : classes) {
-    const std::optional<std::vector<int64_t>> binding = binding_of(entry->shape, inputs);
-    if (!binding) continue;
-    std::lock_guard lock(entry->mutex);
-    if (auto found = entry->plans.find(*binding); found != entry->plans.end()) return found->second;
-    auto spec = std::make_shared<RegionSpecialization>();
-    try {
-      spec->compiled = instantiate_class(*entry->compiled, *binding);
-    } catch (const Error& e) {
-      log(LogLevel::Debug,
-          entry->compiled->name + ": " + e.what() + "; compiling these sizes on their own");
-      return nullptr;
+    for (const auto& candidate : classes_) {
+      binding = binding_of(candidate->shape, inputs);
+      if (binding) {
+        entry = candidate;
+        break;
+      }
     }
-    spec->frozen = entry->frozen;
-    if (entry->plans.size() >= kMaxPlans) entry->plans.clear();  // made again when needed
-    entry->plans.emplace(*binding, spec);
-    record_class_plan();
-    return spec;
   }
-  return nullptr;
+  if (!entry) return nullptr;
+  std::lock_guard lock(entry->mutex);
+  if (auto found = entry->plans.find(*binding); found != entry->plans.end()) return found->second;
+  auto spec = std::make_shared<RegionSpecialization>();
+  try {
+    spec->compiled = instantiate_class(*entry->compiled, *binding);
+  } catch (const Error& e) {
+    log(LogLevel::Debug,
+        entry->compiled->name + ": " + e.what() + "; compiling these sizes on their own");
+    return nullptr;
+  }
+  spec->frozen = entry->frozen;
+  if (entry->plans.size() >= kMaxPlans) entry->plans.clear();  // made again when needed
+  entry->plans.emplace(*binding, spec);
+  record_class_plan();
+  return spec;
 }
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(

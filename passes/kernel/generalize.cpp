@@ -81,21 +81,11 @@ std::optional<SizeTerm> fit_field(const std::vector<Kernel>& kernels, const Bind
     values.push_back(value_of(k));
   const std::optional<SizeTerm> term = fit_term(values, bindings);
   if (!term) {
-    std::string seen;
-    for (int64_t v : values)
-      seen += (seen.empty() ? "" : ", ") + std::to_string(v);
-    if (why_not.empty())
-      why_not = what + " takes " + seen +
-                " at the bindings: no constant times a product of size "
-                "inputs gives that";
+    if (why_not.empty()) why_not = no_term_reason(what, values);
     return std::nullopt;
   }
   return as_field(*term);
 }
-
-}  // namespace
-
-namespace {
 
 /// Whether `term` gives every value at its binding.
 bool reproduces(const SizeTerm& term, std::span<const int64_t> values, const Bindings& bindings) {
@@ -146,6 +136,15 @@ std::string computation_difference(const Kernel& a, const Kernel& b) {
 }
 
 }  // namespace
+
+std::string no_term_reason(const std::string& what, std::span<const int64_t> values) {
+  std::string seen;
+  for (int64_t v : values)
+    seen += (seen.empty() ? "" : ", ") + std::to_string(v);
+  return what + " takes " + seen +
+         " at the bindings: no term of the size inputs (a constant times a product of them, or "
+         "one of them times a constant plus a constant) gives that";
+}
 
 std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings) {
   if (values.size() != bindings.size()) return std::nullopt;

@@ -2,13 +2,14 @@
 //
 // The lowering is a function of the sizes it sees, so the kernels a fusion group lowers to at
 // different sizes differ only in their integers when nothing size-dependent changed its
-// structure. Each integer that differs (a size, a stride, an offset) is then a function of the
+// structure. Each integer that differs (a size, a stride, an offset, an integral constant: a
+// length used as a value) is then a function of the
 // size inputs; where it is a monomial, a constant times a product of powers of the inputs (as
 // sizes, dense strides and the products collapse_dims makes are), or one input times a constant
 // plus a constant (a KV cache's P + 1), that is its term (size_terms.h). Everything else must be
-// equal: op for op, constant for constant, buffer for buffer. So the passes and the lowering need
-// not know about symbols: lowering a group at a base binding and once more per size input, each
-// time that input alone moved, is enough to find every term, and a binding the fit did not use
+// equal: op for op, other constants bit for bit, buffer for buffer. So the passes and the lowering
+// need not know about symbols: lowering a group at a base binding and once more per size input,
+// each time that input alone moved, is enough to find every term, and a binding the fit did not use
 // checks it.
 //
 //   bindings {8, 64}, {9, 64}, {8, 65}     (the base, then s0 moved, then s1 moved)
@@ -38,6 +39,10 @@ std::optional<SizeTerm> fit_monomial(std::span<const int64_t> values, const Bind
 /// fit_monomial's term, else one input times a constant plus a constant (a KV cache's length
 /// plus one, times constant sizes), else nullopt (a sum of two inputs, a fraction).
 std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings);
+
+/// Why no term fits: "<what> takes 9, 10, 12 at the bindings: ...", for generalize's and
+/// generalize_graph's reasons.
+std::string no_term_reason(const std::string& what, std::span<const int64_t> values);
 
 /// What generalize makes of the kernels: the generic kernel (bound at the base binding, its
 /// concrete fields those of kernels[0]), or why there is none.

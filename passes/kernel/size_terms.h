@@ -14,9 +14,9 @@
 //     %0 = load b0[s1, 1]
 //
 // Terms are understood by validate, same_computation, the printer, collapse_dims and bind_sizes
-// (the interpreter runs any binding through it). No pass creates them yet. The LLVM generator
-// compiles them into one function that reads the size inputs at run time
-// (backend/codegen/llvm/size_values.h); the CUDA generator compiles the example binding.
+// (the interpreter runs any binding through it). generalize.h makes them (for a region's shape
+// class). The LLVM generator compiles them into one function that reads the size inputs at run
+// time (backend/codegen/llvm/size_values.h); the CUDA generator refuses them.
 #pragma once
 
 #include <cstdint>
