@@ -103,6 +103,12 @@ SEEDS ?= 0:2000
 fuzz: build
 	@$(BUILD)/kiln_fuzz --seeds $(SEEDS)
 
+# The differential fuzzer's symbolic cases: each compiled once as a shape class, its plan run at
+# bindings it was not compiled at, against eager there (docs/testing.md).
+.PHONY: fuzz-symbolic
+fuzz-symbolic: build
+	@$(BUILD)/kiln_fuzz --symbolic --seeds $(SEEDS)
+
 # The model fuzzer: random nn.Modules (convolutions, norms, pooling, attention, residuals, ...)
 # through torch.compile (inference and a training step) and TorchScript, against eager, on a
 # range of seeds (tests/fuzz_models/run.py; reproducers go to $(BUILD)/fuzz_models).

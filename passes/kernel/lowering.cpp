@@ -238,8 +238,12 @@ int Lowering::variance(bool root) {
   const int x = arg(0);
   const int centered = bin(Op::Sub, x, b.reduce(ReduceKind::Mean, x));
   int var = b.reduce(ReduceKind::Mean, bin(Op::Mul, centered, centered));
-  const double n = static_cast<double>(reduced_count(node));
-  if (const double c = correction(node); c != 0) var = bin(Op::Mul, var, constant(n / (n - c)));
+  if (const double c = correction(node); c != 0) {
+    // n / (n - c) as operations on the count, not one folded number: the count is then a size
+    // term a size-generic kernel reads at run time (the code generator folds it where static).
+    const int n = constant(static_cast<double>(reduced_count(node)));
+    var = bin(Op::Mul, var, bin(Op::Div, n, bin(Op::Sub, n, constant(c))));
+  }
   return root ? un(Op::Sqrt, var) : var;
 }
 

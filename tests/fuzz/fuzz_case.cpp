@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -95,6 +96,11 @@ class Generator {
     case_.large = large;
     case_.graph = std::make_unique<ir::Graph>();
   }
+  /// A symbolic case (make_symbolic_case): `binding` empty for the seed's own sizes.
+  Generator(uint64_t seed, std::span<const int64_t> binding) : Generator(seed, false, false) {
+    symbolic_ = true;
+    binding_.assign(binding.begin(), binding.end());
+  }
 
   FuzzCase run();
 
@@ -140,6 +146,10 @@ class Generator {
   bool zero_sizes_ = false;
   bool all_outputs_ = false;
   bool large_ = false;
+  // Symbolic: element values from a stream per tensor, and the size dims of shape_ at binding_.
+  bool symbolic_ = false;
+  std::vector<int64_t> binding_;
+  void choose_size_dims();
 };
 
 std::vector<int64_t> Generator::random_shape(int rank) {
@@ -209,18 +219,23 @@ std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& s
   for (int64_t s : shape)
     n *= s;
   if (n == 0) return {at::empty(shape, dtype), "empty"};
+  // A symbolic case draws one seed from the op stream per tensor, so that how many elements a
+  // tensor has changes no later op (and a tensor's first elements are the same at every binding).
+  std::optional<Rng> own;
+  if (symbolic_) own.emplace(static_cast<uint64_t>(rng_.range(0, int64_t{1} << 62)));
+  Rng& draw = own ? *own : rng_;
   std::vector<int64_t> ints(n);
   std::string note;
   if (dtype == at::kBool || !is_float(dtype)) {
     int64_t lo = 0, hi = 1;
     if (dtype == at::kBool) {
-      const double p = rng_.pick<double>({0.5, 0.1, 0.9});
+      const double p = draw.pick<double>({0.5, 0.1, 0.9});
       for (auto& v : ints)
-        v = rng_.chance(p);
+        v = draw.chance(p);
       note = "bernoulli(" + number(p) + ")";
     } else {
       const int64_t big = dtype == at::kInt ? 2147483647LL : (1LL << 62);
-      switch (rng_.weighted({55, 20, 15, 10})) {
+      switch (draw.weighted({55, 20, 15, 10})) {
         case 0:
           lo = -10, hi = 10;
           break;
@@ -235,7 +250,7 @@ std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& s
           break;
       }
       for (auto& v : ints)
-        v = rng_.range(lo, hi);
+        v = draw.range(lo, hi);
       note = "integers uniform in [" + std::to_string(lo) + "," + std::to_string(hi) + "]";
     }
     auto t = at::from_blob(ints.data(), shape, at::kLong).clone().to(dtype);
@@ -243,51 +258,51 @@ std::pair<at::Tensor, std::string> Generator::fill(const std::vector<int64_t>& s
   }
   std::vector<double> values(n);
   const bool half = dtype == at::kHalf;
-  switch (rng_.weighted({35, 20, 15, 10, 10, 10})) {
+  switch (draw.weighted({35, 20, 15, 10, 10, 10})) {
     case 0:
       for (auto& v : values)
-        v = rng_.normal();
+        v = draw.normal();
       note = "normal(0,1)";
       break;
     case 1: {
-      const double s = rng_.pick<double>({1e-3, 10, 100, 1e4});
+      const double s = draw.pick<double>({1e-3, 10, 100, 1e4});
       for (auto& v : values)
-        v = (2 * rng_.uniform() - 1) * s;
+        v = (2 * draw.uniform() - 1) * s;
       note = "uniform(-" + number(s) + "," + number(s) + ")";
       break;
     }
     case 2:
       for (auto& v : values)
-        v = std::abs(rng_.normal()) + 0.05;
+        v = std::abs(draw.normal()) + 0.05;
       note = "|normal(0,1)|+0.05";
       break;
     case 3: {
       const double e = dtype == at::kDouble ? 100 : half ? 4.5 : 30;
       for (auto& v : values)
-        v = (rng_.chance(0.5) ? -1 : 1) * std::pow(10.0, (2 * rng_.uniform() - 1) * e);
+        v = (draw.chance(0.5) ? -1 : 1) * std::pow(10.0, (2 * draw.uniform() - 1) * e);
       note = "+-10^uniform(-" + number(e) + "," + number(e) + ")";
       break;
     }
     case 4:
       for (auto& v : values)
-        v = static_cast<double>(rng_.range(-4, 4));
+        v = static_cast<double>(draw.range(-4, 4));
       note = "integers in [-4,4]";
       break;
     default:
       for (auto& v : values)
-        v = rng_.normal();
+        v = draw.normal();
       note = "normal(0,1) with 10% special values";
       for (auto& v : values) {
-        if (rng_.chance(0.1)) {
-          v = rng_.pick<double>(
+        if (draw.chance(0.1)) {
+          v = draw.pick<double>(
               {kInf, -kInf, std::nan(""), 0.0, -0.0, max_finite(dtype) / 2, min_normal(dtype) / 4});
         }
       }
       break;
   }
-  if (n > 0 && rng_.chance(0.05)) {
-    const double special = rng_.pick<double>({kInf, -kInf, std::nan("")});
-    values[rng_.range(0, n - 1)] = special;
+  if (n > 0 && draw.chance(0.05)) {
+    const double special = draw.pick<double>({kInf, -kInf, std::nan("")});
+    values[draw.range(0, n - 1)] = special;
     note += " and one " + number(special);
   }
   auto t = at::from_blob(values.data(), shape, at::kDouble).clone().to(dtype);
@@ -525,7 +540,9 @@ bool Generator::propose(Proposal& p) {
       const at::Tensor& t = tensor(a);
       ir::Attr other = scalar(!a_float);
       if (t.numel() > 0 && rng_.chance(0.6)) {  // an element of the input, maybe nudged
-        const double x = t.reshape({-1})[rng_.range(0, t.numel() - 1)].item<double>();
+        // A symbolic case reads the first element: the same at every binding for a drawn tensor.
+        const int64_t at = rng_.range(0, t.numel() - 1);
+        const double x = t.reshape({-1})[symbolic_ ? 0 : at].item<double>();
         const double nudge = rng_.chance(0.4) ? rng_.pick<double>({1e-4, -1e-4, 1e-7}) : 0.0;
         const bool integral = !a_float && nudge == 0 && rng_.chance(0.7) && std::isfinite(x);
         other = integral ? ir::Attr(static_cast<int64_t>(x)) : ir::Attr(x + nudge * std::abs(x));
@@ -661,6 +678,14 @@ bool Generator::propose(Proposal& p) {
 int Generator::commit(Fresh& f) {
   const ir::TensorType type = *tensor_type_of(f.tensor);
   Val v = leaf_val(f.tensor);
+  if (symbolic_ && f.constant) {
+    // A frozen weight never moves with the sizes: one with a dim of a size input's value is most
+    // likely a copy of the main shape, made an input instead.
+    for (int64_t s : f.tensor.sizes()) {
+      for (int d : case_.size_dims)
+        f.constant = f.constant && s != shape_[d];
+    }
+  }
   if (f.constant) {
     const int64_t index = static_cast<int64_t>(case_.constants.size());
     case_.constants.push_back(f.tensor);
@@ -745,6 +770,7 @@ FuzzCase Generator::run() {
     while (numel() > 0 && numel() < (int64_t{1} << 16))
       *std::max_element(shape_.begin(), shape_.end()) *= 2;
   }
+  if (symbolic_) choose_size_dims();
   dtype_ = std::vector<at::ScalarType>{at::kFloat,    at::kDouble, at::kHalf,
                                        at::kBFloat16, at::kInt,    at::kLong}[rng_.weighted(
       {60, 10, 10, 10, 5, 5})];
@@ -770,10 +796,39 @@ FuzzCase Generator::run() {
   return std::move(case_);
 }
 
+void Generator::choose_size_dims() {
+  // From a stream of its own: the ops are the same whichever dims move.
+  Rng choose(case_.seed ^ 0x5151);
+  std::vector<int> candidates;
+  for (int d = 0; d < static_cast<int>(shape_.size()); ++d) {
+    if (shape_[d] >= 2) candidates.push_back(d);
+  }
+  std::shuffle(candidates.begin(), candidates.end(), std::mt19937_64(choose.range(0, 1 << 30)));
+  candidates.resize(std::min<size_t>(candidates.size(), choose.chance(0.7) ? 1 : 2));
+  std::sort(candidates.begin(), candidates.end());
+  case_.size_dims = candidates;
+  if (binding_.empty()) {
+    for (int d : candidates)
+      case_.binding.push_back(shape_[d]);
+    return;
+  }
+  if (binding_.size() != candidates.size())
+    throw std::invalid_argument("kiln_fuzz: seed " + std::to_string(case_.seed) + " has " +
+                                std::to_string(candidates.size()) + " size inputs, the binding " +
+                                std::to_string(binding_.size()));
+  for (size_t i = 0; i < candidates.size(); ++i)
+    shape_[candidates[i]] = binding_[i];
+  case_.binding = binding_;
+}
+
 }  // namespace
 
 FuzzCase make_case(uint64_t seed, bool all_outputs, bool large) {
   return Generator(seed, all_outputs, large).run();
+}
+
+FuzzCase make_symbolic_case(uint64_t seed, std::span<const int64_t> binding) {
+  return Generator(seed, binding).run();
 }
 
 }  // namespace kiln::fuzz

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct FuzzCase {
   std::vector<at::Tensor> bounds;        // per graph output: float64 error bound per element
   int num_ops = 0;                       // ops in the graph (constants not counted)
   bool large = false;                    // made by make_case(seed, ..., /*large=*/true)
+  // A symbolic case's size inputs: dims of its main shape (those ops and inputs copy), and their
+  // values in this case. Empty for make_case's cases, and where no main dim is 2 or more.
+  std::vector<int> size_dims;
+  std::vector<int64_t> binding;
 };
 
 /// The case of a seed; the same seed always gives the same graph and inputs. With
@@ -60,6 +65,14 @@ struct FuzzCase {
 /// elements (scaled up from the one it would have had): its full reductions are large enough to
 /// be split across threads (kernel/split_reduction.h), which small cases never are.
 FuzzCase make_case(uint64_t seed, bool all_outputs = false, bool large = false);
+
+/// The seed's symbolic case: one or two dims of its main shape are size inputs, and `binding`
+/// (one value per size input, each at least 2) replaces them; empty: the sizes the seed draws.
+/// Its element values come from a stream per tensor, so the ops drawn do not depend on how many
+/// elements a tensor has: at another binding the case is the same program, but where an op's
+/// operands or scalars depend on the data (then run_symbolic_seed skips that binding). Not the
+/// case make_case gives for the seed.
+FuzzCase make_symbolic_case(uint64_t seed, std::span<const int64_t> binding = {});
 
 struct CaseResult {
   uint64_t seed = 0;
@@ -86,6 +99,11 @@ CaseResult run_case(FuzzCase& fuzz_case, c10::Device device = c10::Device(c10::k
 /// make_case + run_case.
 CaseResult run_seed(uint64_t seed, bool all_outputs = false,
                     c10::Device device = c10::Device(c10::kCPU), bool large = false);
+
+/// "" when `actual` matches `expected` within `bound` (the case's error bound for that output);
+/// else the first difference. Adds to the counts of elements compared and of those not.
+std::string compare_output(const at::Tensor& actual, const at::Tensor& expected,
+                           const at::Tensor& bound, int64_t& checked, int64_t& unchecked);
 
 /// The reproducer of a case: seed, graph IR, inputs and constants, followed by `what`.
 std::string reproducer(const FuzzCase& fuzz_case, const std::string& what);

@@ -2,6 +2,7 @@
 // kernels, failures with their reproducers). Exit code 1 when a case fails.
 //
 //   kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] [--all-outputs] [--large]
+//   kiln_fuzz --symbolic --seeds A:B [--verbose]
 //     --seeds A:B   seeds A, A+1, ..., B-1 (default 0:100)
 //     --device D    where kiln compiles and runs the cases (cuda: CUDA kernels, against eager
 //                   CUDA: the graph op by op through ATen's CUDA kernels)
@@ -9,6 +10,8 @@
 //     --show        print each case's graph and inputs before running it
 //     --large       cases of 64K-128K elements (reductions split across threads)
 //     --all-outputs every op's result is also a graph output: shows which op differs first
+//     --symbolic    the seeds' symbolic cases (fuzz_symbolic.h): each compiled once as a shape
+//                   class, its plan run at bindings it was not compiled at (CPU only)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,7 @@
 
 #include "backend/codegen/cuda/compile_cuda_kernels.h"
 #include "fuzz/fuzz_case.h"
+#include "fuzz/fuzz_symbolic.h"
 
 namespace {
 
@@ -26,16 +30,60 @@ int usage(const char* why) {
   std::fprintf(
       stderr,
       "kiln_fuzz: %s\nusage: kiln_fuzz --seeds A:B [--device cpu|cuda] [--verbose] [--show] "
-      "[--all-outputs] [--large]\n",
+      "[--all-outputs] [--large]\n       kiln_fuzz --symbolic --seeds A:B [--verbose]\n",
       why);
   return 2;
+}
+
+/// The symbolic cases of seeds first..last-1; exit code 1 when one fails.
+int run_symbolic(uint64_t first, uint64_t last, bool verbose) {
+  const auto start = std::chrono::steady_clock::now();
+  int cases = 0, with_sizes = 0, formed = 0, kernels = 0, run = 0, skipped = 0;
+  int64_t checked = 0, unchecked = 0;
+  std::vector<uint64_t> failed;
+  for (uint64_t seed = first; seed < last; ++seed) {
+    const kiln::fuzz::SymbolicResult r = kiln::fuzz::run_symbolic_seed(seed);
+    ++cases;
+    with_sizes += r.size_inputs > 0;
+    formed += r.formed;
+    kernels += r.generic_kernels;
+    run += r.bindings_run;
+    skipped += r.bindings_skipped;
+    checked += r.checked;
+    unchecked += r.unchecked;
+    if (verbose) {
+      std::printf(
+          "seed %llu: %s, %d size inputs, %s, %d generic kernels, %d bindings run, %d "
+          "skipped, %.3f s\n",
+          static_cast<unsigned long long>(seed), r.passed ? "ok" : "FAILED", r.size_inputs,
+          r.formed ? "a class" : ("no class: " + r.not_formed).c_str(), r.generic_kernels,
+          r.bindings_run, r.bindings_skipped, r.seconds);
+    }
+    if (!r.passed) {
+      failed.push_back(seed);
+      std::printf("%s\n", r.report.c_str());
+    }
+    std::fflush(stdout);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("kiln_fuzz --symbolic: %d cases (seeds %llu:%llu) in %.1f s; %zu failed\n", cases,
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
+              seconds, failed.size());
+  std::printf("  %d with size inputs, %d compiled as a shape class (%d generic kernels)\n",
+              with_sizes, formed, kernels);
+  std::printf("  plans run at %d bindings; %d skipped (another program there, or another plan)\n",
+              run, skipped);
+  std::printf("  %lld output elements checked, %lld not checked (ill-conditioned)\n",
+              static_cast<long long>(checked), static_cast<long long>(unchecked));
+  return failed.empty() ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   uint64_t first = 0, last = 100;
-  bool verbose = false, show = false, all_outputs = false, large = false;
+  bool verbose = false, show = false, all_outputs = false, large = false, symbolic = false;
   c10::Device device(c10::kCPU);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -47,6 +95,8 @@ int main(int argc, char** argv) {
       all_outputs = true;
     } else if (arg == "--large") {
       large = true;
+    } else if (arg == "--symbolic") {
+      symbolic = true;
     } else if (arg == "--device" && i + 1 < argc) {
       const std::string name = argv[++i];
       if (name != "cpu" && name != "cuda") return usage(("unknown device '" + name + "'").c_str());
@@ -71,6 +121,11 @@ int main(int argc, char** argv) {
     }
   }
   if (!verbose) setenv("KILN_LOG", "error", /*overwrite=*/0);
+  if (symbolic) {
+    if (!device.is_cpu())
+      return usage("--symbolic runs on the CPU only (CUDA has no shape classes)");
+    return run_symbolic(first, last, verbose);
+  }
   if (device.is_cuda()) {
     if (!at::hasCUDA()) {
       std::fprintf(stderr,

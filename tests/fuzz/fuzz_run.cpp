@@ -39,9 +39,10 @@ std::string element_string(const at::Tensor& t, int64_t flat) {
   return buf;
 }
 
-/// "" when `actual` matches `expected` within `bound`; else the first difference.
-std::string compare(const at::Tensor& actual, const at::Tensor& expected, const at::Tensor& bound,
-                    int64_t& checked, int64_t& unchecked) {
+}  // namespace
+
+std::string compare_output(const at::Tensor& actual, const at::Tensor& expected,
+                           const at::Tensor& bound, int64_t& checked, int64_t& unchecked) {
   if (!actual.defined()) return "kiln returned an undefined tensor";
   if (actual.scalar_type() != expected.scalar_type()) {
     return "dtype: kiln " + dtype_name(actual.scalar_type()) + ", eager " +
@@ -82,6 +83,8 @@ std::string compare(const at::Tensor& actual, const at::Tensor& expected, const 
   }
   return s;
 }
+
+namespace {
 
 bool same_values(const at::Tensor& a, const at::Tensor& b) {
   if (is_float(a.scalar_type())) {
@@ -205,7 +208,7 @@ CaseResult run_case(FuzzCase& c, c10::Device device) {
       }
     }
     std::string d =
-        compare(outputs[i], c.expected[i], c.bounds[i], result.checked, result.unchecked);
+        compare_output(outputs[i], c.expected[i], c.bounds[i], result.checked, result.unchecked);
     if (!d.empty()) {
       differences += "output " + std::to_string(i) + " (" + output_names[i] + " : " +
                      dtype_name(c.expected[i].scalar_type()) + shape_string(c.expected[i].sizes()) +

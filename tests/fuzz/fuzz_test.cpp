@@ -13,6 +13,7 @@
 #include "cuda/cuda_test_support.h"
 #include "fuzz/error_bounds.h"
 #include "fuzz/fuzz_case.h"
+#include "fuzz/fuzz_symbolic.h"
 #include "passes/pipeline.h"
 
 namespace kiln::fuzz {
@@ -138,6 +139,65 @@ TEST(Fuzz, KernelsRunOnEmulatedCuda) {
   std::printf("fuzz: %zu kernels of seeds 0:%llu run on emulated CUDA\n", kernels.size(),
               static_cast<unsigned long long>(kEmulatedSeeds));
   EXPECT_EQ(cuda_test::emulation_differences(kernels), "");
+}
+
+// Symbolic sizes: each seed's case compiled once as a shape class, its plan run at the base, the
+// check binding and six bindings it never saw (primes, both sides of the vector widths), each
+// against eager there.
+TEST(Fuzz, SymbolicSizesMatchEager) {
+  constexpr uint64_t kSymbolicSeeds = 200;
+  const auto start = std::chrono::steady_clock::now();
+  std::string reports;
+  int failed = 0, with_sizes = 0, formed = 0, kernels = 0, run = 0, skipped = 0;
+  int64_t checked = 0;
+  for (uint64_t seed = 0; seed < kSymbolicSeeds; ++seed) {
+    const SymbolicResult r = run_symbolic_seed(seed);
+    if (!r.passed) {
+      ++failed;
+      reports += r.report;
+    }
+    with_sizes += r.size_inputs > 0;
+    formed += r.formed;
+    kernels += r.generic_kernels;
+    run += r.bindings_run;
+    skipped += r.bindings_skipped;
+    checked += r.checked;
+  }
+  std::printf(
+      "symbolic fuzz: seeds 0:%llu in %.1f s: %d failed; %d with size inputs, %d classes (%d "
+      "generic kernels), plans run at %d bindings, %d skipped; %lld elements checked\n",
+      static_cast<unsigned long long>(kSymbolicSeeds),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
+      with_sizes, formed, kernels, run, skipped, static_cast<long long>(checked));
+  EXPECT_EQ(failed, 0) << reports;
+  // Guards on the fuzzer: most cases have size inputs, kiln forms a class for most of those (it
+  // refuses only where the program itself changes with its sizes), and most plans run.
+  EXPECT_GE(with_sizes, static_cast<int>(kSymbolicSeeds * 8 / 10));
+  EXPECT_GE(formed, with_sizes * 9 / 10);
+  EXPECT_GE(run, formed * 7);
+}
+
+// A symbolic case at another binding is the same program: the same ops, the same inputs, and
+// the main shape's size dims (and only those) at the new values.
+TEST(Fuzz, SymbolicCaseMovesOnlyItsSizes) {
+  int compared = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    FuzzCase base = make_symbolic_case(seed);
+    if (base.binding.empty()) continue;
+    std::vector<int64_t> moved = base.binding;
+    for (int64_t& v : moved)
+      v += 3;
+    FuzzCase there = make_symbolic_case(seed, moved);
+    EXPECT_EQ(there.binding, moved);
+    EXPECT_EQ(there.size_dims, base.size_dims);
+    const auto nodes = base.graph->nodes(), nodes_there = there.graph->nodes();
+    ASSERT_EQ(nodes_there.size(), nodes.size()) << "seed " << seed;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      EXPECT_EQ(nodes_there[i]->op(), nodes[i]->op()) << "seed " << seed;
+    ASSERT_EQ(there.inputs.size(), base.inputs.size());
+    ++compared;
+  }
+  EXPECT_GE(compared, 15);
 }
 
 TEST(Fuzz, SameSeedGivesSameCase) {

@@ -135,29 +135,19 @@ TEST(Generalize, KernelsThatDifferInStructureOrInASumHaveNoGenericForm) {
   EXPECT_TRUE(g.kernel->size_inputs.empty());
 }
 
-TEST(Generalize, AnUnbiasedVarianceBakesItsCorrectionAndIsRefused) {
-  // var(x, correction=1) over rows of s multiplies by s / (s - 1): a constant of the lowering,
-  // which a binding changes. The kernel IR has no constant that follows a size yet.
-  auto var = [](const Binding& b) {
-    const std::string s = std::to_string(b[0]);
-    return "graph(%x : f32[3," + s +
-           "]):\n"
-           "  %v : f32[3] = aten::var.correction(%x) {dim=[1], correction=1, keepdim=false}\n"
-           "  return (%v)\n";
-  };
-  const Bindings one = {{8}, {9}};
-  const Generalized g = generalize({lower(var(one[0])), lower(var(one[1]))}, one);
-  EXPECT_FALSE(g.kernel);
-  EXPECT_NE(g.why_not.find("differ in more than"), std::string::npos) << g.why_not;
-  // Biased, the mean divides by the row's length, which the code reads at run time.
-  auto biased = [](const Binding& b) {
-    const std::string s = std::to_string(b[0]);
-    return "graph(%x : f32[3," + s +
-           "]):\n"
-           "  %v : f32[3] = aten::var.correction(%x) {dim=[1], correction=0, keepdim=false}\n"
-           "  return (%v)\n";
-  };
-  check_generalizes(biased, one, {{2}, {100}});
+TEST(Generalize, AnUnbiasedVarianceReadsItsCountAtRunTime) {
+  // var(x, correction=c) over rows of s multiplies by s / (s - c): the lowering writes it as
+  // operations on the count, so the count follows its size term and the kernel is generic.
+  for (const char* correction : {"1", "0", "2"}) {
+    auto var = [correction](const Binding& b) {
+      const std::string s = std::to_string(b[0]);
+      return "graph(%x : f32[3," + s +
+             "]):\n"
+             "  %v : f32[3] = aten::var.correction(%x) {dim=[1], correction=" +
+             correction + ", keepdim=false}\n  return (%v)\n";
+    };
+    check_generalizes(var, {{8}, {9}}, {{2}, {3}, {100}});
+  }
 }
 
 TEST(Generalize, AnIntegralConstantThatMovesFollowsItsTerm) {
