@@ -6,6 +6,11 @@ Modes:
   for every parameter and float input, then every parameter's update in one SGD step with
   momentum and every buffer (batch-norm running statistics) after it. SGD, not Adam: Adam's first step is about
   sign(gradient), which turns a 1e-9 difference in a gradient near zero into 2 * lr.
+- `stream`: torch.compile(model.eval(), backend="kiln") called under no_grad on a stream of
+  batch sizes (the case's own, then STREAM_BATCHES): dynamo makes the batch symbolic after the
+  second size, and kiln serves the rest from shape classes (backend/api/shape_classes.h). Each
+  call is judged against eager at that batch. The outcome's detail counts the classes and their
+  plans (kiln.stats()).
 - `trace` / `script`: kiln.compile of torch.jit.trace / torch.jit.script of the eval model (the
   C++ TorchScript path). A module that TorchScript itself cannot script is not kiln's concern:
   that mode is skipped for it.
@@ -37,7 +42,11 @@ TOLERANCES = {
     torch.bfloat16: (1e-2, 1e-2),
 }
 
-MODES = ("infer", "train", "trace", "script")
+MODES = ("infer", "train", "trace", "script", "stream")
+
+# After the case's own batch: sizes both sides of it, a size seen before, and 1 (which dynamo
+# specializes, as kiln does: a class of its own).
+STREAM_BATCHES = (3, 5, 2, 8, 1, 7, 5)
 
 
 @dataclasses.dataclass
@@ -147,6 +156,8 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
     options = {"strict": True} if strict else {}
     if mode == "train":
         return _train_step(case, inputs, options)
+    if mode == "stream":
+        return _stream(case, options)
     model = case["make_model"]().eval()
     with torch.no_grad():
         want = model(*inputs)
@@ -172,6 +183,31 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
     pairs = [("output", got, want), ("output (second call)", again, want)]
     problem = judged_with_reference(pairs, reference)
     return Outcome(mode, "fail" if problem else "pass", problem or "")
+
+
+def _stream(case: dict, options: dict) -> Outcome:
+    model = case["make_model"]().eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="kiln", options=options)
+    before = kiln.stats()
+    batches = (case["make_inputs"]()[0].shape[0], *STREAM_BATCHES)
+    for batch in batches:
+        inputs = case["make_inputs"](batch)
+        with torch.no_grad():
+            want, got = model(*inputs), compiled(*inputs)
+
+        def reference():
+            with torch.no_grad():
+                exact = case["make_model"]().double().eval()(*map(as_float64, inputs))
+            return {f"output at batch {batch}": exact}
+
+        problem = judged_with_reference([(f"output at batch {batch}", got, want)], reference)
+        if problem:
+            return Outcome("stream", "fail", problem)
+    after = kiln.stats()
+    classes = after["shape_classes"] - before["shape_classes"]
+    plans = after["class_plans"] - before["class_plans"]
+    return Outcome("stream", "pass", f"batches {list(batches)}: {classes} classes, {plans} plans")
 
 
 def _train_step(case: dict, inputs: tuple, options: dict) -> Outcome:
@@ -259,9 +295,10 @@ def reproducer(source: str, mode: str, detail: str) -> str:
             "    print('max |kiln - eager|:', (got - want).abs().max().item())\n"
         )
     else:
+        what = "Training step" if mode == "train" else "Stream of batch sizes"
         lines.append(
-            "# Training step: tests/fuzz_models/differential.py (_train_step) runs it; with the\n"
-            "# kiln checkout: python tests/fuzz_models/run.py --file THIS_FILE --modes train\n"
+            f"# {what}: tests/fuzz_models/differential.py (_{mode}) runs it; with the\n"
+            f"# kiln checkout: python tests/fuzz_models/run.py --file THIS_FILE --modes {mode}\n"
         )
     return "\n".join(lines)
 

@@ -53,6 +53,7 @@ class Writer:
         self.inputs = []  # (name, expression making it)
         self.count = 0
         self.channels_last = False
+        self.batch = 1  # of the inputs, as the case draws it
         self.has_parameters = False
         self.has_dropout = False
         # PyTorch 2.11's CPU backward of a 1x1 stride-2 convolution over a channels-last input
@@ -76,9 +77,14 @@ class Writer:
         self.body.append(f"{name} = {expression}")
         return Tensor(name, list(shape))
 
+    def _batched(self, shape: list) -> str:
+        """`shape` as source, its first dim the batch make_inputs takes (every input has one)."""
+        self.batch = shape[0]
+        return "[" + ", ".join(["batch"] + [str(s) for s in shape[1:]]) + "]"
+
     def input(self, shape: list, channels_last: bool = False) -> Tensor:
         name = f"x{len(self.inputs)}"
-        make = f"torch.randn({shape}, generator=g)"
+        make = f"torch.randn({self._batched(shape)}, generator=g)"
         if channels_last:
             fmt = "torch.channels_last" if len(shape) == 4 else "torch.channels_last_3d"
             make += f".contiguous(memory_format={fmt})"
@@ -88,7 +94,7 @@ class Writer:
 
     def token_input(self, shape: list, vocab: int) -> Tensor:
         name = f"x{len(self.inputs)}"
-        self.inputs.append((name, f"torch.randint(0, {vocab}, {shape}, generator=g)"))
+        self.inputs.append((name, f"torch.randint(0, {vocab}, {self._batched(shape)}, generator=g)"))
         return Tensor(name, list(shape) + [vocab])  # the vocabulary rides along as a last dim
 
     def source(self, out: Tensor) -> str:
@@ -103,7 +109,7 @@ class Writer:
             "    def __init__(self):\n        super().__init__()\n"
             f"{init}\n\n"
             f"    def forward(self, {args}):\n{body}\n        return {out.name}\n\n\n"
-            "def make_inputs():\n"
+            f"def make_inputs(batch={self.batch}):\n"
             f"    g = torch.Generator().manual_seed({self.seed})\n"
             f"    return (\n{makes}    )\n\n\n"
             "def make_model():\n"
@@ -313,7 +319,7 @@ class Writer:
         qkv = self._module(f"nn.Linear({d}, {3 * d})")
         proj = self._module(f"nn.Linear({d}, {d})")
         hd = d // heads
-        q = self._assign(f"{qkv}({x.name}).view({b}, {t}, 3, {heads}, {hd}).permute(2, 0, 3, 1, 4)", [3, b, heads, t, hd])
+        q = self._assign(f"{qkv}({x.name}).view(-1, {t}, 3, {heads}, {hd}).permute(2, 0, 3, 1, 4)", [3, b, heads, t, hd])
         if style == "sdpa":
             o = self._assign(
                 f"F.scaled_dot_product_attention({q.name}[0], {q.name}[1], {q.name}[2], "
@@ -332,7 +338,7 @@ class Writer:
                 )
             p = self._assign(f"{s.name}.softmax(-1)", s.shape)
             o = self._assign(f"{p.name} @ {q.name}[2]", [b, heads, t, hd])
-        merged = self._assign(f"{o.name}.transpose(1, 2).reshape({b}, {t}, {d})", [b, t, d])
+        merged = self._assign(f"{o.name}.transpose(1, 2).reshape(-1, {t}, {d})", [b, t, d])
         return self._assign(f"{x.name} + {proj}({merged.name})", x.shape)
 
     def softmax(self, rng: random.Random, x: Tensor) -> Tensor:

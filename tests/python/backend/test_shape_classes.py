@@ -85,3 +85,29 @@ def test_a_batch_stream_of_a_small_cnn_shares_one_class():
     # and 9 (and 6 again, where dynamo hands it to the symbolic graph): its plans.
     assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
     assert stats["specializations"] == 3 and stats["class_plans"] >= 3, stats
+
+
+def test_a_random_signature_stream_matches_eager_at_every_call():
+    """Sizes (0 and 1 among them), ranks, dtypes and layouts drawn at random: dynamo guards on
+    rank, dtype and layout and recompiles; kiln forms classes where only sizes move, and compiles
+    the rest on their own. Every call must match eager, with nothing falling back."""
+    import random
+
+    def f(x):
+        scores = torch.softmax(x @ x.transpose(-1, -2) * 0.1, dim=-1)
+        return torch.nn.functional.gelu(scores @ x) - x.mean(-1, keepdim=True)
+
+    rng = random.Random(0)
+    compiled = torch.compile(f, backend="kiln")
+    kiln.reset_stats()
+    with torch._dynamo.config.patch(recompile_limit=64), torch.no_grad():
+        for _ in range(40):
+            rank, dtype = rng.choice([2, 3]), rng.choice([torch.float32, torch.float64])
+            shape = [rng.choice([0, 1, 2, 3, 5, 8, 13, 17]) for _ in range(rank - 1)] + [16]
+            x = torch.randn(*shape, dtype=dtype)
+            if rank == 2 and rng.random() < 0.3:  # transposed storage: another layout
+                x = torch.randn(16, shape[0], dtype=dtype).t()
+            assert_close(compiled(x), f(x))
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_fallbacks"] == 0, stats
+    assert stats["shape_classes"] >= 2 and stats["class_plans"] >= 5, stats
