@@ -60,8 +60,8 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
 }
 
 RegionSource fx_region(std::shared_ptr<const FxProgram> program,
-                       std::function<Tensors(const Tensors&)> fallback,
-                       std::vector<size_t> weights) {
+                       std::function<Tensors(const Tensors&)> fallback, std::vector<size_t> weights,
+                       std::vector<std::vector<int>> symbolic_dims) {
   for (size_t i : weights) {
     if (static_cast<int64_t>(i) >= program->num_inputs()) {
       throw Error(ErrorKind::InvalidInput, "weight input " + std::to_string(i) +
@@ -77,6 +77,7 @@ RegionSource fx_region(std::shared_ptr<const FxProgram> program,
   source.fallback = std::move(fallback);
   source.fallback_in = RunsIn::Eager;
   source.op_names = program->op_names();
+  source.symbolic_dims = std::move(symbolic_dims);
   return source;
 }
 
@@ -176,7 +177,8 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
       frozen.push_back(w.input);
     if (!needs_autograd(inputs)) {
       auto import = [&](const Tensors& at) { return source_.import(at, frozen); };
-      if (auto as_class = classes_.compile(inputs, weights, import, options_, name_))
+      if (auto as_class =
+              classes_.compile(inputs, weights, import, options_, name_, source_.symbolic_dims))
         return as_class;
     }
     spec->compiled = compile(inputs, frozen);

@@ -46,6 +46,10 @@ struct RegionSource {
   RunsIn fallback_in = RunsIn::Interpreter;
   /// The region's ops, for explain when it is not compiled.
   std::vector<std::string> op_names;
+  /// Per input, per dim: the graph's symbolic size it is (dims of one symbol move together;
+  /// torch.compile's dynamic dims), or -1. Empty where the graph has none: its region then
+  /// forms shape classes only from two signatures (shape_classes.h).
+  std::vector<std::vector<int>> symbolic_dims;
 };
 
 /// A TorchScript subgraph of dispatcher ops (see partition.h) as a region source.
@@ -55,7 +59,8 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region);
 /// module's parameters and buffers (frozen as constants when nothing needs their gradients).
 KILN_INTERNAL RegionSource fx_region(std::shared_ptr<const FxProgram> program,
                                      std::function<Tensors(const Tensors&)> fallback,
-                                     std::vector<size_t> weights);
+                                     std::vector<size_t> weights,
+                                     std::vector<std::vector<int>> symbolic_dims = {});
 
 class KILN_INTERNAL RegionRunner {
  public:

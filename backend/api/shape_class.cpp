@@ -118,6 +118,48 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
   return result;
 }
 
+std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
+                                        const std::vector<size_t>& weights,
+                                        const std::vector<std::vector<int>>& symbols,
+                                        std::string* why_not) {
+  auto none = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return std::nullopt;
+  };
+  if (symbols.size() != now.size()) return none("the symbols name another number of inputs");
+  ShapeClass result;
+  result.global_state = signature_of(std::vector<at::Tensor>{});
+  result.inputs = describe(now, weights);
+  std::map<int, int> groups;  // symbol -> size input
+  for (size_t i = 0; i < now.size(); ++i) {
+    const at::Tensor& t = now[i];
+    ShapeClass::Input& input = result.inputs[i];
+    const std::string at = "input " + std::to_string(i);
+    const bool any =
+        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s >= 0; });
+    if (!any) continue;
+    if (!t.defined() || t.layout() != at::kStrided || t.dim() != std::ssize(symbols[i]))
+      return none(at + " is not a strided tensor of the rank its symbols say");
+    if (input.weight) return none(at + " is a weight with a symbolic size");
+    for (int d = 0; d < t.dim(); ++d) {
+      const int symbol = symbols[i][d];
+      if (symbol < 0) continue;
+      if (t.size(d) < 2) return none(at + " has a size below 2 in a symbolic dim");
+      auto [group, added] = groups.try_emplace(symbol, std::ssize(result.size_inputs));
+      if (added) result.size_inputs.emplace_back();
+      const auto& first = result.size_inputs[group->second];
+      if (!first.empty() && now[first[0].first].size(first[0].second) != t.size(d))
+        return none(at + " differs in a dim from another of the same symbol");
+      result.size_inputs[group->second].emplace_back(i, d);
+      input.size_input[d] = group->second;
+    }
+    if (!dense_in(input.sizes, t.strides(), input))
+      return none(at + " is not dense in its dim order");
+  }
+  if (result.size_inputs.empty()) return none("no symbolic dim");
+  return result;
+}
+
 std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
                                                const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != shape_class.inputs.size()) return std::nullopt;

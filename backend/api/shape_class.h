@@ -54,6 +54,14 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
                                      const std::vector<size_t>& weights,
                                      std::string* why_not = nullptr);
 
+/// The class whose size inputs the graph declares: `symbols[i][d]` names the symbolic size of
+/// input i's dim d (dims of one symbol move together), or is -1 for a static dim. None (and why)
+/// when a symbolic dim is below 2 now, a tensor with one is not dense, or is a weight.
+std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
+                                        const std::vector<size_t>& weights,
+                                        const std::vector<std::vector<int>>& symbols,
+                                        std::string* why_not = nullptr);
+
 /// The binding of `inputs` in `shape_class`, or none when they are not a member.
 std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
                                                const std::vector<at::Tensor>& inputs);

@@ -45,11 +45,19 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
     const std::vector<at::Tensor>& inputs, const std::vector<FrozenWeight>& weights,
-    const Import& import, const CompileOptions& options, const std::string& name) const {
+    const Import& import, const CompileOptions& options, const std::string& name,
+    const std::vector<std::vector<int>>& declared) const {
   if (disabled_names().contains("shape_classes")) return nullptr;
   std::vector<size_t> frozen;
   for (const FrozenWeight& w : weights)
     frozen.push_back(w.input);
+  // The graph's own symbolic sizes (dynamo's), at the first signature: no second one to wait for.
+  if (!declared.empty()) {
+    std::string why_not;
+    if (std::optional<ShapeClass> shape = declare_class(inputs, frozen, declared, &why_not))
+      return compile_class_of(std::move(*shape), inputs, weights, import, options, name);
+    log(LogLevel::Debug, name + ": no shape class from the graph's symbolic sizes: " + why_not);
+  }
   std::vector<std::vector<ShapeClass::Input>> earlier;
   {
     std::shared_lock lock(mutex_);
@@ -63,61 +71,70 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
       log(LogLevel::Debug, name + ": no shape class with an earlier signature: " + why_not);
       continue;
     }
-    {
-      std::shared_lock lock(mutex_);
-      if (std::count(failed_.begin(), failed_.end(), shape->size_inputs) >= kMaxAttempts)
-        return nullptr;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      // The base, each size input moved alone by one, and every one moved by two to check.
-      const std::vector<int64_t> base = base_binding(*shape);
-      kernel::Bindings bindings = {base};
-      std::vector<int64_t> check = base;
-      for (size_t i = 0; i < base.size(); ++i) {
-        bindings.push_back(base);
-        bindings.back()[i] += 1;
-        check[i] += 2;
-      }
-      std::vector<ImportedGraph> imports;
-      for (size_t j = 0; j < bindings.size(); ++j)
-        imports.push_back(import(j == 0 ? inputs : inputs_at(*shape, inputs, bindings[j])));
-      ImportedGraph checked = import(inputs_at(*shape, inputs, check));
-      auto compiled = compile_class(std::move(imports), bindings, std::move(checked), check,
-                                    options, name, /*plan_memory=*/true);
-      auto region = instantiate_class(*compiled, base);
-      region->compile_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      region->codegen_seconds = compiled->codegen_seconds;
-      auto spec = std::make_shared<RegionSpecialization>();
-      spec->compiled = region;
-      spec->frozen = weights;
-      auto entry = std::make_shared<Entry>();
-      entry->shape = std::move(*shape);
-      entry->compiled = std::move(compiled);
-      entry->frozen = weights;
-      entry->plans.emplace(base, spec);
-      {
-        std::unique_lock lock(mutex_);
-        classes_.push_back(entry);
-      }
-      record_compiled(*region);
-      record_shape_class();
-      record_frozen_weights(static_cast<int64_t>(frozen.size()));
-      log(LogLevel::Info, name + ": compiled once for every size of " +
-                              std::to_string(base.size()) + " input dims (a shape class)");
-      return spec;
-    } catch (const std::exception& e) {
-      // Not kiln's failure: the region's graph changes with sizes near these in a way a class
-      // cannot follow (a pass decides otherwise for a batch of 3 than of 4), or an import at a
-      // moved size failed. Tried again from a later signature's sizes, a few times.
-      log(LogLevel::Debug, name + ": " + e.what() + "; compiling this signature on its own");
-      std::unique_lock lock(mutex_);
-      failed_.push_back(shape->size_inputs);
-      return nullptr;
-    }
+    return compile_class_of(std::move(*shape), inputs, weights, import, options, name);
   }
   return nullptr;
+}
+
+std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
+    ShapeClass shape, const std::vector<at::Tensor>& inputs,
+    const std::vector<FrozenWeight>& weights, const Import& import, const CompileOptions& options,
+    const std::string& name) const {
+  {
+    std::shared_lock lock(mutex_);
+    if (std::count(failed_.begin(), failed_.end(), shape.size_inputs) >= kMaxAttempts)
+      return nullptr;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    // The base, each size input moved alone by one, and every one moved by two to check.
+    const std::vector<int64_t> base = base_binding(shape);
+    kernel::Bindings bindings = {base};
+    std::vector<int64_t> check = base;
+    for (size_t i = 0; i < base.size(); ++i) {
+      bindings.push_back(base);
+      bindings.back()[i] += 1;
+      check[i] += 2;
+    }
+    std::vector<ImportedGraph> imports;
+    for (size_t j = 0; j < bindings.size(); ++j)
+      imports.push_back(import(j == 0 ? inputs : inputs_at(shape, inputs, bindings[j])));
+    ImportedGraph checked = import(inputs_at(shape, inputs, check));
+    auto compiled = compile_class(std::move(imports), bindings, std::move(checked), check, options,
+                                  name, /*plan_memory=*/true);
+    auto region = instantiate_class(*compiled, base);
+    region->compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    region->codegen_seconds = compiled->codegen_seconds;
+    auto spec = std::make_shared<RegionSpecialization>();
+    spec->compiled = region;
+    spec->frozen = weights;
+    auto entry = std::make_shared<Entry>();
+    entry->shape = std::move(shape);
+    entry->compiled = std::move(compiled);
+    entry->frozen = weights;
+    entry->plans.emplace(base, spec);
+    {
+      std::unique_lock lock(mutex_);
+      classes_.push_back(entry);
+    }
+    record_compiled(*region);
+    record_shape_class();
+    record_frozen_weights(static_cast<int64_t>(weights.size()));
+    log(LogLevel::Info, name + ": compiled once for every size of " + std::to_string(base.size()) +
+                            " input dims (a shape class) in " +
+                            std::to_string(static_cast<int>(region->compile_seconds * 1e3)) +
+                            " ms");
+    return spec;
+  } catch (const std::exception& e) {
+    // Not kiln's failure: the region's graph changes with sizes near these in a way a class
+    // cannot follow (a pass decides otherwise for a batch of 3 than of 4), or an import at a
+    // moved size failed. Tried again from a later signature's sizes, a few times.
+    log(LogLevel::Debug, name + ": " + e.what() + "; compiling this signature on its own");
+    std::unique_lock lock(mutex_);
+    failed_.push_back(shape.size_inputs);
+    return nullptr;
+  }
 }
 
 void ShapeClasses::record(const std::vector<at::Tensor>& inputs,

@@ -600,8 +600,10 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
         region_weights = [i for i, arg in enumerate(tensor_args)
                           if isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
                           and arg.name in weight_names]
+        symbolic_dims = _sizes.symbolic_dims([n for i, n in enumerate(placeholders)
+                                              if i not in call.sizes])
         call.region = _C.Region(program, options, f"{name}-{node.target}",
-                                call.run_eagerly(region), region_weights)
+                                call.run_eagerly(region), region_weights, symbolic_dims)
         call.source = RegionSource(text, region_weights, region)
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)

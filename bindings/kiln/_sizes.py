@@ -71,6 +71,30 @@ def tensor_symbols(tensor: Any) -> list[tuple[sympy.Symbol, int]]:
     return found
 
 
+def symbolic_dims(placeholders: list[torch.fx.Node]) -> list[list[int]]:
+    """Per placeholder, per dim of its example tensor: a number per symbol (dims of one symbol get
+    the same), -1 for a static size. Empty when a dim is an expression of symbols (s0 + 1), which
+    moves with them but is not one itself: the region then waits for a second signature to see
+    which dims move (backend/api/shape_classes.h)."""
+    numbers: dict[sympy.Symbol, int] = {}
+    dims = []
+    for node in placeholders:
+        val = node.meta.get("val")
+        sizes = val.shape if isinstance(val, torch.Tensor) else []
+        row = []
+        for size in sizes:
+            if not isinstance(size, torch.SymInt):
+                row.append(-1)
+            elif isinstance(size.node.expr, sympy.Symbol):
+                row.append(numbers.setdefault(size.node.expr, len(numbers)))
+            elif size.node.expr.is_number:
+                row.append(-1)
+            else:
+                return []
+        dims.append(row)
+    return dims if numbers else []
+
+
 def compile_expression(expr: sympy.Expr, locate: Locate) -> Program | None:
     """The postfix program of `expr`, its symbols found with `locate` (symbol -> (ref, dim)); None
     when a symbol cannot be located or the expression uses a function kiln does not evaluate."""

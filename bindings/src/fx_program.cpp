@@ -99,7 +99,8 @@ std::vector<int64_t> add_call(FxProgram& program, const std::string& op, const p
 
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
-                                             py::object fallback, std::vector<size_t> weights) {
+                                             py::object fallback, std::vector<size_t> weights,
+                                             std::vector<std::vector<int>> symbolic_dims) {
   // The Python callable may outlive any Python frame: release it with the GIL held.
   std::shared_ptr<py::object> eager(new py::object(std::move(fallback)), [](py::object* f) {
     py::gil_scoped_acquire gil;
@@ -121,7 +122,8 @@ std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> pr
     return outputs;
   };
   return std::make_shared<RegionRunner>(
-      fx_region(std::move(program), run_eagerly, std::move(weights)), options, name);
+      fx_region(std::move(program), run_eagerly, std::move(weights), std::move(symbolic_dims)),
+      options, name);
 }
 
 }  // namespace kiln::python

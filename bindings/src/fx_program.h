@@ -26,6 +26,7 @@ std::vector<int64_t> add_call(FxProgram& program, const std::string& op,
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
                                              pybind11::object fallback,
-                                             std::vector<size_t> weights = {});
+                                             std::vector<size_t> weights = {},
+                                             std::vector<std::vector<int>> symbolic_dims = {});
 
 }  // namespace kiln::python

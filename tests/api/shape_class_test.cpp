@@ -40,6 +40,31 @@ TEST(ShapeClass, DimsThatMoveTogetherAreOneSizeInput) {
   EXPECT_FALSE(binding_of(*c, {at::zeros({9, 2}, at::kLong).t(), at::ones({2, 9}), weight}));
 }
 
+TEST(ShapeClass, AGraphsSymbolicSizesDeclareTheClassAtItsFirstSignature) {
+  const at::Tensor weight = at::randn({64});
+  // The tokens of the ids and of the mask are one symbol; the batch is static; the weight has
+  // no symbolic dim.
+  const std::vector<std::vector<int>> symbols = {{-1, 0}, {-1, 0}, {-1}};
+  std::string why;
+  const std::optional<ShapeClass> c =
+      declare_class(encoder_inputs(2, 7, weight), {2}, symbols, &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->size_inputs[0], (std::vector<std::pair<size_t, int>>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(base_binding(*c), Binding{7});
+  EXPECT_EQ(binding_of(*c, encoder_inputs(2, 30, weight)), Binding{30});
+  EXPECT_FALSE(binding_of(*c, encoder_inputs(3, 30, weight)));
+  // No class: a symbolic dim below 2 now, one symbol at two sizes, a symbolic weight, a
+  // symbolic dim of a strided tensor, the symbols of another number of inputs, none at all.
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 1, weight), {2}, symbols));
+  EXPECT_FALSE(
+      declare_class({at::zeros({2, 7}, at::kLong), at::ones({2, 8}), weight}, {2}, symbols, &why));
+  EXPECT_NE(why.find("same symbol"), std::string::npos) << why;
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, 0}, {-1, 0}, {1}}));
+  EXPECT_FALSE(declare_class({at::ones({2, 14}).slice(1, 0, 14, 2)}, {}, {{-1, 0}}));
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, 0}}));
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, -1}, {-1, -1}, {-1}}));
+}
+
 TEST(ShapeClass, TwoDimsMovingDifferentlyAreTwoInputs) {
   const std::optional<ShapeClass> c =
       form_class(describe({at::ones({2, 7, 16})}, {}), {at::ones({3, 9, 16})}, {});
