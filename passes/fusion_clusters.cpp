@@ -5,6 +5,7 @@
 
 #include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
+#include "passes/kernel/size_decisions.h"
 
 namespace kiln {
 
@@ -48,7 +49,9 @@ constexpr int64_t kMaxTranscendentalRecompute = 4096;
 
 bool worth_recomputing(const ir::Node& node, const std::vector<int64_t>& shape) {
   const int64_t extra = numel(shape) - numel(node.output()->type().sizes);
-  return extra <= kMaxTranscendentalRecompute || !kernel::computes_transcendental(node);
+  return !kernel::computes_transcendental(node) ||
+         kernel::at_most(extra, kMaxTranscendentalRecompute,
+                         "the elements a transcendental op is recomputed for, to fuse it");
 }
 
 }  // namespace

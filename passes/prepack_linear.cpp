@@ -2,6 +2,7 @@
 
 #include "passes/fold_constants.h"
 #include "passes/kernel/lower_ops.h"
+#include "passes/kernel/size_decisions.h"
 #include "passes/node_rewriter.h"
 
 namespace kiln {
@@ -33,7 +34,7 @@ bool worth_prepacking(const Node& node, int64_t min_macs) {
   const int64_t k = w.sizes[1], n = w.sizes[0];
   if (k == 0 || x.sizes.back() != k) return false;
   const int64_t rows = x.numel() / k;
-  return rows * n * k >= min_macs;
+  return kernel::at_least(rows * n * k, min_macs, "a linear's multiply-adds, to prepack it");
 }
 
 // The products kiln::onednn_matmul takes (runtime/onednn_matmul.h): a linear whose weight is not

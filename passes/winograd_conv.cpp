@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "passes/fold_constants.h"
+#include "passes/kernel/size_decisions.h"
 #include "passes/node_rewriter.h"
 #include "passes/prepack_conv.h"
 
@@ -61,10 +62,14 @@ bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
   const int64_t tiles =
       input[0] * ((input[2] + kTile - 1) / kTile) * ((input[3] + kTile - 1) / kTile);
   const int64_t filter = kPoints * channels * out_channels;
-  const bool filter_pays = filter <= kMaxFloats / 4 || (filter <= kMaxFloats && tiles >= kMinTiles);
+  if (narrowest < kMinChannels) return false;
+  const bool filter_pays =
+      filter <= kMaxFloats / 4 ||
+      (filter <= kMaxFloats &&
+       kernel::at_least(tiles, kMinTiles, "a convolution's tiles, to amortize Winograd's filter"));
   const int64_t tile_limit = narrowest >= 2 * kMinChannels ? kMaxFloats : kMaxFloats / 2;
-  return narrowest >= kMinChannels && filter_pays &&
-         kPoints * tiles * (channels + out_channels) <= tile_limit;
+  return filter_pays && kernel::at_most(kPoints * tiles * (channels + out_channels), tile_limit,
+                                        "a convolution's transformed tiles, to take Winograd's");
 }
 
 }  // namespace

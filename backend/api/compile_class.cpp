@@ -9,6 +9,7 @@
 #include "backend/api/explain_plan.h"
 #include "kiln/error.h"
 #include "passes/ir/printer.h"
+#include "passes/kernel/size_decisions.h"
 #include "passes/kernel/size_terms.h"
 #include "runtime/plan_builder.h"
 
@@ -63,7 +64,65 @@ std::string constants_difference(const ir::Graph& graph, const std::vector<at::T
   return "";
 }
 
+/// The guards of the decisions the pipeline made at each binding (`decisions[j]` at
+/// `bindings[j]`, the check binding's last): the same decisions, in the same order, with the same
+/// outcomes at every binding, each value a term of the sizes that the check binding reproduces.
+/// Values that do not move need no guard.
+std::vector<DecisionGuard> decision_guards(
+    const std::vector<std::vector<kernel::SizeDecision>>& decisions,
+    const kernel::Bindings& bindings, std::span<const int64_t> check_binding) {
+  const auto& base = decisions.at(0);
+  for (const auto& at_binding : decisions) {
+    if (at_binding.size() != base.size())
+      no_class("the passes make " + std::to_string(base.size()) + " and " +
+               std::to_string(at_binding.size()) + " size decisions at two bindings");
+  }
+  std::vector<DecisionGuard> guards;
+  for (size_t i = 0; i < base.size(); ++i) {
+    std::vector<int64_t> values;
+    for (const auto& at_binding : decisions) {
+      const kernel::SizeDecision& d = at_binding[i];
+      if (d.threshold != base[i].threshold || d.outcome != base[i].outcome ||
+          std::string(d.what) != base[i].what)
+        no_class(std::string("the passes decide otherwise at two bindings: ") + base[i].what);
+      values.push_back(d.value);
+    }
+    const int64_t checked = values.back();
+    values.pop_back();
+    if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; }) &&
+        checked == values[0])
+      continue;
+    const std::optional<kernel::SizeTerm> term = kernel::fit_term(values, bindings);
+    if (!term || kernel::evaluate(*term, check_binding) != checked)
+      no_class(std::string("a size decision's value follows no term of the sizes: ") +
+               base[i].what);
+    DecisionGuard guard{*term, base[i].threshold, base[i].outcome, base[i].what};
+    const bool seen = std::any_of(guards.begin(), guards.end(), [&](const DecisionGuard& g) {
+      return g.value == guard.value && g.threshold == guard.threshold && g.outcome == guard.outcome;
+    });
+    if (!seen) guards.push_back(std::move(guard));
+  }
+  return guards;
+}
+
 }  // namespace
+
+bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) {
+  return std::all_of(compiled.guards.begin(), compiled.guards.end(), [&](const DecisionGuard& g) {
+    return (kernel::evaluate(g.value, sizes) >= g.threshold) == g.outcome;
+  });
+}
+
+std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes) {
+  for (const DecisionGuard& g : compiled.guards) {
+    const int64_t value = kernel::evaluate(g.value, sizes);
+    if ((value >= g.threshold) != g.outcome)
+      return g.what + std::string(": ") + std::to_string(value) + (g.outcome ? " < " : " >= ") +
+             std::to_string(g.threshold) + " at these sizes, " + (g.outcome ? ">= " : "< ") +
+             std::to_string(g.threshold) + " where the class was compiled";
+  }
+  return "";
+}
 
 std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,
                                                    const kernel::Bindings& bindings,
@@ -81,6 +140,7 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::vector<std::unique_ptr<ir::Graph>> graphs;
   std::vector<std::vector<kernel::Kernel>> kernels;
   std::vector<std::vector<at::Tensor>> constants_at;
+  std::vector<std::vector<kernel::SizeDecision>> decisions;
   const std::vector<int64_t> checked_binding(check_binding.begin(), check_binding.end());
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
@@ -101,7 +161,9 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
       if (holds_a_size(node, sizes)) return std::optional<int64_t>();
       return fold(node, indices);
     };
+    kernel::RecordSizeDecisions recording;
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);
+    decisions.push_back(recording.decisions());
     if (j == 0) result->layout_conversions = passes.layout_conversions;
     constants_at.push_back(std::move(constants));
     graphs.push_back(std::move(imports[j].graph));
@@ -117,6 +179,7 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::string why_not;
   std::optional<GraphTemplate> graph = generalize_graph(views, bindings, why_not);
   if (!graph) no_class(why_not);
+  result->guards = decision_guards(decisions, bindings, check_binding);
   result->graph = std::move(*graph);
   for (size_t j = 1; j < constants_at.size(); ++j) {
     const std::string why = constants_difference(*graphs[0], constants_at[0], constants_at[j]);

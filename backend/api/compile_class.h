@@ -24,8 +24,20 @@
 
 namespace kiln {
 
+/// A size-dependent decision of the passes (passes/kernel/size_decisions.h) that the class's
+/// plan relies on: `value`'s term of the size inputs compared with `threshold` must come out as
+/// `outcome` at a member's binding.
+struct DecisionGuard {
+  kernel::SizeTerm value;
+  int64_t threshold = 0;
+  bool outcome = false;
+  std::string what;
+};
+
 struct CompiledClass {
   GraphTemplate graph;
+  /// The decisions whose value moves with the sizes, once each.
+  std::vector<DecisionGuard> guards;
   std::vector<at::Tensor> constants;
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   CompileOptions options;
@@ -50,6 +62,12 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
                                                    std::span<const int64_t> check_binding,
                                                    const CompileOptions& options,
                                                    const std::string& name, bool plan_memory);
+
+/// Whether every guard of the class holds at `sizes`.
+bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes);
+
+/// Empty when every guard of the class holds at `sizes`; else the first that fails, said.
+std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes);
 
 /// The plan at `sizes` (one value per size input, each at least 2). Throws kiln::Error
 /// (Unsupported) where the memory plan made there writes other buffers in place than the

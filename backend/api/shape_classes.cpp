@@ -12,33 +12,45 @@ namespace kiln {
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
     const std::vector<at::Tensor>& inputs) const {
   // Every call of a member comes here (its plans are not in the region's signature cache): the
-  // lock is held only to find the class.
-  std::shared_ptr<Entry> entry;
-  std::optional<std::vector<int64_t>> binding;
-  {
-    std::shared_lock lock(mutex_);
-    for (const auto& candidate : classes_) {
-      binding = binding_of(candidate->shape, inputs);
-      if (binding) {
-        entry = candidate;
-        break;
+  // lock is held only to find the class. Classes over the same dims differ in the outcome of a
+  // size decision: a binding belongs to the one whose guards it passes.
+  for (size_t next = 0;;) {
+    std::shared_ptr<Entry> entry;
+    std::optional<std::vector<int64_t>> binding;
+    {
+      std::shared_lock lock(mutex_);
+      for (; next < classes_.size() && !entry; ++next) {
+        binding = binding_of(classes_[next]->shape, inputs);
+        if (binding) entry = classes_[next];
       }
     }
+    if (!entry) return nullptr;
+    if (auto spec = plan_of(*entry, *binding)) return spec;
   }
-  if (!entry) return nullptr;
-  std::lock_guard lock(entry->mutex);
-  if (auto found = entry->plans.find(*binding); found != entry->plans.end()) return found->second;
-  auto spec = std::make_shared<RegionSpecialization>();
-  try {
-    spec->compiled = instantiate_class(*entry->compiled, *binding);
-  } catch (const Error& e) {
-    log(LogLevel::Debug,
-        entry->compiled->name + ": " + e.what() + "; compiling these sizes on their own");
+}
+
+std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
+    Entry& entry, const std::vector<int64_t>& binding) const {
+  std::lock_guard lock(entry.mutex);
+  if (auto found = entry.plans.find(binding); found != entry.plans.end()) return found->second;
+  if (!guards_hold(*entry.compiled, binding)) {
+    // Every call of a member of a later class over the same dims may come past this one.
+    if (environment().log_level >= LogLevel::Debug)
+      log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
+                               guard_failure(*entry.compiled, binding));
     return nullptr;
   }
-  spec->frozen = entry->frozen;
-  if (entry->plans.size() >= kMaxPlans) entry->plans.clear();  // made again when needed
-  entry->plans.emplace(*binding, spec);
+  auto spec = std::make_shared<RegionSpecialization>();
+  try {
+    spec->compiled = instantiate_class(*entry.compiled, binding);
+  } catch (const Error& e) {
+    log(LogLevel::Debug,
+        entry.compiled->name + ": " + e.what() + "; compiling these sizes on their own");
+    return nullptr;
+  }
+  spec->frozen = entry.frozen;
+  if (entry.plans.size() >= kMaxPlans) entry.plans.clear();  // made again when needed
+  entry.plans.emplace(binding, spec);
   record_class_plan();
   return spec;
 }

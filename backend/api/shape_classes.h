@@ -48,6 +48,10 @@ class ShapeClasses {
   void forget_frozen() const;
 
  private:
+  struct Entry;
+  /// The entry's plan at `binding` (made now if new), or null where its guards do not hold.
+  std::shared_ptr<const RegionSpecialization> plan_of(Entry& entry,
+                                                      const std::vector<int64_t>& binding) const;
   std::shared_ptr<const RegionSpecialization> compile_class_of(
       ShapeClass shape, const std::vector<at::Tensor>& inputs,
       const std::vector<FrozenWeight>& weights, const Import& import, const CompileOptions& options,

@@ -9,6 +9,7 @@
 #include "kiln/error.h"
 #include "passes/ir/op_table.h"
 #include "passes/kernel/op_lowering.h"
+#include "passes/kernel/size_decisions.h"
 
 namespace kiln::kernel {
 
@@ -153,7 +154,8 @@ bool is_contraction(const ir::Node& node) {
   if (node.inputs().size() > 2 &&
       (node.input(2)->type().dtype != t || node.input(2)->type().rank() != 1))
     return false;
-  return x.numel() / std::max<int64_t>(x.sizes.back(), 1) <= kMaxRows && x.sizes.back() > 0;
+  return x.sizes.back() > 0 && at_most(x.numel() / x.sizes.back(), kMaxRows,
+                                       "a linear's rows, to compute it in a kernel of its own");
 }
 
 bool computes_transcendental(const ir::Node& node) {

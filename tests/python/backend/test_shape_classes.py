@@ -43,10 +43,11 @@ def test_a_stream_of_token_counts_compiles_one_class_and_matches_eager():
     _stream(compiled, model, [(2, n, 32) for n in lengths])
     stats = kiln.stats()
     # dynamo's first graph has static sizes (5); its symbolic one declares the token count
-    # symbolic, so the first length it sees (7) compiles the class; the six other lengths are
-    # its plans.
+    # symbolic, so the first length it sees (7) compiles the class; five other lengths are its
+    # plans. Length 2 is not a member: its linears have 4 rows, which kiln computes in kernels of
+    # its own (a size decision the class keeps as a guard), so it compiles on its own.
     assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
-    assert stats["specializations"] == 2 and stats["class_plans"] == 6, stats
+    assert stats["specializations"] == 3 and stats["class_plans"] == 5, stats
     assert stats["eager_ops"] == 0, stats
 
 
@@ -113,3 +114,19 @@ def test_a_random_signature_stream_matches_eager_at_every_call():
     stats = kiln.stats()
     assert stats["fallbacks"] == 0 and stats["graph_fallbacks"] == 0, stats
     assert stats["shape_classes"] >= 2 and stats["class_plans"] >= 5, stats
+
+
+def test_a_size_decision_is_a_guard_and_sizes_past_it_get_a_class_of_their_own():
+    """A linear of up to 4 rows runs in a kernel of kiln's own, of more through a prepacked
+    GEMM: a size decision of the passes. The class compiled at 16 rows keeps it as a guard, so
+    2 rows are no member of it: they compile a second class, whose plans serve 3 rows too."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()  # the stream alone: one graph, its sizes symbolic from the start
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                                torch.nn.Linear(128, 64)).eval()
+    compiled = torch.compile(model, backend="kiln", dynamic=True)
+    kiln.reset_stats()
+    _stream(compiled, model, [(rows, 64) for rows in (16, 32, 2, 3, 300)])
+    stats = kiln.stats()
+    assert stats["shape_classes"] == 2 and stats["specializations"] == 2, stats
+    assert stats["class_plans"] == 3 and stats["fallbacks"] == 0, stats

@@ -1,0 +1,24 @@
+#include "passes/kernel/size_decisions.h"
+
+namespace kiln::kernel {
+namespace {
+
+thread_local std::vector<SizeDecision>* recording = nullptr;
+
+}  // namespace
+
+bool at_least(int64_t value, int64_t threshold, const char* what) {
+  const bool outcome = value >= threshold;
+  if (recording) recording->push_back({value, threshold, outcome, what});
+  return outcome;
+}
+
+RecordSizeDecisions::RecordSizeDecisions() : outer_(recording) {
+  recording = &decisions_;
+}
+
+RecordSizeDecisions::~RecordSizeDecisions() {
+  recording = outer_;
+}
+
+}  // namespace kiln::kernel
