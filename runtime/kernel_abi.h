@@ -86,6 +86,11 @@ struct CompiledKernel {
   /// CPU, size-generic kernels only: the launch at the call's size inputs (`range` and `grain`
   /// then hold the example binding's). One compiled function serves every binding.
   std::function<KernelLaunch(const int64_t* sizes)> launch_at;
+  /// CPU, size-generic kernels only: whether the schedule the code follows (taken at the example
+  /// binding: streaming stores, prefetches, row caches, one-pass moments, ...) is the one these
+  /// size inputs would choose. The code is correct either way; a shape class serves only the
+  /// bindings where it holds (backend/api/compile_class.h).
+  std::function<bool(const int64_t* sizes)> schedule_holds;
   /// CPU: what `function` is passed as `sizes`: a size-generic kernel's size inputs at the plan's
   /// binding (a plan instantiated from a shape class), empty otherwise.
   std::vector<int64_t> size_values;

@@ -105,23 +105,36 @@ std::vector<DecisionGuard> decision_guards(
   return guards;
 }
 
+/// The first guard of the class that fails at `sizes`, said (`say`) or only marked; empty where
+/// all hold. The passes' decisions first (a few integer operations), then the kernels' schedules.
+std::string first_failing_guard(const CompiledClass& compiled, std::span<const int64_t> sizes,
+                                bool say) {
+  for (const DecisionGuard& g : compiled.guards) {
+    const int64_t value = kernel::evaluate(g.value, sizes);
+    if ((value >= g.threshold) == g.outcome) continue;
+    if (!say) return "x";
+    return g.what + std::string(": ") + std::to_string(value) + (g.outcome ? " < " : " >= ") +
+           std::to_string(g.threshold) + " at these sizes, " + (g.outcome ? ">= " : "< ") +
+           std::to_string(g.threshold) + " where the class was compiled";
+  }
+  for (size_t k = 0; k < compiled.compiled.size(); ++k) {
+    const auto& holds = compiled.compiled[k].schedule_holds;
+    if (!holds || holds(sizes.data())) continue;
+    if (!say) return "x";
+    return "kernel " + compiled.kernels[k].name +
+           ": the schedule its code follows is not the one these sizes would choose";
+  }
+  return "";
+}
+
 }  // namespace
 
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) {
-  return std::all_of(compiled.guards.begin(), compiled.guards.end(), [&](const DecisionGuard& g) {
-    return (kernel::evaluate(g.value, sizes) >= g.threshold) == g.outcome;
-  });
+  return first_failing_guard(compiled, sizes, /*say=*/false).empty();
 }
 
 std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes) {
-  for (const DecisionGuard& g : compiled.guards) {
-    const int64_t value = kernel::evaluate(g.value, sizes);
-    if ((value >= g.threshold) != g.outcome)
-      return g.what + std::string(": ") + std::to_string(value) + (g.outcome ? " < " : " >= ") +
-             std::to_string(g.threshold) + " at these sizes, " + (g.outcome ? ">= " : "< ") +
-             std::to_string(g.threshold) + " where the class was compiled";
-  }
-  return "";
+  return first_failing_guard(compiled, sizes, /*say=*/true);
 }
 
 std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,
@@ -243,6 +256,7 @@ std::shared_ptr<CompiledRegion> instantiate_class(const CompiledClass& compiled,
     c.grain = launch.grain;
     c.size_values.assign(sizes.begin(), sizes.end());
     c.launch_at = nullptr;
+    c.schedule_holds = nullptr;
   }
   auto region = std::make_shared<CompiledRegion>();
   region->plan = build_plan(*graph, constants, memory, compiled.device, bound, compiled.code);

@@ -13,20 +13,30 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
     const std::vector<at::Tensor>& inputs) const {
   // Every call of a member comes here (its plans are not in the region's signature cache): the
   // lock is held only to find the class. Classes over the same dims differ in the outcome of a
-  // size decision: a binding belongs to the one whose guards it passes.
-  for (size_t next = 0;;) {
-    std::shared_ptr<Entry> entry;
-    std::optional<std::vector<int64_t>> binding;
-    {
-      std::shared_lock lock(mutex_);
-      for (; next < classes_.size() && !entry; ++next) {
-        binding = binding_of(classes_[next]->shape, inputs);
-        if (binding) entry = classes_[next];
+  // size decision: a binding belongs to the one whose guards it passes. The plans made first
+  // (every call), then the guards (once per new binding).
+  for (const bool made : {true, false}) {
+    for (size_t next = 0;;) {
+      std::shared_ptr<Entry> entry;
+      std::optional<std::vector<int64_t>> binding;
+      {
+        std::shared_lock lock(mutex_);
+        for (; next < classes_.size() && !entry; ++next) {
+          binding = binding_of(classes_[next]->shape, inputs);
+          if (binding) entry = classes_[next];
+        }
+      }
+      if (!entry) break;
+      if (made) {
+        std::lock_guard lock(entry->mutex);
+        if (auto found = entry->plans.find(*binding); found != entry->plans.end())
+          return found->second;
+      } else if (auto spec = plan_of(*entry, *binding)) {
+        return spec;
       }
     }
-    if (!entry) return nullptr;
-    if (auto spec = plan_of(*entry, *binding)) return spec;
   }
+  return nullptr;
 }
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(

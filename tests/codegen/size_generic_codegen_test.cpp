@@ -74,6 +74,25 @@ Kernel bias_kernel(int64_t rows, int64_t n) {
   return k;
 }
 
+TEST(SizeGenericCodegen, TheScheduleSaysWhichBindingsItWasChosenFor) {
+  // Streaming stores past 64 KB of output: the example (6 x 40 floats) streams none, so its code
+  // serves a binding of two megabytes correctly, but with another schedule than that binding's
+  // own; schedule_holds says so (a shape class then compiles those sizes apart).
+  CodegenOptions options;
+  options.vector_bits = 256;
+  options.stream_bytes = 64 << 10;
+  const CompiledKernels compiled = compile_kernels({bias_kernel(6, 40)}, options);
+  const CompiledKernel& fn = compiled.kernels.at(0);
+  ASSERT_TRUE(fn.schedule_holds);
+  const Binding small = {7, 64}, large = {512, 1024};
+  EXPECT_TRUE(fn.schedule_holds(small.data()));
+  EXPECT_FALSE(fn.schedule_holds(large.data()));
+  // A kernel of constant sizes needs no such test.
+  const CompiledKernels fixed =
+      compile_kernels({kernel::without_terms(bias_kernel(6, 40))}, options);
+  EXPECT_FALSE(fixed.kernels.at(0).schedule_holds);
+}
+
 TEST(SizeGenericCodegen, OneElementwiseCodeServesEveryRowCountAndRowLength) {
   check_bindings(bias_kernel(6, 40),
                  {{6, 40},

@@ -33,15 +33,29 @@ void set_launch(CompiledKernel& kernel, const KernelLaunch& launch) {
 }
 
 /// A size-generic kernel's launch at each call's size inputs (`kernel` collapsed, scheduled as
-/// `schedule`); none for a kernel of constant sizes.
+/// `schedule`), and the test of the guards its code does not adapt to at run time; none for a
+/// kernel of constant sizes. Those are the store policy's byte thresholds on the iteration
+/// space (streaming stores, prefetched rows). The other tests the generic code makes per call or
+/// needs not: a row longer than the row caches skips them, a row shorter than a vector takes two
+/// passes for its moments, a sum over a run-time row is always chunked, a transpose walks its
+/// tiles at any size.
 void set_launch_rule(CompiledKernel& compiled, const kernel::Kernel& kernel,
                      const CpuSchedule& schedule) {
   compiled.launch_at = nullptr;
+  compiled.schedule_holds = nullptr;
   if (!kernel::is_size_generic(kernel)) return;
   const bool tiles = schedule.strategy == CpuSchedule::Strategy::Transpose;
-  compiled.launch_at = [rule = launch_rule(kernel, tiles),
-                        inputs = kernel.size_inputs.size()](const int64_t* sizes) {
+  const size_t inputs = kernel.size_inputs.size();
+  compiled.launch_at = [rule = launch_rule(kernel, tiles), inputs](const int64_t* sizes) {
     return rule.at(std::span<const int64_t>(sizes, inputs));
+  };
+  kernel::SizeGuards guards;
+  for (const kernel::SizeGuard& g : schedule.guards)
+    if (g.extent == kernel::Extent::Elements) guards.push_back(g);
+  if (guards.empty()) return;
+  compiled.schedule_holds = [kernel, guards, inputs](const int64_t* sizes) {
+    return kernel::guards_hold(guards,
+                               kernel::bind_sizes(kernel, std::span<const int64_t>(sizes, inputs)));
   };
 }
 
