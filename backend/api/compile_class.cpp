@@ -129,6 +129,18 @@ std::string first_failing_guard(const CompiledClass& compiled, std::span<const i
 
 }  // namespace
 
+ClassBindings class_bindings(std::span<const int64_t> base) {
+  ClassBindings result;
+  result.fitted.emplace_back(base.begin(), base.end());
+  result.check.assign(base.begin(), base.end());
+  for (size_t i = 0; i < base.size(); ++i) {
+    result.fitted.emplace_back(base.begin(), base.end());
+    result.fitted.back()[i] += 1;
+    result.check[i] += 2;
+  }
+  return result;
+}
+
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) {
   return first_failing_guard(compiled, sizes, /*say=*/false).empty();
 }

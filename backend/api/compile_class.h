@@ -52,6 +52,14 @@ struct CompiledClass {
   double codegen_seconds = 0;
 };
 
+/// The bindings a class is compiled at: the base, then each size input moved alone by one
+/// (`fitted`, laid out as kernel::Bindings says), and every one moved by two (`check`).
+struct ClassBindings {
+  kernel::Bindings fitted;
+  std::vector<int64_t> check;
+};
+ClassBindings class_bindings(std::span<const int64_t> base);
+
 /// `imports[j]`: the region imported at `bindings[j]` (laid out as kernel::Bindings says);
 /// `check`: imported at `check_binding`, which the fit does not use: the template and the
 /// kernels instantiated there must be what the pipeline makes there. CPU only. Throws

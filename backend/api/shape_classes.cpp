@@ -109,15 +109,8 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
   }
   const auto start = std::chrono::steady_clock::now();
   try {
-    // The base, each size input moved alone by one, and every one moved by two to check.
     const std::vector<int64_t> base = base_binding(shape);
-    kernel::Bindings bindings = {base};
-    std::vector<int64_t> check = base;
-    for (size_t i = 0; i < base.size(); ++i) {
-      bindings.push_back(base);
-      bindings.back()[i] += 1;
-      check[i] += 2;
-    }
+    const auto [bindings, check] = class_bindings(base);
     std::vector<ImportedGraph> imports;
     for (size_t j = 0; j < bindings.size(); ++j)
       imports.push_back(import(j == 0 ? inputs : inputs_at(shape, inputs, bindings[j])));

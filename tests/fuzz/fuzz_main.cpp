@@ -38,19 +38,10 @@ int usage(const char* why) {
 /// The symbolic cases of seeds first..last-1; exit code 1 when one fails.
 int run_symbolic(uint64_t first, uint64_t last, bool verbose) {
   const auto start = std::chrono::steady_clock::now();
-  int cases = 0, with_sizes = 0, formed = 0, kernels = 0, run = 0, skipped = 0;
-  int64_t checked = 0, unchecked = 0;
-  std::vector<uint64_t> failed;
+  kiln::fuzz::SymbolicTally tally;
   for (uint64_t seed = first; seed < last; ++seed) {
     const kiln::fuzz::SymbolicResult r = kiln::fuzz::run_symbolic_seed(seed);
-    ++cases;
-    with_sizes += r.size_inputs > 0;
-    formed += r.formed;
-    kernels += r.generic_kernels;
-    run += r.bindings_run;
-    skipped += r.bindings_skipped;
-    checked += r.checked;
-    unchecked += r.unchecked;
+    tally.add(r);
     if (verbose) {
       std::printf(
           "seed %llu: %s, %d size inputs, %s, %d generic kernels, %d bindings run, %d "
@@ -59,24 +50,15 @@ int run_symbolic(uint64_t first, uint64_t last, bool verbose) {
           r.formed ? "a class" : ("no class: " + r.not_formed).c_str(), r.generic_kernels,
           r.bindings_run, r.bindings_skipped, r.seconds);
     }
-    if (!r.passed) {
-      failed.push_back(seed);
-      std::printf("%s\n", r.report.c_str());
-    }
+    if (!r.passed) std::printf("%s\n", r.report.c_str());
     std::fflush(stdout);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("kiln_fuzz --symbolic: %d cases (seeds %llu:%llu) in %.1f s; %zu failed\n", cases,
+  std::printf("kiln_fuzz --symbolic (seeds %llu:%llu, %.1f s): %s\n",
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
-              seconds, failed.size());
-  std::printf("  %d with size inputs, %d compiled as a shape class (%d generic kernels)\n",
-              with_sizes, formed, kernels);
-  std::printf("  plans run at %d bindings; %d skipped (another program there, or another plan)\n",
-              run, skipped);
-  std::printf("  %lld output elements checked, %lld not checked (ill-conditioned)\n",
-              static_cast<long long>(checked), static_cast<long long>(unchecked));
-  return failed.empty() ? 0 : 1;
+              seconds, tally.summary().c_str());
+  return tally.failed.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -109,13 +109,7 @@ SymbolicResult run_symbolic_seed(uint64_t seed, int random_count) {
     result.not_formed = "no dim of its main shape is 2 or more";
     return done();
   }
-  kernel::Bindings bindings = {base};
-  std::vector<int64_t> check = base;
-  for (size_t i = 0; i < base.size(); ++i) {
-    bindings.push_back(base);
-    bindings.back()[i] += 1;
-    check[i] += 2;
-  }
+  const auto [bindings, check] = class_bindings(base);
   for (size_t j = 1; j < bindings.size(); ++j) {
     auto c = make(bindings[j]);
     if (!c) return done();
@@ -232,6 +226,31 @@ SymbolicResult run_symbolic_seed(uint64_t seed, int random_count) {
     ++result.bindings_run;
   }
   return done();
+}
+
+void SymbolicTally::add(const SymbolicResult& r) {
+  ++cases;
+  with_sizes += r.size_inputs > 0;
+  formed += r.formed;
+  kernels += r.generic_kernels;
+  run += r.bindings_run;
+  skipped += r.bindings_skipped;
+  checked += r.checked;
+  unchecked += r.unchecked;
+  if (!r.passed) {
+    failed.push_back(r.seed);
+    reports += r.report;
+  }
+}
+
+std::string SymbolicTally::summary() const {
+  return std::to_string(cases) + " cases: " + std::to_string(failed.size()) + " failed; " +
+         std::to_string(with_sizes) + " with size inputs, " + std::to_string(formed) +
+         " compiled as a shape class (" + std::to_string(kernels) +
+         " generic kernels); plans run at " + std::to_string(run) + " bindings, " +
+         std::to_string(skipped) + " skipped (another program there, or another plan); " +
+         std::to_string(checked) + " output elements checked, " + std::to_string(unchecked) +
+         " not (ill-conditioned)";
 }
 
 }  // namespace kiln::fuzz

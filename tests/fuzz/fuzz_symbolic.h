@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::fuzz {
 
@@ -26,6 +27,19 @@ struct SymbolicResult {
   int64_t unchecked = 0;     // float output elements whose bound is inf
   double seconds = 0;
   std::string report;  // on failure: what differs, and the reproducer
+};
+
+/// The results of many seeds, added up.
+struct SymbolicTally {
+  int cases = 0, with_sizes = 0, formed = 0, kernels = 0, run = 0, skipped = 0;
+  int64_t checked = 0, unchecked = 0;
+  std::vector<uint64_t> failed;
+  std::string reports;  // of the failed seeds
+
+  void add(const SymbolicResult& r);
+  /// "N cases: ... failed; ... with size inputs, ... classes (... generic kernels); plans run at
+  /// ... bindings, ... skipped; ... elements checked, ... not".
+  std::string summary() const;
 };
 
 /// Compiles the seed's symbolic case as a shape class (fusion on, strict, memory planned, CPU)

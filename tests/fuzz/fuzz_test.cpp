@@ -147,34 +147,19 @@ TEST(Fuzz, KernelsRunOnEmulatedCuda) {
 TEST(Fuzz, SymbolicSizesMatchEager) {
   constexpr uint64_t kSymbolicSeeds = 200;
   const auto start = std::chrono::steady_clock::now();
-  std::string reports;
-  int failed = 0, with_sizes = 0, formed = 0, kernels = 0, run = 0, skipped = 0;
-  int64_t checked = 0;
-  for (uint64_t seed = 0; seed < kSymbolicSeeds; ++seed) {
-    const SymbolicResult r = run_symbolic_seed(seed);
-    if (!r.passed) {
-      ++failed;
-      reports += r.report;
-    }
-    with_sizes += r.size_inputs > 0;
-    formed += r.formed;
-    kernels += r.generic_kernels;
-    run += r.bindings_run;
-    skipped += r.bindings_skipped;
-    checked += r.checked;
-  }
-  std::printf(
-      "symbolic fuzz: seeds 0:%llu in %.1f s: %d failed; %d with size inputs, %d classes (%d "
-      "generic kernels), plans run at %d bindings, %d skipped; %lld elements checked\n",
-      static_cast<unsigned long long>(kSymbolicSeeds),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
-      with_sizes, formed, kernels, run, skipped, static_cast<long long>(checked));
-  EXPECT_EQ(failed, 0) << reports;
+  SymbolicTally tally;
+  for (uint64_t seed = 0; seed < kSymbolicSeeds; ++seed)
+    tally.add(run_symbolic_seed(seed));
+  std::printf("symbolic fuzz: seeds 0:%llu in %.1f s: %s\n",
+              static_cast<unsigned long long>(kSymbolicSeeds),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              tally.summary().c_str());
+  EXPECT_TRUE(tally.failed.empty()) << tally.reports;
   // Guards on the fuzzer: most cases have size inputs, kiln forms a class for most of those (it
   // refuses only where the program itself changes with its sizes), and most plans run.
-  EXPECT_GE(with_sizes, static_cast<int>(kSymbolicSeeds * 8 / 10));
-  EXPECT_GE(formed, with_sizes * 9 / 10);
-  EXPECT_GE(run, formed * 7);
+  EXPECT_GE(tally.with_sizes, static_cast<int>(kSymbolicSeeds * 8 / 10));
+  EXPECT_GE(tally.formed, tally.with_sizes * 9 / 10);
+  EXPECT_GE(tally.run, tally.formed * 7);
 }
 
 // A symbolic case at another binding is the same program: the same ops, the same inputs, and
