@@ -105,26 +105,12 @@ std::vector<DecisionGuard> decision_guards(
   return guards;
 }
 
-/// The first guard of the class that fails at `sizes`, said (`say`) or only marked; empty where
-/// all hold. The passes' decisions first (a few integer operations), then the kernels' schedules.
-std::string first_failing_guard(const CompiledClass& compiled, std::span<const int64_t> sizes,
-                                bool say) {
-  for (const DecisionGuard& g : compiled.guards) {
-    const int64_t value = kernel::evaluate(g.value, sizes);
-    if ((value >= g.threshold) == g.outcome) continue;
-    if (!say) return "x";
-    return g.what + std::string(": ") + std::to_string(value) + (g.outcome ? " < " : " >= ") +
-           std::to_string(g.threshold) + " at these sizes, " + (g.outcome ? ">= " : "< ") +
-           std::to_string(g.threshold) + " where the class was compiled";
-  }
-  for (size_t k = 0; k < compiled.compiled.size(); ++k) {
-    const auto& holds = compiled.compiled[k].schedule_holds;
-    if (!holds || holds(sizes.data())) continue;
-    if (!say) return "x";
-    return "kernel " + compiled.kernels[k].name +
-           ": the schedule its code follows is not the one these sizes would choose";
-  }
-  return "";
+bool holds(const DecisionGuard& g, std::span<const int64_t> sizes) {
+  return (kernel::evaluate(g.value, sizes) >= g.threshold) == g.outcome;
+}
+
+bool schedule_holds(const CompiledKernel& k, std::span<const int64_t> sizes) {
+  return !k.schedule_holds || k.schedule_holds(sizes.data());
 }
 
 }  // namespace
@@ -142,11 +128,27 @@ ClassBindings class_bindings(std::span<const int64_t> base) {
 }
 
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) {
-  return first_failing_guard(compiled, sizes, /*say=*/false).empty();
+  // The passes' decisions first (a few integer operations), then the kernels' schedules.
+  return std::all_of(compiled.guards.begin(), compiled.guards.end(),
+                     [&](const DecisionGuard& g) { return holds(g, sizes); }) &&
+         std::all_of(compiled.compiled.begin(), compiled.compiled.end(),
+                     [&](const CompiledKernel& k) { return schedule_holds(k, sizes); });
 }
 
 std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes) {
-  return first_failing_guard(compiled, sizes, /*say=*/true);
+  for (const DecisionGuard& g : compiled.guards) {
+    if (holds(g, sizes)) continue;
+    const std::string threshold = std::to_string(g.threshold);
+    return g.what + ": " + std::to_string(kernel::evaluate(g.value, sizes)) +
+           (g.outcome ? " < " : " >= ") + threshold + " at these sizes, " +
+           (g.outcome ? ">= " : "< ") + threshold + " where the class was compiled";
+  }
+  for (size_t k = 0; k < compiled.compiled.size(); ++k) {
+    if (!schedule_holds(compiled.compiled[k], sizes))
+      return "kernel " + compiled.kernels[k].name +
+             ": the schedule its code follows is not the one these sizes would choose";
+  }
+  return "";
 }
 
 std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,

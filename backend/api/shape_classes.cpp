@@ -43,11 +43,9 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
     Entry& entry, const std::vector<int64_t>& binding) const {
   std::lock_guard lock(entry.mutex);
   if (auto found = entry.plans.find(binding); found != entry.plans.end()) return found->second;
-  if (!guards_hold(*entry.compiled, binding)) {
-    // Every call of a member of a later class over the same dims may come past this one.
-    if (environment().log_level >= LogLevel::Debug)
-      log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
-                               guard_failure(*entry.compiled, binding));
+  if (!guards_hold(*entry.compiled, binding)) {  // once per new binding, not per call
+    log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
+                             guard_failure(*entry.compiled, binding));
     return nullptr;
   }
   auto spec = std::make_shared<RegionSpecialization>();
