@@ -24,13 +24,30 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Whether an integer attribute of `node` is one of `sizes`.
-bool holds_a_size(const ir::Node& node, const std::vector<int64_t>& sizes) {
-  auto is_size = [&](int64_t v) { return std::find(sizes.begin(), sizes.end(), v) != sizes.end(); };
+/// The sizes among `sizes` that an integer attribute of `node` holds.
+std::vector<int64_t> sizes_in_attributes(const ir::Node& node, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> held;
+  auto note = [&](int64_t v) {
+    if (std::find(sizes.begin(), sizes.end(), v) != sizes.end()) held.push_back(v);
+  };
   for (const auto& [name, attr] : node.attrs()) {
-    if (const auto* i = std::get_if<int64_t>(&attr); i && is_size(*i)) return true;
+    if (const auto* i = std::get_if<int64_t>(&attr)) note(*i);
     if (const auto* list = std::get_if<std::vector<int64_t>>(&attr))
-      if (std::any_of(list->begin(), list->end(), is_size)) return true;
+      std::for_each(list->begin(), list->end(), note);
+  }
+  return held;
+}
+
+/// Whether `node` computes a value shaped by one of `sizes`: an integer attribute holds a size
+/// that is also a dim of an output (`position_ids[:, :tokens]` is [1, tokens] and slices to
+/// `tokens`). An attribute alone is not enough: a convolution's stride or padding equals a batch
+/// of 2 or 3 by chance, and a weight packed for an input size keeps its own shape.
+bool shaped_by_a_size(const ir::Node& node, const std::vector<int64_t>& sizes) {
+  const std::vector<int64_t> held = sizes_in_attributes(node, sizes);
+  if (held.empty()) return false;
+  for (const ir::Value* out : node.outputs()) {
+    for (int64_t dim : out->type().sizes)
+      if (std::find(held.begin(), held.end(), dim) != held.end()) return true;
   }
   return false;
 }
@@ -135,6 +152,13 @@ bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) 
                      [&](const CompiledKernel& k) { return schedule_holds(k, sizes); });
 }
 
+size_t guards_failing(const CompiledClass& compiled, std::span<const int64_t> sizes) {
+  return std::count_if(compiled.guards.begin(), compiled.guards.end(),
+                       [&](const DecisionGuard& g) { return !holds(g, sizes); }) +
+         std::count_if(compiled.compiled.begin(), compiled.compiled.end(),
+                       [&](const CompiledKernel& k) { return !schedule_holds(k, sizes); });
+}
+
 std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes) {
   for (const DecisionGuard& g : compiled.guards) {
     if (holds(g, sizes)) continue;
@@ -177,15 +201,15 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     // Split reductions have no size-generic code (and their pieces follow the sizes): a class's
     // reductions run each row on one thread.
     pipeline.reduction_pieces = nullptr;
-    // A value computed from weights alone is folded into a constant, but not one whose
-    // attributes hold a size (BERT's `position_ids[:, :tokens]`, and the position embeddings
-    // of it): its values would follow the sizes. It stays an op of the graph. (An attribute that
-    // equals a size by chance refuses a fold at one binding only; the graphs then differ, and
-    // the class is tried again from other sizes.)
+    // A value computed from weights alone is folded into a constant, but not one shaped by a
+    // size (BERT's `position_ids[:, :tokens]`, and the position embeddings of it): its values
+    // would follow the sizes. It stays an op of the graph. A fold whose value follows the sizes
+    // in another way (a packed weight whose layout depends on the batch) gives constants that
+    // differ between the bindings, and no class.
     const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
     pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes](
                                      const ir::Node& node, const std::vector<int64_t>& indices) {
-      if (holds_a_size(node, sizes)) return std::optional<int64_t>();
+      if (shaped_by_a_size(node, sizes)) return std::optional<int64_t>();
       return fold(node, indices);
     };
     kernel::RecordSizeDecisions recording;

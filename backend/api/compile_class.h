@@ -74,6 +74,9 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
 /// Whether every guard of the class holds at `sizes`.
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes);
 
+/// How many of the class's guards (size decisions, kernel schedules) fail at `sizes`.
+size_t guards_failing(const CompiledClass& compiled, std::span<const int64_t> sizes);
+
 /// Empty when every guard of the class holds at `sizes`; else the first that fails, said.
 std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t> sizes);
 

@@ -36,14 +36,46 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
       }
     }
   }
-  return nullptr;
+  return nearest_plan(inputs, /*only_past_bounds=*/true);
+}
+
+std::shared_ptr<const RegionSpecialization> ShapeClasses::nearest_plan(
+    const std::vector<at::Tensor>& inputs, bool only_past_bounds) const {
+  std::shared_ptr<Entry> nearest;
+  std::vector<int64_t> binding;
+  size_t fewest = 0;
+  {
+    std::shared_lock lock(mutex_);
+    size_t over_dims = 0;
+    for (const auto& entry : classes_) {
+      std::optional<std::vector<int64_t>> at = binding_of(entry->shape, inputs);
+      if (!at || (nearest && entry->shape.size_inputs != nearest->shape.size_inputs)) continue;
+      ++over_dims;
+      const size_t failing = guards_failing(*entry->compiled, *at);
+      if (!nearest || failing < fewest) {
+        nearest = entry;
+        binding = std::move(*at);
+        fewest = failing;
+      }
+    }
+    if (!nearest) return nullptr;
+    const bool past_bounds =
+        over_dims >= kMaxClassesPerDims ||
+        std::count(failed_.begin(), failed_.end(), nearest->shape.size_inputs) >= kMaxAttempts;
+    if (only_past_bounds && !past_bounds) return nullptr;
+  }
+  log(LogLevel::Debug, nearest->compiled->name + ": run by the plan of a class compiled for " +
+                           "other size decisions (" + guard_failure(*nearest->compiled, binding) +
+                           ")");
+  return plan_of(*nearest, binding, /*despite_guards=*/true);
 }
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
-    Entry& entry, const std::vector<int64_t>& binding) const {
+    Entry& entry, const std::vector<int64_t>& binding, bool despite_guards) const {
   std::lock_guard lock(entry.mutex);
   if (auto found = entry.plans.find(binding); found != entry.plans.end()) return found->second;
-  if (!guards_hold(*entry.compiled, binding)) {  // once per new binding, not per call
+  if (!despite_guards &&
+      !guards_hold(*entry.compiled, binding)) {  // once per new binding, not per call
     log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
                              guard_failure(*entry.compiled, binding));
     return nullptr;
@@ -143,10 +175,15 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     // Not kiln's failure: the region's graph changes with sizes near these in a way a class
     // cannot follow (a pass decides otherwise for a batch of 3 than of 4), or an import at a
     // moved size failed. Tried again from a later signature's sizes, a few times.
-    log(LogLevel::Debug, name + ": " + e.what() + "; compiling this signature on its own");
-    std::unique_lock lock(mutex_);
-    failed_.push_back(shape.size_inputs);
-    return nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      failed_.push_back(shape.size_inputs);
+    }
+    // A class over these dims compiled before serves them instead, whatever its decisions.
+    auto nearest = nearest_plan(inputs, /*only_past_bounds=*/false);
+    log(LogLevel::Debug,
+        name + ": " + e.what() + (nearest ? "" : "; compiling this signature on its own"));
+    return nearest;
   }
 }
 

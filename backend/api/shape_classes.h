@@ -25,6 +25,12 @@ class ShapeClasses {
   /// Classes over the same dims that fail to compile (from different base sizes) before those
   /// dims are not tried again: each attempt runs the pipeline three or more times.
   static constexpr int kMaxAttempts = 3;
+  /// Classes compiled over the same dims, one per outcome of the size decisions. Past them (or
+  /// past kMaxAttempts failures over those dims, or when a class for a new outcome fails to
+  /// compile), a binding whose outcomes no class has runs the plan of the class whose guards it
+  /// fails fewest: every guard is a choice of speed (which kernel, which schedule), never of what
+  /// is computed, so that plan is correct there, only perhaps slower.
+  static constexpr size_t kMaxClassesPerDims = 2;
 
   /// The plan of the class these inputs are a member of, made now if it is new; null when they
   /// are in none (or its plan cannot be made at their sizes).
@@ -49,9 +55,16 @@ class ShapeClasses {
 
  private:
   struct Entry;
-  /// The entry's plan at `binding` (made now if new), or null where its guards do not hold.
+  /// The entry's plan at `binding` (made now if new), or null where its guards do not hold
+  /// (unless `despite_guards`).
   std::shared_ptr<const RegionSpecialization> plan_of(Entry& entry,
-                                                      const std::vector<int64_t>& binding) const;
+                                                      const std::vector<int64_t>& binding,
+                                                      bool despite_guards = false) const;
+  /// The plan of the class whose guards these inputs fail fewest, made despite them; null when
+  /// they are a member of no class's dims, or (`only_past_bounds`) while more classes over
+  /// those dims may still be compiled.
+  std::shared_ptr<const RegionSpecialization> nearest_plan(const std::vector<at::Tensor>& inputs,
+                                                           bool only_past_bounds) const;
   std::shared_ptr<const RegionSpecialization> compile_class_of(
       ShapeClass shape, const std::vector<at::Tensor>& inputs,
       const std::vector<FrozenWeight>& weights, const Import& import, const CompileOptions& options,
