@@ -74,8 +74,8 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
     Entry& entry, const std::vector<int64_t>& binding, bool despite_guards) const {
   std::lock_guard lock(entry.mutex);
   if (auto found = entry.plans.find(binding); found != entry.plans.end()) return found->second;
-  if (!despite_guards &&
-      !guards_hold(*entry.compiled, binding)) {  // once per new binding, not per call
+  // Guards are tested once per new binding, not per call.
+  if (!despite_guards && !guards_hold(*entry.compiled, binding)) {
     log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
                              guard_failure(*entry.compiled, binding));
     return nullptr;
