@@ -27,4 +27,16 @@ bool reduces_across_rows(const Kernel& kernel, int width, SizeGuards* guards) {
   return across > along;
 }
 
+bool reads_one_vector_for_every_row(const Kernel& kernel) {
+  if (kernel.reduce_rank == 0 || kernel.row_rank() == 0) return false;
+  const int last_row = kernel.row_rank() - 1;
+  const std::vector<bool> element = element_levels(kernel);
+  bool invariant = false, moving = false;
+  for (size_t i = 0; i < kernel.exprs.size(); ++i) {
+    if (kernel.exprs[i].op != Op::Load || !element[i]) continue;
+    (kernel.exprs[i].map.strides[last_row] == 0 ? invariant : moving) = true;
+  }
+  return invariant && moving;
+}
+
 }  // namespace kiln::kernel

@@ -17,4 +17,9 @@ namespace kiln::kernel {
 /// must be collapsed (collapse_dims.h). The size it compares is recorded in `guards` when given.
 bool reduces_across_rows(const Kernel& kernel, int width, SizeGuards* guards = nullptr);
 
+/// True when one of the kernel's element loads does not move with the last row dimension while
+/// another does: a vector against a matrix, every row a dot product of the same vector (a linear
+/// of a few rows computed as a contraction). `kernel` must be collapsed.
+bool reads_one_vector_for_every_row(const Kernel& kernel);
+
 }  // namespace kiln::kernel

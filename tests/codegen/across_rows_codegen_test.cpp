@@ -211,6 +211,28 @@ TEST(AcrossRowsCodegenTest, LargeColumnReductionsSplitAlongTheReducedDim) {
   check(cases, Split::Pieces);
 }
 
+// A vector against a matrix (a linear of one row on a transposed weight) has rows that are dot
+// products of the same vector: threads take rows of their own, the reduced dim stays whole
+// however long it is. A column sum of the same sizes is split.
+TEST(AcrossRowsCodegenTest, AVectorAgainstAMatrixIsNotSplit) {
+  const int64_t out = 256, in = 4096;
+  Kernel k = make_kernel("linear_wt_long", {out, in}, 1, {F32, F32}, {F32});
+  KernelBuilder b(k);
+  b.store(
+      2, {1, 0},
+      b.reduce(ReduceKind::Sum, b.binary(Op::Mul, b.load(0, {0, 1}), b.load(1, {1, out}), F32)));
+  const Kernel collapsed = collapse_dims(k);
+  EXPECT_TRUE(reduces_across_rows(collapsed, 16));
+  EXPECT_TRUE(kernel::reads_one_vector_for_every_row(collapsed));
+  EXPECT_EQ(reduction_pieces(collapsed), 0);
+  const Kernel column = collapse_dims(column_kernel(ReduceKind::Sum, F32, out, in));
+  EXPECT_FALSE(kernel::reads_one_vector_for_every_row(column));
+  EXPECT_GT(reduction_pieces(column), 0);
+  check({make_case(k, {uniform(-1, 1)}, [](int bits) {
+    return Tolerance{0, 0, 2 * sum_error(bits, in, in) + 2 * kU32};
+  })});
+}
+
 // Two split kernels that differ only in their row count (rows 16 floats apart, whatever their
 // count): their partials are laid out by their rows, so the second, compiled while the first's
 // code is loaded, must not run the first's code.

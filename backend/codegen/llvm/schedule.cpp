@@ -95,7 +95,13 @@ int64_t reduction_pieces(const Kernel& collapsed) {
   // input, and the elementwise kernel after it (which splits the memory into stretches) finds
   // half its lines in the other core's cache. Split along the reduced dims, each thread reads a
   // stretch of its own. (Width 2: how memory runs, whatever the vector width.)
-  if (!kernel::reduces_across_rows(collapsed, 2)) return 0;
+  // A vector against a matrix (a linear of a few rows) is not split: its rows are dot products
+  // whose matrix rows are read once and by no later kernel, so threads taking rows of their own
+  // (as any kernel's do) lose nothing, and the split's partial and finish kernels would double
+  // what it costs to compile (the first decoding step of a language model is a dozen of them).
+  if (!kernel::reduces_across_rows(collapsed, 2) ||
+      kernel::reads_one_vector_for_every_row(collapsed))
+    return 0;
   return kernel::reduced_dim_pieces(collapsed, grain_elements, kMaxReductionPieces);
 }
 
