@@ -3,6 +3,7 @@ dims compiles once for every size of those dims, and each later size gets a plan
 compile (no pass, no code generation). Results match eager at every size; sizes 0 and 1, other
 dtypes and layouts are not members and compile on their own, as before."""
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -113,11 +114,13 @@ def test_a_batch_equal_to_a_stride_or_padding_still_forms_the_class():
     assert stats["class_plans"] == 3 and stats["fallbacks"] == 0, stats
 
 
-def test_past_two_classes_over_the_same_dims_the_nearest_class_serves_the_sizes():
+@pytest.mark.parametrize("rows", [(16, 2, 250000, 3, 200000, 40), (250000, 2, 40, 3, 16, 7)])
+def test_past_two_classes_over_the_same_dims_the_nearest_class_serves_the_sizes(rows):
     """Three outcomes of the size decisions over the rows: up to 4 (a kernel of kiln's own for
     the linear), more (a prepacked GEMM), and so many that the kernel after it would choose
     streaming stores. Two classes compile; past them, rows of the third outcome run the plan of
-    the class whose guards they fail fewest (each guard picks a speed, not a result)."""
+    the class whose guards they fail fewest (each guard picks a speed, not a result): code
+    without streaming stores at 250000 rows, or with them at 40, 16 and 7."""
     class _Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -132,7 +135,7 @@ def test_past_two_classes_over_the_same_dims_the_nearest_class_serves_the_sizes(
     model = _Model().eval()
     compiled = torch.compile(model, backend="kiln", dynamic=True)
     kiln.reset_stats()
-    _stream(compiled, model, [(rows, 64) for rows in (16, 2, 250000, 3, 200000, 40)])
+    _stream(compiled, model, [(n, 64) for n in rows])
     stats = kiln.stats()
     assert stats["shape_classes"] == 2 and stats["specializations"] == 2, stats
     assert stats["class_plans"] == 4 and stats["fallbacks"] == 0, stats
