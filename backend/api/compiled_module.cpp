@@ -71,9 +71,53 @@ void CompiledModule::Impl::check_inputs(std::vector<c10::IValue>& inputs) const 
 std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
     const std::vector<c10::IValue>& inputs) const {
   return specializations.get(
-      signature_of(inputs), options.max_specializations,
-      [&](int index) { return compile_specialization(index, inputs); },
-      [&] { return past_limit(inputs); });
+      signature_of(inputs), kMaxSignatures, [&](int) { return find_or_compile(inputs); },
+      [&] {  // past kMaxSignatures: nothing more is cached, and nothing compiles
+        auto spec = classes.member(inputs);
+        return spec ? spec : past_limit(inputs);
+      });
+}
+
+std::shared_ptr<const Specialization> CompiledModule::Impl::find_or_compile(
+    const std::vector<c10::IValue>& inputs) const {
+  if (auto spec = classes.member(inputs)) return spec;
+  const int index = compiles++;
+  if (index >= options.max_specializations) {
+    compiles--;
+    return past_limit(inputs);
+  }
+  if (!disabled_names().contains("shape_classes")) {
+    std::string why_not;
+    if (std::optional<ShapeClass> shape_class = classes.form(inputs, &why_not)) {
+      if (auto spec = compile_class(index, std::move(*shape_class), inputs)) return spec;
+    } else if (!why_not.empty()) {
+      log(LogLevel::Debug, "no module shape class for " + describe_inputs(inputs) + ": " + why_not);
+    }
+  }
+  auto spec = compile_specialization(index, inputs);
+  classes.record(inputs);
+  return spec;
+}
+
+std::shared_ptr<const Specialization> CompiledModule::Impl::compile_class(
+    int index, ShapeClass shape_class, const std::vector<c10::IValue>& inputs) const {
+  log(LogLevel::Info, "compiling specialization " + std::to_string(index) +
+                          " as a shape class, size-generic in the dims that moved, for " +
+                          describe_inputs(inputs));
+  try {
+    auto spec = std::make_shared<const Specialization>(captured, options, index, inputs,
+                                                       varying_dims(shape_class));
+    classes.add(std::move(shape_class), inputs, spec);
+    if (std::optional<c10::IValue> described = describe_for_package(inputs)) {
+      std::lock_guard lock(signatures_mutex);
+      signatures.push_back(std::move(*described));
+    }
+    return spec;
+  } catch (const std::exception& e) {
+    // The signature compiles on its own instead, which folds what this one could not.
+    log(LogLevel::Debug, std::string("the module shape class failed: ") + e.what());
+    return nullptr;
+  }
 }
 
 std::shared_ptr<const Specialization> CompiledModule::Impl::past_limit(
@@ -163,7 +207,7 @@ const CompileOptions& CompiledModule::options() const {
 }
 
 int CompiledModule::num_specializations() const {
-  return impl_->specializations.size();
+  return impl_->compiles.load();
 }
 
 Explanation CompiledModule::explain(std::vector<c10::IValue> inputs) const {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/api/module_classes.h"
 #include "backend/api/signature_cache.h"
 #include "backend/api/specialization.h"
 #include "kiln/kiln.h"
@@ -26,7 +27,12 @@ struct CompiledModule::Impl {
   CompileOptions options;
   CapturedModule captured;
 
+  /// Every signature met (up to kMaxSignatures), with the specialization it runs: its own, its
+  /// class's, or past max_specializations one that runs the module uncompiled.
   mutable SignatureCache<Specialization> specializations;
+  static constexpr int kMaxSignatures = 4096;
+  mutable ModuleClasses classes;
+  mutable std::atomic<int> compiles = 0;  // signatures compiled on their own, and classes
   mutable std::atomic<bool> warned_limit = false;
 
   /// The input signatures compiled so far, described for a package (package.h), in order.
@@ -43,8 +49,15 @@ struct CompiledModule::Impl {
   /// one that runs the module uncompiled).
   std::shared_ptr<const Specialization> specialization_for(
       const std::vector<c10::IValue>& inputs) const;
+  /// The specialization of the class these inputs are a member of, one compiled for their
+  /// class or signature, or (past max_specializations) one that runs the module uncompiled.
+  std::shared_ptr<const Specialization> find_or_compile(
+      const std::vector<c10::IValue>& inputs) const;
   std::shared_ptr<const Specialization> compile_specialization(
       int index, const std::vector<c10::IValue>& inputs) const;
+  /// The specialization for the class these inputs form, or null where it fails to compile.
+  std::shared_ptr<const Specialization> compile_class(int index, ShapeClass shape_class,
+                                                      const std::vector<c10::IValue>& inputs) const;
   std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;
   /// Compiles the specialization for these inputs; runs them only where the specialization

@@ -41,6 +41,18 @@ size_t SignatureHash::operator()(const SignatureKey& key) const {
   return h;
 }
 
+int64_t kind_of(const c10::IValue& input) {
+  return input.isTensor()   ? -1
+         : input.isNone()   ? 0
+         : input.isInt()    ? 1
+         : input.isDouble() ? 2
+         : input.isBool()   ? 3
+         : input.isString() ? 4
+         : input.isList()   ? 5
+         : input.isTuple()  ? 6
+                            : 7;
+}
+
 SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
   SignatureKey key = global_state();
   for (const auto& input : inputs) {
@@ -49,14 +61,7 @@ SignatureKey signature_of(const std::vector<c10::IValue>& inputs) {
     } else {
       // Non-tensor inputs are run by the interpreter, so only their kind matters.
       key.push_back(-2);
-      key.push_back(input.isNone()     ? 0
-                    : input.isInt()    ? 1
-                    : input.isDouble() ? 2
-                    : input.isBool()   ? 3
-                    : input.isString() ? 4
-                    : input.isList()   ? 5
-                    : input.isTuple()  ? 6
-                                       : 7);
+      key.push_back(kind_of(input));
     }
   }
   return key;

@@ -22,6 +22,9 @@ struct SignatureHash {
 };
 
 SignatureKey signature_of(const std::vector<c10::IValue>& inputs);
+/// What the key holds of an input that is not a tensor: its kind (None, int, float, ...); -1
+/// for a tensor.
+int64_t kind_of(const c10::IValue& input);
 SignatureKey signature_of(const std::vector<at::Tensor>& inputs);
 
 /// "f32[2,3], i64[8]{1}" for logs and errors.

@@ -33,9 +33,10 @@ void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& expl
 }  // namespace
 
 Specialization::Specialization(const CapturedModule& captured, const CompileOptions& options,
-                               int index, const std::vector<c10::IValue>& inputs)
+                               int index, const std::vector<c10::IValue>& inputs,
+                               const std::vector<std::vector<int>>& varying_dims)
     : graph_(captured.graph->copy()) {
-  specialize_graph(graph_, captured.frozen, inputs);
+  specialize_graph(graph_, captured.frozen, inputs, varying_dims);
   partition_into_regions(*graph_);
   std::vector<torch::jit::Node*> regions;
   collect_regions(graph_->block(), regions);

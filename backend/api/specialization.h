@@ -18,9 +18,11 @@ class Specialization {
  public:
   /// `inputs` are the call's inputs: what their signature fixes (None-ness, tensor metadata,
   /// grad mode, autocast) is folded into this specialization's graph (specialize_graph.h), so
-  /// `if x is None` or a module's checks of its input's dim fold away.
+  /// `if x is None` or a module's checks of its input's dim fold away. A size-generic one (a
+  /// module shape class, module_classes.h) folds no size of the `varying_dims` (per input).
   Specialization(const CapturedModule& captured, const CompileOptions& options, int index,
-                 const std::vector<c10::IValue>& inputs);
+                 const std::vector<c10::IValue>& inputs,
+                 const std::vector<std::vector<int>>& varying_dims = {});
   ~Specialization();
 
   /// A specialization that runs the frozen module in the TorchScript interpreter, uncompiled;

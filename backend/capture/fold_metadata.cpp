@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace kiln {
@@ -17,19 +18,20 @@ bool replace_with_constant(Value* value, const c10::IValue& constant) {
   return folded.has_value();
 }
 
-bool fold_shape_reads(Value* value, c10::IntArrayRef sizes) {
+bool fold_shape_reads(Value* value, c10::IntArrayRef sizes, const std::vector<int>& unknown) {
   bool folded = false;
   for (const torch::jit::Use& use : value->uses()) {
     Node* node = use.user;
     if (use.offset != 0) continue;
     if (node->kind() == c10::aten::dim && node->inputs().size() == 1) {
       folded |= replace_with_constant(node->output(), static_cast<int64_t>(sizes.size()));
-    } else if (node->kind() == c10::aten::size && node->inputs().size() == 1) {
+    } else if (node->kind() == c10::aten::size && node->inputs().size() == 1 && unknown.empty()) {
       folded |= replace_with_constant(node->output(), c10::IValue(sizes.vec()));
     } else if (node->kind() == c10::aten::size && node->inputs().size() == 2) {
       std::optional<c10::IValue> dim = torch::jit::toIValue(node->input(1));
       if (dim && dim->isInt() && !sizes.empty()) {
         const int64_t d = c10::maybe_wrap_dim(dim->toInt(), static_cast<int64_t>(sizes.size()));
+        if (std::find(unknown.begin(), unknown.end(), d) != unknown.end()) continue;
         folded |= replace_with_constant(node->output(), sizes[d]);
       }
     }
@@ -37,7 +39,7 @@ bool fold_shape_reads(Value* value, c10::IntArrayRef sizes) {
   return folded;
 }
 
-void fold_metadata(Value* value, const at::Tensor& tensor) {
+void fold_metadata(Value* value, const at::Tensor& tensor, const std::vector<int>& unknown) {
   for (const torch::jit::Use& use : value->uses()) {
     Node* node = use.user;
     const auto kind = node->kind();
@@ -51,7 +53,7 @@ void fold_metadata(Value* value, const at::Tensor& tensor) {
       replace_with_constant(node->output(), tensor.is_cuda());
     }
   }
-  if (tensor.layout() == at::kStrided) fold_shape_reads(value, tensor.sizes());
+  if (tensor.layout() == at::kStrided) fold_shape_reads(value, tensor.sizes(), unknown);
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 #include "backend/capture/import_graph.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -7,6 +8,7 @@
 #include <unordered_map>
 
 #include "backend/capture/partition.h"
+#include "backend/capture/size_nodes.h"
 #include "kiln/error.h"
 #include "runtime/bridge/tensor_bridge.h"
 
@@ -27,6 +29,8 @@ class Importer {
     for (const Node* node : region_.nodes()) {
       if (node->kind() == c10::prim::Constant) {
         import_constant(node);
+      } else if (sizes_.is_size_node(node)) {
+        compute_sizes(node);
       } else if (node->kind() == c10::prim::ConstantChunk) {
         import_constant_chunk(node);
       } else if (node->kind() == c10::prim::ListUnpack) {
@@ -60,22 +64,82 @@ class Importer {
     }
   }
 
-  ImportArg argument(const Value* in, const c10::Argument& formal) const {
+  // Size arithmetic (size_nodes.h), run for the sizes of this import: aten::size on the meta
+  // tensor of its value, the rest on the numbers (and 0-dim tensors) computed before it.
+  void compute_sizes(const Node* node) {
+    torch::jit::Stack stack;
+    for (const Value* in : node->inputs()) {
+      if (auto found = constants_.find(in); found != constants_.end()) {
+        stack.push_back(found->second);
+      } else if (in->node()->kind() == c10::prim::Constant) {
+        stack.push_back(*torch::jit::toIValue(in));  // a number, or a 0-dim tensor
+      } else {
+        stack.emplace_back(ops_.meta(values_.at(in)));  // a tensor whose sizes are read
+      }
+    }
+    try {
+      run_size_node(node, stack);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::Unsupported, std::string("computing a size (") +
+                                              node->kind().toQualString() +
+                                              ") failed: " + e.what());
+    }
+    const size_t first = stack.size() - node->outputs().size();
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      constants_[node->output(i)] = stack[first + i];
+  }
+
+  // The list and number nodes have no schema to find their operation by.
+  static void run_size_node(const Node* node, torch::jit::Stack& stack) {
+    const auto kind = node->kind();
+    if (kind == c10::prim::ListUnpack) {
+      const c10::List<c10::IValue> list = stack.back().toList();
+      if (list.size() != node->outputs().size())
+        throw Error(ErrorKind::Unsupported, "a list of sizes unpacks into another number");
+      stack.pop_back();
+      for (const c10::IValue& element : list)
+        stack.push_back(element);
+    } else if (kind == c10::prim::ListConstruct) {
+      c10::List<int64_t> list;
+      for (const c10::IValue& element : stack)
+        list.push_back(element.toInt());
+      stack = {c10::IValue(list)};
+    } else if (kind == c10::prim::NumToTensor) {
+      stack.back() = at::scalar_to_tensor(stack.back().toScalar());  // an int gives a long
+    } else {
+      node->getOperation()(stack);
+    }
+  }
+
+  // A size in a 0-dim tensor that an op takes as a tensor: a constant of the graph.
+  ir::Value* size_tensor(const Value* in) {
+    if (auto found = values_.find(in); found != values_.end()) return found->second;
+    return values_[in] = ops_.add_constant(constants_.at(in).toTensor());
+  }
+
+  ImportArg argument(const Value* in, const c10::Argument& formal) {
     if (is_tensor_list_type(formal.type()) || is_optional_tensor_list_type(formal.type())) {
       // The partitioner let in only tensors and None constants; None is nullptr.
       std::vector<ir::Value*> elements;
       for (const Value* element : in->node()->inputs()) {
+        if (constants_.count(element) && constants_.at(element).isTensor()) {
+          elements.push_back(size_tensor(element));
+          continue;
+        }
         auto found = values_.find(element);
         elements.push_back(found == values_.end() ? nullptr : found->second);
       }
       return elements;
     }
     if (auto found = values_.find(in); found != values_.end()) return found->second;
-    if (auto found = constants_.find(in); found != constants_.end()) return found->second;
+    if (auto found = constants_.find(in); found != constants_.end()) {
+      if (found->second.isTensor()) return size_tensor(in);
+      return found->second;
+    }
     return *torch::jit::toIValue(in);
   }
 
-  std::vector<ImportArg> arguments_of(const Node* node, const c10::FunctionSchema& schema) const {
+  std::vector<ImportArg> arguments_of(const Node* node, const c10::FunctionSchema& schema) {
     std::vector<ImportArg> args;
     for (size_t i = 0; i < schema.arguments().size(); ++i)
       args.push_back(argument(node->input(i), schema.arguments()[i]));
@@ -124,7 +188,8 @@ class Importer {
   const torch::jit::Graph& region_;
   OpImporter ops_;
   std::unordered_map<const Value*, ir::Value*> values_;
-  std::unordered_map<const Value*, c10::IValue> constants_;
+  std::unordered_map<const Value*, c10::IValue> constants_;  // numbers, sizes among them
+  SizeNodes sizes_;
   std::unordered_map<const Value*, std::vector<ir::Value*>> pieces_;  // a split's list output
 };
 

@@ -4,9 +4,11 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/capture/size_nodes.h"
 #include "passes/ir/op_table.h"
 #include "runtime/bridge/tensor_bridge.h"
 
@@ -16,10 +18,13 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-// Why argument `arg`, given `value`, keeps the node out of a region; nullopt when it is fine.
-std::optional<std::string> argument_problem(const c10::Argument& arg, const Value* value) {
+// Why argument `arg`, given `value`, keeps the node out of a region; nullopt when it is fine. A
+// number computed from sizes is fine: the region computes it (size_nodes.h).
+std::optional<std::string> argument_problem(const c10::Argument& arg, const Value* value,
+                                            SizeNodes& sizes) {
   const auto& type = arg.type();
   if (is_tensor_type(type)) return std::nullopt;
+  if (sizes.is_size_value(value)) return std::nullopt;
   if (is_optional_tensor_type(type)) {
     if (is_tensor_type(value->type()) || torch::jit::toIValue(value)) return std::nullopt;
     return "argument '" + arg.name() + "' is an optional tensor that is not known to be None";
@@ -103,14 +108,24 @@ class RegionBuilder {
         regions += RegionBuilder(graph_).partition(inner);  // a block's regions stay in it
       }
       if (node->kind() == c10::prim::Constant) continue;
-      if (!interpreter_reason(node)) {
+      if (sizes_.is_size_node(node)) {
+        // Size arithmetic stays where it is, or, where it reads the open region's values, moves
+        // below it when it closes; the members that take its results compute their own copy.
+        if (reads_any(node, defined_) || reads_any(node, derived_)) {
+          for (Value* out : node->outputs())
+            derived_.insert(out);
+          pending_sizes_.push_back(node);
+        }
+        continue;
+      }
+      if (!interpreter_reason(node, sizes_)) {
         members_.push_back(node);
         for (Value* out : node->outputs())
           defined_.insert(out);
       } else if (feeds_only_region_ops(node)) {
         // A tensor list for ops like cat: the region rebuilds it inside.
         if (reads_any(node, defined_)) pending_lists_.push_back(node);
-      } else if (reads_any(node, defined_)) {
+      } else if (reads_any(node, defined_) || reads_any(node, derived_)) {
         regions += close();  // the interpreter needs the region's results from here on
       }
     }
@@ -136,8 +151,20 @@ class RegionBuilder {
       inner[outer] = mapped;
       return mapped;
     };
+    // Size arithmetic a member reads, computed in the region from the sizes of its values.
+    std::function<Value*(Value*)> map_size = [&](Value* outer) -> Value* {
+      if (auto found = inner.find(outer); found != inner.end()) return found->second;
+      Node* producer = outer->node();
+      Node* clone = subgraph->insertNode(subgraph->createClone(producer, [&](Value* in) {
+        return sizes_.is_size_value(in) ? map_size(in) : map_value(in);
+      }));
+      for (size_t i = 0; i < producer->outputs().size(); ++i)
+        inner[producer->output(i)] = clone->output(i);
+      return inner.at(outer);
+    };
     for (Node* member : members_) {
       auto map_input = [&](Value* outer) -> Value* {
+        if (sizes_.is_size_value(outer)) return map_size(outer);
         // A tensor list built outside: rebuild it inside from its (mapped) elements.
         if (outer->node()->kind() == c10::prim::ListConstruct && !defined_.count(outer) &&
             !inner.count(outer)) {
@@ -164,6 +191,19 @@ class RegionBuilder {
       }
     }
 
+    // Size arithmetic on the region's values that only its members read goes away with them.
+    std::unordered_set<const Node*> dead_sizes;
+    for (auto it = pending_sizes_.rbegin(); it != pending_sizes_.rend(); ++it) {
+      const bool dead =
+          std::all_of((*it)->outputs().begin(), (*it)->outputs().end(), [&](const Value* out) {
+            return std::all_of(out->uses().begin(), out->uses().end(), [&](const auto& use) {
+              return is_member(use.user) || dead_sizes.count(use.user);
+            });
+          });
+      if (dead) dead_sizes.insert(*it);
+    }
+    absorbed.insert(dead_sizes.begin(), dead_sizes.end());
+
     Node* region = graph_.create(region_symbol(), region_inputs, 0);
     region->g_(c10::attr::Subgraph, subgraph);
     region->insertAfter(members_.back());
@@ -184,8 +224,14 @@ class RegionBuilder {
       const_cast<Node*>(list)->removeAllInputs();
     for (auto it = members_.rbegin(); it != members_.rend(); ++it)
       (*it)->destroy();
-    // A list that reads the region's results and still has users outside moves below it.
+    // Size arithmetic and lists that read the region's results and still have users outside
+    // move below it (sizes first: a list may hold a size's 0-dim tensor, never the reverse).
     Node* insert_point = region;
+    for (Node* size : pending_sizes_) {
+      if (absorbed.count(size)) continue;
+      size->moveAfter(insert_point);
+      insert_point = size;
+    }
     for (Node* list : pending_lists_) {
       if (absorbed.count(list)) continue;
       list->moveAfter(insert_point);
@@ -194,8 +240,11 @@ class RegionBuilder {
     for (const Node* list : absorbed)
       const_cast<Node*>(list)->destroy();
     pending_lists_.clear();
+    pending_sizes_.clear();
     members_.clear();
     defined_.clear();
+    derived_.clear();
+    sizes_.clear();  // nodes were destroyed, and a new one may take the address of one
     return 1;
   }
 
@@ -206,7 +255,10 @@ class RegionBuilder {
   torch::jit::Graph& graph_;
   std::vector<Node*> members_;
   std::vector<Node*> pending_lists_;
+  std::vector<Node*> pending_sizes_;  // size arithmetic reading the open region's values
   std::unordered_set<const Value*> defined_;
+  std::unordered_set<const Value*> derived_;  // the results of pending_sizes_
+  SizeNodes sizes_;
 };
 
 }  // namespace
@@ -286,6 +338,11 @@ bool is_split_op(const Node* node) {
 }
 
 std::optional<std::string> interpreter_reason(const Node* node) {
+  SizeNodes sizes;
+  return interpreter_reason(node, sizes);
+}
+
+std::optional<std::string> interpreter_reason(const Node* node, SizeNodes& sizes) {
   if (!node->blocks().empty()) return "control flow";
   const std::string kind = node->kind().toQualString();
   if (kind == "aten::to_mkldnn" || kind == "aten::to_dense") {
@@ -309,14 +366,33 @@ std::optional<std::string> interpreter_reason(const Node* node) {
   const auto& args = schema->arguments();
   if (args.size() != node->inputs().size()) return "has a variable number of arguments";
   for (size_t i = 0; i < args.size(); ++i) {
-    if (auto problem = argument_problem(args[i], node->input(i))) return problem;
+    if (auto problem = argument_problem(args[i], node->input(i), sizes)) return problem;
   }
   return std::nullopt;
 }
 
+namespace {
+
+// Size arithmetic whose every reader joined a region (which computes its own copy) is dead.
+void remove_dead_sizes(torch::jit::Block* block) {
+  SizeNodes sizes;
+  std::vector<Node*> nodes(block->nodes().begin(), block->nodes().end());
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    for (torch::jit::Block* inner : (*it)->blocks())
+      remove_dead_sizes(inner);
+    const bool unused = std::none_of((*it)->outputs().begin(), (*it)->outputs().end(),
+                                     [](const Value* out) { return out->hasUses(); });
+    if (unused && sizes.is_size_node(*it)) (*it)->destroy();
+  }
+}
+
+}  // namespace
+
 int partition_into_regions(torch::jit::Graph& graph) {
   RegionBuilder builder(graph);
-  return builder.partition(graph.block());
+  const int regions = builder.partition(graph.block());
+  remove_dead_sizes(graph.block());
+  return regions;
 }
 
 }  // namespace kiln

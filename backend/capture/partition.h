@@ -2,9 +2,10 @@
 // interpreter keeps.
 //
 // A node can join a region when it is a dispatcher operator that returns only tensors, mutates
-// nothing, and whose non-tensor arguments are all constants, or a split unpacked into its pieces.
-// Everything else (control flow, lists, ints from aten::size, in-place ops, unknown views) stays
-// in the interpreter. Each region
+// nothing, and whose non-tensor arguments are all constants or size arithmetic (size_nodes.h: the
+// region computes its own copy), or a split unpacked into its pieces. Everything else (control
+// flow, lists, in-place ops, unknown views) stays in the interpreter, and so does size arithmetic
+// that the interpreter reads. Each region
 // becomes one `kiln::Region` node holding its nodes as a subgraph (attribute Subgraph); the
 // compile driver attaches a runner to it.
 //
@@ -17,6 +18,8 @@
 
 #include <optional>
 #include <string>
+
+#include "backend/capture/size_nodes.h"
 
 namespace kiln {
 
@@ -35,8 +38,10 @@ bool is_split_op(const torch::jit::Node* node);
 /// ATen ops whose output shape depends on the values of their inputs ("aten::nonzero").
 bool has_data_dependent_shape(const std::string& name);
 
-/// Why this node stays in the interpreter, or nullopt when it can join a region.
+/// Why this node stays in the interpreter, or nullopt when it can join a region. `sizes`
+/// remembers which nodes are size arithmetic, for callers that ask of many nodes.
 std::optional<std::string> interpreter_reason(const torch::jit::Node* node);
+std::optional<std::string> interpreter_reason(const torch::jit::Node* node, SizeNodes& sizes);
 
 /// Replaces the regions of every block of `graph` (nested blocks too) by kiln::Region nodes.
 /// Returns the number of regions formed.

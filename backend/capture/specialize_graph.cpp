@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <unordered_map>
@@ -55,7 +56,8 @@ bool may_be_written(const Value* value) {
   return false;
 }
 
-void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                 const std::vector<std::vector<int>>& unknown_dims) {
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     Value* input = graph.inputs()[i + 1];  // input 0 is self
     if (input->uses().empty()) continue;
@@ -63,7 +65,8 @@ void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& input
       torch::jit::WithInsertPoint guard(graph.block()->nodes().front());
       input->replaceAllUsesWith(graph.insertConstant(c10::IValue()));
     } else if (inputs[i].isTensor() && inputs[i].toTensor().defined() && !may_be_written(input)) {
-      fold_metadata(input, inputs[i].toTensor());
+      fold_metadata(input, inputs[i].toTensor(),
+                    i < unknown_dims.size() ? unknown_dims[i] : std::vector<int>{});
     }
   }
 }
@@ -147,8 +150,9 @@ void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
 }  // namespace
 
 void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::jit::Module& self,
-                      const std::vector<c10::IValue>& inputs) {
-  fold_inputs(*graph, inputs);
+                      const std::vector<c10::IValue>& inputs,
+                      const std::vector<std::vector<int>>& unknown_dims) {
+  fold_inputs(*graph, inputs, unknown_dims);
   fold_global_state(*graph);
   fold_attributes(*graph, self);
   // Folded branches leave lists built by appends and loops over them (`any(x.requires_grad for
@@ -156,7 +160,10 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   // values too.
   // The meta run of fold_computed_shapes costs a pass over the graph (convolutions on zeros):
   // once it finds nothing to fold, later rounds skip it.
-  bool fold_shapes = true;
+  // With sizes unknown, no computed value's sizes are known either: the meta run would find
+  // those of these inputs.
+  bool fold_shapes = std::all_of(unknown_dims.begin(), unknown_dims.end(),
+                                 [](const std::vector<int>& dims) { return dims.empty(); });
   for (int round = 0; round < 4; ++round) {
     torch::jit::ConstantPropagation(graph);
     bool changed = torch::jit::RemoveListMutation(graph);

@@ -24,7 +24,12 @@ namespace kiln {
 ///   (prim::SetAttr) and hands none that could change in place (a tensor, a list) to an op that
 ///   might change it: constants where TorchScript allows (not a tensor that requires grad),
 ///   otherwise their dtype, device, requires_grad, dim and sizes.
+///
+/// A size-generic specialization (a module shape class, compiled_module.cpp) names the dims of
+/// its tensor inputs whose sizes vary (`unknown_dims[i]`: input i's): their size reads stay, as
+/// do the sizes of every computed value; regions compute them per signature (size_nodes.h).
 void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::jit::Module& self,
-                      const std::vector<c10::IValue>& inputs);
+                      const std::vector<c10::IValue>& inputs,
+                      const std::vector<std::vector<int>>& unknown_dims = {});
 
 }  // namespace kiln
