@@ -86,28 +86,40 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::find_or_compile(
     compiles--;
     return past_limit(inputs);
   }
-  if (!disabled_names().contains("shape_classes")) {
+  // A member of a class in reserve compiles on its own: that class's graph leaves more to the
+  // interpreter.
+  if (!disabled_names().contains("shape_classes") && !classes.member(inputs, true)) {
     std::string why_not;
-    if (std::optional<ShapeClass> shape_class = classes.form(inputs, &why_not)) {
-      if (auto spec = compile_class(index, std::move(*shape_class), inputs)) return spec;
+    if (std::optional<ModuleClasses::Formed> formed = classes.form(inputs, &why_not)) {
+      if (auto spec = compile_class(index, std::move(*formed), inputs)) return spec;
     } else if (!why_not.empty()) {
       log(LogLevel::Debug, "no module shape class for " + describe_inputs(inputs) + ": " + why_not);
     }
   }
   auto spec = compile_specialization(index, inputs);
-  classes.record(inputs);
+  classes.record(inputs, spec->interpreter_nodes());
   return spec;
 }
 
 std::shared_ptr<const Specialization> CompiledModule::Impl::compile_class(
-    int index, ShapeClass shape_class, const std::vector<c10::IValue>& inputs) const {
-  log(LogLevel::Info, "compiling specialization " + std::to_string(index) +
-                          " as a shape class, size-generic in the dims that moved, for " +
-                          describe_inputs(inputs));
+    int index, ModuleClasses::Formed formed, const std::vector<c10::IValue>& inputs) const {
   try {
-    auto spec = std::make_shared<const Specialization>(captured, options, index, inputs,
-                                                       varying_dims(shape_class));
-    classes.add(std::move(shape_class), inputs, spec);
+    auto spec =
+        std::make_shared<const Specialization>(captured, options, "class" + std::to_string(index),
+                                               inputs, varying_dims(formed.shape_class));
+    const bool in_reserve = spec->interpreter_nodes() > formed.interpreter_nodes;
+    classes.add(std::move(formed.shape_class), inputs, spec, in_reserve);
+    if (in_reserve) {
+      log(LogLevel::Debug, "a module shape class for " + describe_inputs(inputs) + " leaves " +
+                               std::to_string(spec->interpreter_nodes()) +
+                               " nodes to the interpreter, against " +
+                               std::to_string(formed.interpreter_nodes) +
+                               " where sizes fold: kept for signatures past max_specializations");
+      return nullptr;
+    }
+    log(LogLevel::Info, "specialization " + std::to_string(index) +
+                            " is a shape class, size-generic in the dims that moved, for " +
+                            describe_inputs(inputs));
     if (std::optional<c10::IValue> described = describe_for_package(inputs)) {
       std::lock_guard lock(signatures_mutex);
       signatures.push_back(std::move(*described));
@@ -122,6 +134,7 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::compile_class(
 
 std::shared_ptr<const Specialization> CompiledModule::Impl::past_limit(
     const std::vector<c10::IValue>& inputs) const {
+  if (auto spec = classes.member(inputs, /*reserves=*/true)) return spec;
   if (!warned_limit.exchange(true)) {
     record_fallback();
     log(LogLevel::Warn,
@@ -142,7 +155,8 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::compile_specializati
   }
   std::string why;
   try {
-    return std::make_shared<const Specialization>(captured, options, index, inputs);
+    return std::make_shared<const Specialization>(captured, options, "spec" + std::to_string(index),
+                                                  inputs);
   } catch (const Error& e) {
     if (options.strict) throw;
     why = e.what();

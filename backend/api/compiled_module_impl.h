@@ -55,8 +55,9 @@ struct CompiledModule::Impl {
       const std::vector<c10::IValue>& inputs) const;
   std::shared_ptr<const Specialization> compile_specialization(
       int index, const std::vector<c10::IValue>& inputs) const;
-  /// The specialization for the class these inputs form, or null where it fails to compile.
-  std::shared_ptr<const Specialization> compile_class(int index, ShapeClass shape_class,
+  /// The specialization for the class these inputs form, or null where it fails to compile or
+  /// is kept in reserve (module_classes.h).
+  std::shared_ptr<const Specialization> compile_class(int index, ModuleClasses::Formed formed,
                                                       const std::vector<c10::IValue>& inputs) const;
   std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;

@@ -23,20 +23,22 @@ std::vector<int64_t> kinds_of(const std::vector<c10::IValue>& inputs) {
 
 }  // namespace
 
-std::shared_ptr<const Specialization> ModuleClasses::member(
-    const std::vector<c10::IValue>& inputs) const {
+std::shared_ptr<const Specialization> ModuleClasses::member(const std::vector<c10::IValue>& inputs,
+                                                            bool reserves) const {
   std::lock_guard lock(mutex_);
   if (classes_.empty()) return nullptr;
   const std::vector<at::Tensor> tensors = tensors_of(inputs);
   const std::vector<int64_t> kinds = kinds_of(inputs);
   for (const Class& each : classes_) {
-    if (each.kinds == kinds && binding_of(each.shape_class, tensors)) return each.specialization;
+    if ((reserves || !each.in_reserve) && each.kinds == kinds &&
+        binding_of(each.shape_class, tensors))
+      return each.specialization;
   }
   return nullptr;
 }
 
-std::optional<ShapeClass> ModuleClasses::form(const std::vector<c10::IValue>& inputs,
-                                              std::string* why_not) const {
+std::optional<ModuleClasses::Formed> ModuleClasses::form(const std::vector<c10::IValue>& inputs,
+                                                         std::string* why_not) const {
   std::lock_guard lock(mutex_);
   const std::vector<at::Tensor> tensors = tensors_of(inputs);
   const std::vector<int64_t> kinds = kinds_of(inputs);
@@ -44,21 +46,22 @@ std::optional<ShapeClass> ModuleClasses::form(const std::vector<c10::IValue>& in
     if (it->kinds != kinds) continue;
     std::string why;
     std::optional<ShapeClass> formed = form_class(it->tensors, tensors, {}, &why);
-    if (formed) return formed;
+    if (formed) return Formed{std::move(*formed), it->interpreter_nodes};
     if (why_not && it == compiled_.rbegin()) *why_not = why;
   }
   return std::nullopt;
 }
 
-void ModuleClasses::record(const std::vector<c10::IValue>& inputs) {
+void ModuleClasses::record(const std::vector<c10::IValue>& inputs, int interpreter_nodes) {
   std::lock_guard lock(mutex_);
-  compiled_.push_back({describe(tensors_of(inputs), {}), kinds_of(inputs)});
+  compiled_.push_back({describe(tensors_of(inputs), {}), kinds_of(inputs), interpreter_nodes});
 }
 
 void ModuleClasses::add(ShapeClass shape_class, const std::vector<c10::IValue>& inputs,
-                        std::shared_ptr<const Specialization> specialization) {
+                        std::shared_ptr<const Specialization> specialization, bool in_reserve) {
   std::lock_guard lock(mutex_);
-  classes_.push_back({std::move(shape_class), kinds_of(inputs), std::move(specialization)});
+  classes_.push_back(
+      {std::move(shape_class), kinds_of(inputs), std::move(specialization), in_reserve});
 }
 
 std::vector<std::vector<int>> varying_dims(const ShapeClass& shape_class) {

@@ -5,6 +5,12 @@
 // size-generic specialization instead: those dims' size reads are not folded, size arithmetic
 // joins the regions that read it (size_nodes.h), and each region forms shape classes of its own
 // (shape_classes.h). Every later member of the class runs that specialization.
+//
+// What is not folded can leave more to the interpreter: a branch on a size (`if x.size(1) > 4`)
+// stays a branch, and cuts the graph into regions around it. Where the class's graph leaves more
+// nodes to the interpreter than the signature's own, the class is kept in reserve instead: its
+// members compile on their own, as before, and run the class's specialization only past
+// max_specializations (which would otherwise run the module uncompiled).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -23,26 +29,34 @@ class Specialization;
 
 class ModuleClasses {
  public:
-  /// The specialization of the class these inputs are a member of, or null.
-  std::shared_ptr<const Specialization> member(const std::vector<c10::IValue>& inputs) const;
+  /// The specialization of the class these inputs are a member of (a class in reserve too
+  /// where `reserves`), or null.
+  std::shared_ptr<const Specialization> member(const std::vector<c10::IValue>& inputs,
+                                               bool reserves = false) const;
+  struct Formed {
+    ShapeClass shape_class;
+    int interpreter_nodes;  // those of the signature it was formed with
+  };
   /// The class these inputs form with a signature compiled on its own before (the most recent
   /// first), or none (`why_not`: the reason for the most recent).
-  std::optional<ShapeClass> form(const std::vector<c10::IValue>& inputs,
-                                 std::string* why_not = nullptr) const;
+  std::optional<Formed> form(const std::vector<c10::IValue>& inputs,
+                             std::string* why_not = nullptr) const;
   /// A signature compiled on its own.
-  void record(const std::vector<c10::IValue>& inputs);
+  void record(const std::vector<c10::IValue>& inputs, int interpreter_nodes);
   void add(ShapeClass shape_class, const std::vector<c10::IValue>& inputs,
-           std::shared_ptr<const Specialization> specialization);
+           std::shared_ptr<const Specialization> specialization, bool in_reserve);
 
  private:
   struct Signature {
     std::vector<ShapeClass::Input> tensors;  // undefined where the input is not a tensor
     std::vector<int64_t> kinds;              // kind_of each input
+    int interpreter_nodes;
   };
   struct Class {
     ShapeClass shape_class;
     std::vector<int64_t> kinds;
     std::shared_ptr<const Specialization> specialization;
+    bool in_reserve;
   };
   mutable std::mutex mutex_;
   std::vector<Signature> compiled_;

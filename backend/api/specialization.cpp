@@ -18,6 +18,16 @@ void collect_regions(torch::jit::Block* block, std::vector<torch::jit::Node*>& r
   }
 }
 
+int count_interpreter_nodes(const torch::jit::Block* block) {
+  int count = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    if (node->kind() != c10::prim::Constant && node->kind() != region_symbol()) ++count;
+    for (const torch::jit::Block* inner : node->blocks())
+      count += count_interpreter_nodes(inner);
+  }
+  return count;
+}
+
 void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& explanation) {
   for (const torch::jit::Node* node : block->nodes()) {
     const auto kind = node->kind();
@@ -33,7 +43,7 @@ void explain_interpreter_nodes(const torch::jit::Block* block, Explanation& expl
 }  // namespace
 
 Specialization::Specialization(const CapturedModule& captured, const CompileOptions& options,
-                               int index, const std::vector<c10::IValue>& inputs,
+                               const std::string& name, const std::vector<c10::IValue>& inputs,
                                const std::vector<std::vector<int>>& varying_dims)
     : graph_(captured.graph->copy()) {
   specialize_graph(graph_, captured.frozen, inputs, varying_dims);
@@ -41,9 +51,9 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
   std::vector<torch::jit::Node*> regions;
   collect_regions(graph_->block(), regions);
   for (size_t i = 0; i < regions.size(); ++i) {
-    auto runner = std::make_shared<RegionRunner>(
-        torchscript_region(regions[i]->g(c10::attr::Subgraph)), options,
-        "spec" + std::to_string(index) + "-region" + std::to_string(i));
+    auto runner =
+        std::make_shared<RegionRunner>(torchscript_region(regions[i]->g(c10::attr::Subgraph)),
+                                       options, name + "-region" + std::to_string(i));
     const int64_t id = register_region_runner(runner);
     regions[i]->i_(region_id_attr(), id);
     runners_.push_back(runner);
@@ -52,10 +62,9 @@ Specialization::Specialization(const CapturedModule& captured, const CompileOpti
   const std::string dump_dir = options.dump_dir.empty() ? environment().dump_dir : options.dump_dir;
   if (!dump_dir.empty()) {
     std::filesystem::create_directories(dump_dir);
-    std::ofstream(std::filesystem::path(dump_dir) /
-                  ("spec" + std::to_string(index) + ".torchscript"))
-        << graph_->toString();
+    std::ofstream(std::filesystem::path(dump_dir) / (name + ".torchscript")) << graph_->toString();
   }
+  interpreter_nodes_ = count_interpreter_nodes(graph_->block());
   direct_ = find_direct_route();
   if (!direct_) code_ = std::make_unique<torch::jit::Code>(graph_, "forward");
 }

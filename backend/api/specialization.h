@@ -5,6 +5,7 @@
 
 #include <torch/csrc/jit/runtime/interpreter.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,9 @@ class Specialization {
   /// grad mode, autocast) is folded into this specialization's graph (specialize_graph.h), so
   /// `if x is None` or a module's checks of its input's dim fold away. A size-generic one (a
   /// module shape class, module_classes.h) folds no size of the `varying_dims` (per input).
-  Specialization(const CapturedModule& captured, const CompileOptions& options, int index,
-                 const std::vector<c10::IValue>& inputs,
+  /// `name` ("spec3", "class3") names its regions in logs and dumps.
+  Specialization(const CapturedModule& captured, const CompileOptions& options,
+                 const std::string& name, const std::vector<c10::IValue>& inputs,
                  const std::vector<std::vector<int>>& varying_dims = {});
   ~Specialization();
 
@@ -36,6 +38,9 @@ class Specialization {
   bool prepare(const std::vector<c10::IValue>& inputs) const;
   void explain_into(Explanation& explanation) const;
   bool runs_without_interpreter() const { return direct_ != nullptr; }
+  /// The nodes of its graph the interpreter runs: all but constants and regions (every node,
+  /// counted as one, where it runs the module uncompiled).
+  int interpreter_nodes() const { return interpreter_nodes_; }
 
  private:
   Specialization() = default;
@@ -56,6 +61,7 @@ class Specialization {
   std::unique_ptr<DirectRoute> direct_;
   std::unique_ptr<torch::jit::Code> code_;
   std::string uncompiled_reason_;  // set: runs the frozen module uncompiled
+  int interpreter_nodes_ = std::numeric_limits<int>::max();
 };
 
 }  // namespace kiln

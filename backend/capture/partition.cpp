@@ -85,6 +85,19 @@ bool reads_any(const Node* node, const std::unordered_set<const Value*>& values)
   return false;
 }
 
+// True when `node`, or a node nested in its blocks, may change a value in place. (A print, a
+// raise or a warning changes none: a region may run before or after them.)
+bool writes(const Node* node) {
+  if (node->kind() == c10::prim::SetAttr) return true;
+  if (const c10::FunctionSchema* schema = node->maybeSchema(); schema && schema->is_mutable())
+    return true;
+  for (const torch::jit::Block* block : node->blocks()) {
+    for (const Node* inner : block->nodes())
+      if (writes(inner)) return true;
+  }
+  return false;
+}
+
 // A prim::ListConstruct whose every user (in the same block) can join a region.
 bool feeds_only_region_ops(const Node* node) {
   if (node->kind() != c10::prim::ListConstruct) return false;  // one output only from here on
@@ -125,8 +138,10 @@ class RegionBuilder {
       } else if (feeds_only_region_ops(node)) {
         // A tensor list for ops like cat: the region rebuilds it inside.
         if (reads_any(node, defined_)) pending_lists_.push_back(node);
-      } else if (reads_any(node, defined_) || reads_any(node, derived_)) {
-        regions += close();  // the interpreter needs the region's results from here on
+      } else if (reads_any(node, defined_) || reads_any(node, derived_) || writes(node)) {
+        // The interpreter needs the region's results from here on, or changes a value in place
+        // that the region, placed after its last member, would otherwise read changed.
+        regions += close();
       }
     }
     return regions + close();

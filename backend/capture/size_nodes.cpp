@@ -34,6 +34,27 @@ bool is_size_type(const c10::TypePtr& type) {
   }
 }
 
+// Whether some op may change `value`'s sizes in place: a use whose schema writes it, or a use by
+// a node without a schema that could hand it on to one (a size read before such an op and used
+// after it would be computed from the new sizes).
+bool may_be_written(const Value* value) {
+  static const c10::Symbol region = c10::Symbol::fromQualString("kiln::Region");  // writes none
+  for (const torch::jit::Use& use : value->uses()) {
+    const auto kind = use.user->kind();
+    if (kind == region) continue;
+    const c10::FunctionSchema* schema = use.user->maybeSchema();
+    if (!schema) {
+      if (kind != c10::prim::dtype && kind != c10::prim::device && kind != c10::prim::Return)
+        return true;
+      continue;
+    }
+    if (use.offset >= schema->arguments().size()) return true;  // varargs
+    const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
+    if (alias && alias->isWrite()) return true;
+  }
+  return false;
+}
+
 bool is_pure(const Node* node) {
   const auto kind = node->kind();
   if (kind == c10::prim::ListConstruct || kind == c10::prim::ListUnpack ||
@@ -62,10 +83,10 @@ bool SizeNodes::decide(const Node* node) {
     if (!is_size_type(out->type())) return false;
   static const c10::Symbol numel = c10::Symbol::fromQualString("aten::numel");
   const auto kind = node->kind();
-  if (kind == c10::aten::dim || kind == numel) return node->inputs().size() == 1;
-  if (kind == c10::aten::size) {
-    return node->inputs().size() == 1 ||
-           (node->inputs().size() == 2 && is_small_constant(node->input(1)));
+  if (kind == c10::aten::dim || kind == numel || kind == c10::aten::size) {
+    if (may_be_written(node->input(0))) return false;
+    return node->inputs().size() == 1 || (kind == c10::aten::size && node->inputs().size() == 2 &&
+                                          is_small_constant(node->input(1)));
   }
   if (!is_pure(node)) return false;
   bool reads_a_size = false;

@@ -15,7 +15,8 @@ namespace kiln {
 
 class SizeNodes {
  public:
-  /// A node that reads only the sizes of tensors (aten::size) or computes, without side
+  /// A node that reads only the sizes of a tensor no op changes in place (aten::size,
+  /// aten::dim, aten::numel) or computes, without side
   /// effects, from the results of such nodes and constants (0-dim tensor constants included):
   /// integer arithmetic, lists and unpacks of them, prim::NumToTensor and ops on its 0-dim
   /// tensors, aten::Int. Everything else (a constant alone, control flow, an op on a tensor's

@@ -395,7 +395,10 @@ TEST(Threads, NewSignaturesCompileWhileOtherThreadsRun) {
   for (auto& t : threads)
     t.join();
   EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(compiled.num_specializations(), kThreads);
+  // Each batch compiles on its own or runs a shape class's specialization, whichever thread
+  // came first: at most one compile per batch.
+  EXPECT_GE(compiled.num_specializations(), 1);
+  EXPECT_LE(compiled.num_specializations(), kThreads);
 }
 
 TEST(Explain, JsonHasTheCounts) {

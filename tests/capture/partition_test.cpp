@@ -35,11 +35,59 @@ graph(%x : Tensor, %y : Tensor):
 TEST(Partition, InterpreterNodeReadingTheRegionSplitsIt) {
   auto graph = parse_torchscript(R"IR(
 graph(%x : Tensor):
+  %a : Tensor = aten::relu(%x)
+  %n : Scalar = aten::item(%a)
+  %b : Tensor = aten::exp(%a)
+  return (%b, %n))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 2);
+  graph->lint();
+}
+
+// Size arithmetic on a region's value that only its ops read goes into the region; where the
+// interpreter reads it too, it moves below the region, which must return the value it reads.
+TEST(Partition, SizeArithmeticJoinsTheRegionThatReadsIt) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %minus : int = prim::Constant[value=-1]()
+  %a : Tensor = aten::relu(%x)
+  %n : int = aten::size(%a, %zero)
+  %m : int = aten::mul(%n, %n)
+  %shape : int[] = prim::ListConstruct(%m, %minus)
+  %b : Tensor = aten::reshape(%a, %shape)
+  %c : Tensor = aten::exp(%b)
+  return (%c))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 1);
+  graph->lint();
+  EXPECT_EQ(count(graph->block(), c10::aten::size), 0);  // only the region's copy is left
+  const torch::jit::Node* region = nullptr;
+  for (const torch::jit::Node* node : graph->nodes())
+    if (node->kind() == region_symbol()) region = node;
+  ASSERT_NE(region, nullptr);
+  EXPECT_EQ(region->outputs().size(), 1u);  // %a is no output: only its size is read
+  EXPECT_EQ(count(region->g(c10::attr::Subgraph)->block(), c10::aten::size), 1);
+
+  auto read_outside = parse_torchscript(R"IR(
+graph(%x : Tensor):
   %zero : int = prim::Constant[value=0]()
   %a : Tensor = aten::relu(%x)
   %n : int = aten::size(%a, %zero)
   %b : Tensor = aten::exp(%a)
   return (%b, %n))IR");
+  EXPECT_EQ(partition_into_regions(*read_outside), 1);
+  read_outside->lint();
+}
+
+// An op the interpreter runs that changes a value in place ends the region before it: the
+// region runs where its last member was, and its first members must not see the change.
+TEST(Partition, AnInPlaceOpInTheInterpreterEndsTheRegion) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %a : Tensor = aten::relu(%x)
+  %u : Tensor = aten::unsqueeze_(%x, %zero)
+  %b : Tensor = aten::exp(%a)
+  return (%b, %u))IR");
   EXPECT_EQ(partition_into_regions(*graph), 2);
   graph->lint();
 }
