@@ -137,7 +137,7 @@ class RegionBuilder {
           defined_.insert(out);
       } else if (feeds_only_region_ops(node)) {
         // A tensor list for ops like cat: the region rebuilds it inside.
-        if (reads_any(node, defined_)) pending_lists_.push_back(node);
+        if (reads_any(node, defined_) || reads_any(node, derived_)) pending_lists_.push_back(node);
       } else if (reads_any(node, defined_) || reads_any(node, derived_) || writes(node)) {
         // The interpreter needs the region's results from here on, or changes a value in place
         // that the region, placed after its last member, would otherwise read changed.

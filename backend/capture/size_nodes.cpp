@@ -2,6 +2,8 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
+
 namespace kiln {
 namespace {
 
@@ -89,14 +91,19 @@ bool SizeNodes::decide(const Node* node) {
                                           is_small_constant(node->input(1)));
   }
   if (!is_pure(node)) return false;
-  bool reads_a_size = false;
+  bool reads_a_size = false, reads_a_tensor = false;
   for (const Value* in : node->inputs()) {
+    reads_a_tensor |= in->type()->kind() == c10::TypeKind::TensorType;
     if (is_small_constant(in)) continue;
     if (!is_size_value(in)) return false;
     reads_a_size = true;
   }
-  // A tensor among its outputs is then a number in a 0-dim tensor, computed from numbers.
-  return reads_a_size;
+  // A tensor it makes is a number in a 0-dim tensor, computed from those it reads: an op that
+  // makes a tensor from numbers alone (arange, zeros) is an op of the region.
+  const bool makes_a_tensor = std::any_of(
+      node->outputs().begin(), node->outputs().end(),
+      [](const Value* out) { return out->type()->kind() == c10::TypeKind::TensorType; });
+  return reads_a_size && (!makes_a_tensor || reads_a_tensor || kind == c10::prim::NumToTensor);
 }
 
 }  // namespace kiln

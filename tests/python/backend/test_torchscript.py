@@ -246,3 +246,38 @@ def test_sizes_after_attention_fold():
         assert_close(compiled(x), model(x))
         explained = json.loads(compiled.explain(x))
     assert explained["interpreter"] == 0 and explained["regions"] == 1, explained["entries"]
+
+
+class _Heads(torch.nn.Module):
+    """Size arithmetic as tracing records it: aten::size -> prim::NumToTensor -> tensor ops ->
+    aten::Int, for a view, a reshape and a slice of a position table."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32)
+        self.pos = torch.nn.Parameter(torch.randn(1, 64, 32))
+
+    def forward(self, x):
+        batch, tokens, width = x.shape
+        y = self.proj(x + self.pos[:, :tokens])
+        y = y.view(batch, tokens, 4, width // 4).transpose(1, 2).softmax(-1)
+        return y.reshape(batch * tokens, width)[: tokens + 1]
+
+
+def test_a_traced_model_over_lengths_compiles_once_more_for_all_of_them():
+    model = _Heads().eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, torch.randn(2, 5, 32))
+    compiled = kiln.compile(traced)
+    kiln.reset_stats()
+    for tokens in (5, 9, 2, 17, 40, 3, 9, 64):
+        x = torch.randn(2, tokens, 32)
+        with torch.no_grad():
+            assert_close(compiled(x), model(x))
+    # The first length on its own, the second as a shape class that every later length runs.
+    assert compiled.num_specializations == 2
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0 and stats["shape_classes"] >= 1
+    with torch.no_grad():  # as the calls ran: grad mode is part of the signature
+        explained = json.loads(compiled.explain(torch.randn(2, 11, 32)))
+    assert explained["interpreter"] == 0 and compiled.num_specializations == 2
