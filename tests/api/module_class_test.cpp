@@ -65,8 +65,8 @@ TEST(ModuleClass, SignaturesOutsideTheClassCompileOnTheirOwn) {
   auto module = define(kTokens);
   auto compiled = compile(module);
   std::vector<at::Tensor> inputs = {torch::randn({2, 5, 16}), torch::randn({2, 7, 16})};
-  inputs.push_back(torch::randn({2, 1, 16}));                      // a size of 1
-  inputs.push_back(torch::randn({2, 16, 9}).transpose(1, 2));      // another layout
+  inputs.push_back(torch::randn({2, 1, 16}));                       // a size of 1
+  inputs.push_back(torch::randn({2, 16, 9}).transpose(1, 2));       // another layout
   inputs.push_back(torch::randn({2, 8, 16}).requires_grad_(true));  // requires grad
   EXPECT_EQ(mismatches(compiled, module, inputs), 0);
   EXPECT_EQ(compiled.num_specializations(), 5);
