@@ -86,9 +86,9 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::find_or_compile(
     compiles--;
     return past_limit(inputs);
   }
-  // A member of a class in reserve compiles on its own: that class's graph leaves more to the
-  // interpreter.
-  if (!disabled_names().contains("shape_classes") && !classes.member(inputs, true)) {
+  // A member of a class in reserve compiles on its own (that class's graph leaves more to the
+  // interpreter) up to ModuleClasses::kOwnCompiles.
+  if (!disabled_names().contains("shape_classes") && !classes.compiles_on_its_own(inputs)) {
     std::string why_not;
     if (std::optional<ModuleClasses::Formed> formed = classes.form(inputs, &why_not)) {
       if (auto spec = compile_class(index, std::move(*formed), inputs)) return spec;
@@ -110,11 +110,12 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::compile_class(
     const bool in_reserve = spec->interpreter_nodes() > formed.interpreter_nodes;
     classes.add(std::move(formed.shape_class), inputs, spec, in_reserve);
     if (in_reserve) {
-      log(LogLevel::Debug, "a module shape class for " + describe_inputs(inputs) + " leaves " +
-                               std::to_string(spec->interpreter_nodes()) +
-                               " nodes to the interpreter, against " +
-                               std::to_string(formed.interpreter_nodes) +
-                               " where sizes fold: kept for signatures past max_specializations");
+      log(LogLevel::Debug,
+          "a module shape class for " + describe_inputs(inputs) + " has " +
+              std::to_string(spec->regions()) + " regions and leaves " +
+              std::to_string(spec->interpreter_nodes()) + " nodes to the interpreter, against " +
+              std::to_string(formed.interpreter_nodes) + " where sizes fold: in reserve, after " +
+              std::to_string(ModuleClasses::kOwnCompiles) + " signatures compiled on their own");
       return nullptr;
     }
     log(LogLevel::Info, "specialization " + std::to_string(index) +

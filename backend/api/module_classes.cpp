@@ -23,18 +23,31 @@ std::vector<int64_t> kinds_of(const std::vector<c10::IValue>& inputs) {
 
 }  // namespace
 
-std::shared_ptr<const Specialization> ModuleClasses::member(const std::vector<c10::IValue>& inputs,
-                                                            bool reserves) const {
-  std::lock_guard lock(mutex_);
+const ModuleClasses::Class* ModuleClasses::find(const std::vector<c10::IValue>& inputs) const {
   if (classes_.empty()) return nullptr;
   const std::vector<at::Tensor> tensors = tensors_of(inputs);
   const std::vector<int64_t> kinds = kinds_of(inputs);
   for (const Class& each : classes_) {
-    if ((reserves || !each.in_reserve) && each.kinds == kinds &&
-        binding_of(each.shape_class, tensors))
-      return each.specialization;
+    if (each.kinds == kinds && binding_of(each.shape_class, tensors)) return &each;
   }
   return nullptr;
+}
+
+std::shared_ptr<const Specialization> ModuleClasses::member(const std::vector<c10::IValue>& inputs,
+                                                            bool reserves) const {
+  std::lock_guard lock(mutex_);
+  const Class* found = find(inputs);
+  if (!found || (found->in_reserve && !reserves && found->own_compiles < kOwnCompiles))
+    return nullptr;
+  return found->specialization;
+}
+
+bool ModuleClasses::compiles_on_its_own(const std::vector<c10::IValue>& inputs) {
+  std::lock_guard lock(mutex_);
+  Class* found = const_cast<Class*>(find(inputs));
+  if (!found || !found->in_reserve || found->own_compiles >= kOwnCompiles) return false;
+  ++found->own_compiles;
+  return true;
 }
 
 std::optional<ModuleClasses::Formed> ModuleClasses::form(const std::vector<c10::IValue>& inputs,
@@ -60,8 +73,9 @@ void ModuleClasses::record(const std::vector<c10::IValue>& inputs, int interpret
 void ModuleClasses::add(ShapeClass shape_class, const std::vector<c10::IValue>& inputs,
                         std::shared_ptr<const Specialization> specialization, bool in_reserve) {
   std::lock_guard lock(mutex_);
-  classes_.push_back(
-      {std::move(shape_class), kinds_of(inputs), std::move(specialization), in_reserve});
+  // In reserve, the signature it was formed with and this one compile on their own.
+  classes_.push_back({std::move(shape_class), kinds_of(inputs), std::move(specialization),
+                      in_reserve, in_reserve ? 2 : 0});
 }
 
 std::vector<std::vector<int>> varying_dims(const ShapeClass& shape_class) {

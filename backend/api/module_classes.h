@@ -8,9 +8,10 @@
 //
 // What is not folded can leave more to the interpreter: a branch on a size (`if x.size(1) > 4`)
 // stays a branch, and cuts the graph into regions around it. Where the class's graph leaves more
-// nodes to the interpreter than the signature's own, the class is kept in reserve instead: its
-// members compile on their own, as before, and run the class's specialization only past
-// max_specializations (which would otherwise run the module uncompiled).
+// nodes to the interpreter than the signature's own, the class is kept in reserve: its members
+// compile on their own, as before, until kOwnCompiles signatures of it have (the one it was
+// formed with included), and the later ones run the class's specialization. Compile work stays
+// bounded; a few sizes called again and again get code without the interpreter.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -29,10 +30,16 @@ class Specialization;
 
 class ModuleClasses {
  public:
-  /// The specialization of the class these inputs are a member of (a class in reserve too
-  /// where `reserves`), or null.
+  /// Signatures of a class in reserve that compile on their own.
+  static constexpr int kOwnCompiles = 3;
+
+  /// The specialization of the class these inputs are a member of, or null. A class in reserve
+  /// serves once kOwnCompiles of its members compiled on their own, or always where `reserves`.
   std::shared_ptr<const Specialization> member(const std::vector<c10::IValue>& inputs,
                                                bool reserves = false) const;
+  /// Whether these inputs are a member of a class in reserve that they are to compile on their
+  /// own (then counted: member() serves the next ones once kOwnCompiles have).
+  bool compiles_on_its_own(const std::vector<c10::IValue>& inputs);
   struct Formed {
     ShapeClass shape_class;
     int interpreter_nodes;  // those of the signature it was formed with
@@ -57,7 +64,9 @@ class ModuleClasses {
     std::vector<int64_t> kinds;
     std::shared_ptr<const Specialization> specialization;
     bool in_reserve;
+    int own_compiles;  // in reserve: its signatures compiled on their own
   };
+  const Class* find(const std::vector<c10::IValue>& inputs) const;  // under mutex_
   mutable std::mutex mutex_;
   std::vector<Signature> compiled_;
   std::vector<Class> classes_;

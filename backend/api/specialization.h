@@ -41,6 +41,7 @@ class Specialization {
   /// The nodes of its graph the interpreter runs: all but constants and regions (every node,
   /// counted as one, where it runs the module uncompiled).
   int interpreter_nodes() const { return interpreter_nodes_; }
+  int regions() const { return static_cast<int>(runners_.size()); }
 
  private:
   Specialization() = default;

@@ -73,28 +73,41 @@ TEST(ModuleClass, SignaturesOutsideTheClassCompileOnTheirOwn) {
 }
 
 // A branch on a size stays a branch where the size is not folded: the class's graph leaves
-// more to the interpreter, so lengths compile on their own up to max_specializations, and past
-// it run the class's specialization instead of the module uncompiled.
-TEST(ModuleClass, ABranchOnASizeKeepsTheClassForPastTheLimit) {
-  auto module = define(R"(
+// more to the interpreter, so the first ModuleClasses::kOwnCompiles (3) lengths compile on their
+// own and the later ones run the class's specialization; past max_specializations too.
+const char* kBranch = R"(
     def forward(self, x):
         y = torch.matmul(x, self.weight)
         if x.size(1) > 8:
             y = y * 2.0
         return torch.relu(y) - 1.0
-)");
+)";
+
+TEST(ModuleClass, ABranchOnASizeCompilesThreeLengthsThenRunsTheClass) {
+  auto module = define(kBranch);
+  auto compiled = compile(module);
+  reset_stats();
+  std::vector<at::Tensor> inputs;
+  for (int64_t tokens : {5, 7, 12, 3, 30, 8, 9, 5, 7})
+    inputs.push_back(torch::randn({2, tokens, 16}));
+  EXPECT_EQ(mismatches(compiled, module, inputs), 0);
+  EXPECT_EQ(compiled.num_specializations(), 3);  // 5, 7 and 12
+  EXPECT_EQ(kiln::stats().fallbacks, 0);
+  torch::NoGradGuard no_grad;  // as the calls ran: grad mode is part of the signature
+  EXPECT_EQ(compiled.explain({inputs[1]}).interpreter, 0);  // 7: its own, the branch folded
+  EXPECT_GT(compiled.explain({inputs[3]}).interpreter, 0);  // 3: the class, with the branch
+}
+
+TEST(ModuleClass, ABranchOnASizeRunsTheClassPastTheLimit) {
+  auto module = define(kBranch);
   auto compiled = compile(module, CompileOptions::parse("max_specializations=2"));
   reset_stats();
   std::vector<at::Tensor> inputs;
-  for (int64_t tokens : {5, 7, 12, 3, 30, 8, 9})
+  for (int64_t tokens : {5, 7, 12, 3, 30})
     inputs.push_back(torch::randn({2, tokens, 16}));
   EXPECT_EQ(mismatches(compiled, module, inputs), 0);
   EXPECT_EQ(compiled.num_specializations(), 2);
   EXPECT_EQ(kiln::stats().fallbacks, 0);  // none ran the module uncompiled
-  // The first two lengths fold the branch: no interpreter.
-  torch::NoGradGuard no_grad;  // as the calls ran: grad mode is part of the signature
-  EXPECT_EQ(compiled.explain({inputs[0]}).interpreter, 0);
-  EXPECT_GT(compiled.explain({inputs[2]}).interpreter, 0);
 }
 
 // A traced CNN (convolutions, batch norm, pooling) over a stream of batches.

@@ -14,6 +14,10 @@ Modes:
 - `trace` / `script`: kiln.compile of torch.jit.trace / torch.jit.script of the eval model (the
   C++ TorchScript path). A module that TorchScript itself cannot script is not kiln's concern:
   that mode is skipped for it.
+- `script_stream`: the scripted module through kiln.compile on the same stream of batch sizes:
+  the module's second batch compiles a size-generic specialization (a module shape class,
+  backend/api/module_classes.h) that later batches run. The detail counts the module's compiles
+  and its regions' classes.
 
 Tolerance, per dtype, element by element: |kiln - eager| <= atol * scale + rtol * |eager|, where
 scale is max(1, max |eager|) over the tensor: float32 rtol 1e-3, atol 1e-4; float64 rtol 1e-7,
@@ -42,7 +46,7 @@ TOLERANCES = {
     torch.bfloat16: (1e-2, 1e-2),
 }
 
-MODES = ("infer", "train", "trace", "script", "stream")
+MODES = ("infer", "train", "trace", "script", "stream", "script_stream")
 
 # After the case's own batch: sizes both sides of it, a size seen before, and 1 (which dynamo
 # specializes, as kiln does: a class of its own).
@@ -156,8 +160,8 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
     options = {"strict": True} if strict else {}
     if mode == "train":
         return _train_step(case, inputs, options)
-    if mode == "stream":
-        return _stream(case, options)
+    if mode in ("stream", "script_stream"):
+        return _stream(case, options, mode)
     model = case["make_model"]().eval()
     with torch.no_grad():
         want = model(*inputs)
@@ -185,10 +189,17 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
     return Outcome(mode, "fail" if problem else "pass", problem or "")
 
 
-def _stream(case: dict, options: dict) -> Outcome:
+def _stream(case: dict, options: dict, mode: str) -> Outcome:
     model = case["make_model"]().eval()
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="kiln", options=options)
+    if mode == "script_stream":
+        try:
+            compiled = kiln.compile(torch.jit.script(model), options=options)
+        except Exception as e:  # TorchScript's own limits, not kiln's
+            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            return Outcome(mode, "skip", f"torch.jit.script: {reason.strip()}")
+    else:
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="kiln", options=options)
     before = kiln.stats()
     batches = (case["make_inputs"]()[0].shape[0], *STREAM_BATCHES)
     for batch in batches:
@@ -203,11 +214,12 @@ def _stream(case: dict, options: dict) -> Outcome:
 
         problem = judged_with_reference([(f"output at batch {batch}", got, want)], reference)
         if problem:
-            return Outcome("stream", "fail", problem)
+            return Outcome(mode, "fail", problem)
     after = kiln.stats()
     classes = after["shape_classes"] - before["shape_classes"]
     plans = after["class_plans"] - before["class_plans"]
-    return Outcome("stream", "pass", f"batches {list(batches)}: {classes} classes, {plans} plans")
+    compiles = f"{compiled.num_specializations} module compiles, " if mode == "script_stream" else ""
+    return Outcome(mode, "pass", f"batches {list(batches)}: {compiles}{classes} classes, {plans} plans")
 
 
 def _train_step(case: dict, inputs: tuple, options: dict) -> Outcome:
@@ -297,7 +309,7 @@ def reproducer(source: str, mode: str, detail: str) -> str:
     else:
         what = "Training step" if mode == "train" else "Stream of batch sizes"
         lines.append(
-            f"# {what}: tests/fuzz_models/differential.py (_{mode}) runs it; with the\n"
+            f"# {what}: tests/fuzz_models/differential.py (_{mode.split('_')[-1]}) runs it; with the\n"
             f"# kiln checkout: python tests/fuzz_models/run.py --file THIS_FILE --modes {mode}\n"
         )
     return "\n".join(lines)
