@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -84,7 +86,11 @@ bool is_foldable_number(const c10::IValue& value) {
 // or a list computed from sizes.
 class MetaRun {
  public:
-  explicit MetaRun(const torch::jit::Block* graph) { find_written(graph); }
+  /// `ranks_only`: sizes vary between the signatures the graph serves (a size-generic
+  /// specialization), so no size or element count is known; ranks and dtypes still are.
+  MetaRun(const torch::jit::Block* graph, bool ranks_only) : ranks_only_(ranks_only) {
+    find_written(graph);
+  }
 
   std::optional<c10::IValue> known(const Value* value) const {
     if (auto found = values_.find(value); found != values_.end()) {
@@ -110,6 +116,15 @@ class MetaRun {
   // Runs `node` when everything it reads is known; records its outputs.
   void run(const Node* node) {
     if (!runs_on_meta(node)) return;
+    if (ranks_only_ && reads_shape(node) && node->kind() != c10::aten::dim &&
+        node->kind() != c10::prim::dtype) {
+      return;
+    }
+    if (ranks_only_ && is_rank_of_sizes(node)) {  // `len(x.size())`, as F's functions ask
+      const std::optional<c10::IValue> tensor = known(node->input()->node()->input(0));
+      if (tensor && is_meta_tensor(*tensor)) values_[node->output()] = tensor->toTensor().dim();
+      return;
+    }
     torch::jit::Stack stack;
     bool reads_meta = false;
     bool reads_tensor = false;
@@ -236,6 +251,13 @@ class MetaRun {
     return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
   }
 
+  static bool is_rank_of_sizes(const Node* node) {
+    static const c10::Symbol len = c10::Symbol::fromQualString("aten::len");
+    if (node->kind() != len || node->inputs().size() != 1) return false;
+    const Node* sizes = node->input()->node();
+    return sizes->kind() == c10::aten::size && sizes->inputs().size() == 1;
+  }
+
   static bool reads_shape(const Node* node) {
     static const c10::Symbol numel = c10::Symbol::fromQualString("aten::numel");
     const auto kind = node->kind();
@@ -251,20 +273,35 @@ class MetaRun {
 
   std::unordered_map<const Value*, c10::IValue> values_;
   std::unordered_set<const Value*> written_;  // alias roots of what ops write in place
+  bool ranks_only_;
 };
+
+// Ops whose output's rank depends on whether a size is 1: with sizes that vary, the ranks of
+// what they make (and of everything after them) are not the meta run's. The run enters no
+// block, so only the top level's count (what a branch makes stays unknown).
+bool rank_follows_sizes(const torch::jit::Block* block) {
+  return std::any_of(block->nodes().begin(), block->nodes().end(), [](const Node* node) {
+    return std::string_view(node->kind().toQualString()).starts_with("aten::squeeze");
+  });
+}
 
 }  // namespace
 
-bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                          bool ranks_only) {
   // The run costs a pass over the graph (convolutions have no meta kernel and run on zeros):
   // only when some computed value's shape is read.
   if (!reads_a_computed_shape(graph.block())) return false;
+  if (ranks_only && rank_follows_sizes(graph.block())) {
+    log(LogLevel::Debug, "computed ranks stay unfolded: a squeeze's depends on the sizes");
+    return false;
+  }
   if (const Node* node = find_size_change_in_place(graph.block())) {
     log(LogLevel::Debug, std::string("computed sizes stay unfolded: ") +
                              node->kind().toQualString() + " may change sizes in place");
     return false;
   }
-  MetaRun run(graph.block());
+  MetaRun run(graph.block(), ranks_only);
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     const c10::IValue& input = inputs[i];
     if (input.isTensor() && input.toTensor().defined() &&
@@ -280,7 +317,13 @@ bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValu
     Value* v = const_cast<Value*>(value);
     if (is_meta_tensor(known)) {
       // Sizes only: the device of a meta tensor is meta, and it never requires grad.
-      folded |= fold_shape_reads(v, known.toTensor().sizes());
+      const c10::IntArrayRef sizes = known.toTensor().sizes();
+      std::vector<int> unknown;
+      if (ranks_only) {
+        for (int d = 0; d < static_cast<int>(sizes.size()); ++d)
+          unknown.push_back(d);
+      }
+      folded |= fold_shape_reads(v, sizes, unknown);
     } else if (is_foldable_number(known) && v->node()->kind() != c10::prim::Constant) {
       folded |= replace_with_constant(v, known);
     }

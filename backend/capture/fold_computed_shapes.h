@@ -23,6 +23,12 @@ namespace kiln {
 /// computed from them. Does nothing when some op may change a tensor's sizes in place (resize_,
 /// unsqueeze_, an out= variant, ...); ops that write data in place do not stop it.
 /// Returns whether it folded anything.
-bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
+///
+/// `ranks_only` (a size-generic specialization, whose inputs' sizes vary): no size or element
+/// count is read in the run, so only ranks, dtypes and numbers computed from them fold (a module's
+/// `if x.dim() == 3` on a computed value). Not at all where the graph squeezes: a squeeze's rank
+/// depends on whether a size is 1.
+bool fold_computed_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                          bool ranks_only = false);
 
 }  // namespace kiln

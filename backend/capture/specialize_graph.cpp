@@ -160,17 +160,17 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   // values too.
   // The meta run of fold_computed_shapes costs a pass over the graph (convolutions on zeros):
   // once it finds nothing to fold, later rounds skip it.
-  // With sizes unknown, no computed value's sizes are known either: the meta run would find
-  // those of these inputs.
-  bool fold_shapes = std::all_of(unknown_dims.begin(), unknown_dims.end(),
-                                 [](const std::vector<int>& dims) { return dims.empty(); });
+  // Where some input sizes vary, so may every computed value's: only their ranks fold.
+  const bool ranks_only = std::any_of(unknown_dims.begin(), unknown_dims.end(),
+                                      [](const std::vector<int>& dims) { return !dims.empty(); });
+  bool fold_shapes = true;
   for (int round = 0; round < 4; ++round) {
     torch::jit::ConstantPropagation(graph);
     bool changed = torch::jit::RemoveListMutation(graph);
     changed |= torch::jit::UnrollConstantLoops(graph);
     changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
     if (fold_shapes) {
-      fold_shapes = fold_computed_shapes(*graph, inputs);
+      fold_shapes = fold_computed_shapes(*graph, inputs, ranks_only);
       changed |= fold_shapes;
     }
     if (!changed) break;

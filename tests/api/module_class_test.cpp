@@ -110,6 +110,25 @@ TEST(ModuleClass, ABranchOnASizeRunsTheClassPastTheLimit) {
   EXPECT_EQ(kiln::stats().fallbacks, 0);  // none ran the module uncompiled
 }
 
+// The ranks of computed values do not vary with sizes: checks of them still fold in the class
+// (`len(x.size())`, as torch.nn.functional's pooling asks), so it runs from the second length on.
+TEST(ModuleClass, ChecksOfComputedRanksFoldInTheClass) {
+  auto module = define(R"(
+    def forward(self, x):
+        y = torch.matmul(x, self.weight)
+        assert y.dim() == 3 and len(y.size()) == 3
+        return torch.relu(y).sum(1)
+)");
+  auto compiled = compile(module);
+  std::vector<at::Tensor> inputs;
+  for (int64_t tokens : {5, 7, 12, 3})
+    inputs.push_back(torch::randn({2, tokens, 16}));
+  EXPECT_EQ(mismatches(compiled, module, inputs), 0);
+  EXPECT_EQ(compiled.num_specializations(), 2);
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(compiled.explain({torch::randn({2, 9, 16})}).interpreter, 0);
+}
+
 // A traced CNN (convolutions, batch norm, pooling) over a stream of batches.
 TEST(ModuleClass, ATracedCnnOverBatchesCompilesTwiceAndMatches) {
   auto module = testing::load_model("cnn_traced");
