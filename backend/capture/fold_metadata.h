@@ -21,8 +21,8 @@ bool fold_shape_reads(torch::jit::Value* value, c10::IntArrayRef sizes,
 
 /// The metadata reads of `value` (prim::dtype, prim::device, prim::requires_grad, prim::is_cuda,
 /// aten::dim, aten::size) become constants taken from `tensor`, which has its metadata; the
-/// sizes of its `unknown` dims stay reads.
-void fold_metadata(torch::jit::Value* value, const at::Tensor& tensor,
+/// sizes of its `unknown` dims stay reads. Returns whether it folded one.
+bool fold_metadata(torch::jit::Value* value, const at::Tensor& tensor,
                    const std::vector<int>& unknown = {});
 
 }  // namespace kiln

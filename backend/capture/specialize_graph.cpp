@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_pooling.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/loop_unrolling.h>
@@ -56,19 +57,22 @@ bool may_be_written(const Value* value) {
   return false;
 }
 
-void fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+bool fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
                  const std::vector<std::vector<int>>& unknown_dims) {
+  bool folded = false;
   for (size_t i = 0; i < inputs.size() && i + 1 < graph.inputs().size(); ++i) {
     Value* input = graph.inputs()[i + 1];  // input 0 is self
     if (input->uses().empty()) continue;
     if (inputs[i].isNone()) {
       torch::jit::WithInsertPoint guard(graph.block()->nodes().front());
       input->replaceAllUsesWith(graph.insertConstant(c10::IValue()));
+      folded = true;
     } else if (inputs[i].isTensor() && inputs[i].toTensor().defined() && !may_be_written(input)) {
-      fold_metadata(input, inputs[i].toTensor(),
-                    i < unknown_dims.size() ? unknown_dims[i] : std::vector<int>{});
+      folded |= fold_metadata(input, inputs[i].toTensor(),
+                              i < unknown_dims.size() ? unknown_dims[i] : std::vector<int>{});
     }
   }
+  return folded;
 }
 
 // Grad mode and the autocast states are in the signature (signature.cpp). Dead code elimination
@@ -173,9 +177,15 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
       fold_shapes = fold_computed_shapes(*graph, inputs, ranks_only);
       changed |= fold_shapes;
     }
+    // Again: a read whose dim is computed (`x.size(x.dim() - 3)`) folds once the dim is a
+    // constant.
+    changed |= fold_inputs(*graph, inputs, unknown_dims);
     if (!changed) break;
   }
   torch::jit::EliminateDeadCode(graph);
+  // Folds insert their constants where the value was read; the partitioner moves size arithmetic
+  // below a region, which must not move it above a constant it reads.
+  torch::jit::ConstantPooling(graph);
 }
 
 }  // namespace kiln
