@@ -10,6 +10,26 @@ namespace kiln {
 using torch::jit::Node;
 using torch::jit::Value;
 
+bool may_be_written(const Value* value) {
+  static const c10::Symbol region = c10::Symbol::fromQualString("kiln::Region");
+  for (const torch::jit::Use& use : value->uses()) {
+    const auto kind = use.user->kind();
+    if (kind == region) continue;
+    const c10::FunctionSchema* schema = use.user->maybeSchema();
+    if (!schema) {
+      const bool reads_metadata = kind == c10::prim::dtype || kind == c10::prim::device ||
+                                  kind == c10::prim::requires_grad || kind == c10::prim::is_cuda ||
+                                  kind == c10::prim::Return;
+      if (!reads_metadata) return true;
+      continue;
+    }
+    if (use.offset >= schema->arguments().size()) return true;  // varargs
+    const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
+    if (alias && alias->isWrite()) return true;
+  }
+  return false;
+}
+
 bool replace_with_constant(Value* value, const c10::IValue& constant) {
   if (value->uses().empty()) return false;  // folded before
   torch::jit::WithInsertPoint guard(value->node());

@@ -9,6 +9,11 @@
 
 namespace kiln {
 
+/// Whether some op may change `value`'s sizes or requires_grad in place: a use whose schema
+/// writes the argument, or a use by a node without a schema (a list, a loop) that could pass it
+/// on to one. Metadata reads (prim::dtype, ...), returns and kiln's regions write nothing.
+bool may_be_written(const torch::jit::Value* value);
+
 /// Replaces the uses of `value` by a constant holding `constant`, inserted where `value` is
 /// defined. False when `value` has no uses left or TorchScript cannot hold `constant`.
 bool replace_with_constant(torch::jit::Value* value, const c10::IValue& constant);

@@ -1,5 +1,7 @@
 #include "backend/capture/size_nodes.h"
 
+#include "backend/capture/fold_metadata.h"
+
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
@@ -34,27 +36,6 @@ bool is_size_type(const c10::TypePtr& type) {
     default:
       return false;
   }
-}
-
-// Whether some op may change `value`'s sizes in place: a use whose schema writes it, or a use by
-// a node without a schema that could hand it on to one (a size read before such an op and used
-// after it would be computed from the new sizes).
-bool may_be_written(const Value* value) {
-  static const c10::Symbol region = c10::Symbol::fromQualString("kiln::Region");  // writes none
-  for (const torch::jit::Use& use : value->uses()) {
-    const auto kind = use.user->kind();
-    if (kind == region) continue;
-    const c10::FunctionSchema* schema = use.user->maybeSchema();
-    if (!schema) {
-      if (kind != c10::prim::dtype && kind != c10::prim::device && kind != c10::prim::Return)
-        return true;
-      continue;
-    }
-    if (use.offset >= schema->arguments().size()) return true;  // varargs
-    const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
-    if (alias && alias->isWrite()) return true;
-  }
-  return false;
 }
 
 bool is_pure(const Node* node) {

@@ -32,31 +32,6 @@ void for_each_node(torch::jit::Block* block, const std::function<void(Node*)>& v
   }
 }
 
-// Nodes without a schema that read a tensor's metadata and nothing else.
-bool reads_metadata_only(const Node* node) {
-  const auto kind = node->kind();
-  return kind == c10::prim::dtype || kind == c10::prim::device ||
-         kind == c10::prim::requires_grad || kind == c10::prim::is_cuda ||
-         kind == c10::prim::Return;
-}
-
-// Whether some op may change `value`'s sizes or requires_grad in place: a use whose schema
-// writes the argument, or a use by a node without a schema (a list, a loop) that could pass it
-// on to one.
-bool may_be_written(const Value* value) {
-  for (const torch::jit::Use& use : value->uses()) {
-    const c10::FunctionSchema* schema = use.user->maybeSchema();
-    if (!schema) {
-      if (!reads_metadata_only(use.user)) return true;
-      continue;
-    }
-    if (use.offset >= schema->arguments().size()) return true;  // varargs
-    const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
-    if (alias && alias->isWrite()) return true;
-  }
-  return false;
-}
-
 bool fold_inputs(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
                  const std::vector<std::vector<int>>& unknown_dims) {
   bool folded = false;
