@@ -141,15 +141,17 @@ class RegionBuilder {
       } else if (reads_any(node, defined_) || reads_any(node, derived_) || writes(node)) {
         // The interpreter needs the region's results from here on, or changes a value in place
         // that the region, placed after its last member, would otherwise read changed.
-        regions += close();
+        regions += close(node);
       }
     }
-    return regions + close();
+    return regions + close(block->return_node());
   }
 
  private:
-  // Turns the open region into a kiln::Region node placed right after its last member.
-  int close() {
+  // Turns the open region into a kiln::Region node placed right after its last member; what
+  // reads its results and stays outside moves down to just before `boundary`, the node that
+  // ended it (or the block's return).
+  int close(Node* boundary) {
     if (members_.empty()) return 0;
     auto subgraph = std::make_shared<torch::jit::Graph>();
     std::unordered_map<Value*, Value*> inner;  // outer value -> subgraph value
@@ -240,17 +242,14 @@ class RegionBuilder {
     for (auto it = members_.rbegin(); it != members_.rend(); ++it)
       (*it)->destroy();
     // Size arithmetic and lists that read the region's results and still have users outside
-    // move below it (sizes first: a list may hold a size's 0-dim tensor, never the reverse).
-    Node* insert_point = region;
+    // move below it, in their order, to just before the boundary: after every node between the
+    // region and the boundary, some of which they may read (sizes first: a list may hold a
+    // size's 0-dim tensor, never the reverse).
     for (Node* size : pending_sizes_) {
-      if (absorbed.count(size)) continue;
-      size->moveAfter(insert_point);
-      insert_point = size;
+      if (!absorbed.count(size)) size->moveBefore(boundary);
     }
     for (Node* list : pending_lists_) {
-      if (absorbed.count(list)) continue;
-      list->moveAfter(insert_point);
-      insert_point = list;
+      if (!absorbed.count(list)) list->moveBefore(boundary);
     }
     for (const Node* list : absorbed)
       const_cast<Node*>(list)->destroy();

@@ -78,6 +78,24 @@ graph(%x : Tensor):
   read_outside->lint();
 }
 
+// Size arithmetic that reads the region moves below it, and still after what it reads that the
+// region did not make (`%n0`, between the region's last member and the node that ends it).
+TEST(Partition, SizeArithmeticMovedBelowTheRegionStaysAfterWhatItReads) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor, %y : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %a : Tensor = aten::relu(%x)
+  %n0 : int = aten::size(%y, %zero)
+  %n1 : int = aten::size(%a, %one)
+  %m : int = aten::mul(%n0, %n1)
+  %s : str = aten::str(%m)
+  %b : Tensor = aten::exp(%a)
+  return (%b, %s))IR");
+  EXPECT_EQ(partition_into_regions(*graph), 2);
+  graph->lint();  // every value defined before its use
+}
+
 // An op the interpreter runs that changes a value in place ends the region before it: the
 // region runs where its last member was, and its first members must not see the change.
 TEST(Partition, AnInPlaceOpInTheInterpreterEndsTheRegion) {
