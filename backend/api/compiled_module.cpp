@@ -72,10 +72,8 @@ std::shared_ptr<const Specialization> CompiledModule::Impl::specialization_for(
     const std::vector<c10::IValue>& inputs) const {
   return specializations.get(
       signature_of(inputs), kMaxSignatures, [&](int) { return find_or_compile(inputs); },
-      [&] {  // past kMaxSignatures: nothing more is cached, and nothing compiles
-        auto spec = classes.member(inputs);
-        return spec ? spec : past_limit(inputs);
-      });
+      // Past kMaxSignatures nothing more is cached or compiled; past_limit finds a member's class.
+      [&] { return past_limit(inputs); });
 }
 
 std::shared_ptr<const Specialization> CompiledModule::Impl::find_or_compile(

@@ -59,6 +59,8 @@ struct CompiledModule::Impl {
   /// is kept in reserve (module_classes.h).
   std::shared_ptr<const Specialization> compile_class(int index, ModuleClasses::Formed formed,
                                                       const std::vector<c10::IValue>& inputs) const;
+  /// Past max_specializations: the specialization of the class these inputs are a member of (one
+  /// in reserve too), else one that runs the module uncompiled.
   std::shared_ptr<const Specialization> past_limit(const std::vector<c10::IValue>& inputs) const;
   c10::IValue run(std::vector<c10::IValue> inputs) const;
   /// Compiles the specialization for these inputs; runs them only where the specialization

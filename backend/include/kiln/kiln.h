@@ -27,8 +27,10 @@ namespace kiln {
 class KILN_API CompiledModule {
  public:
   /// Runs the module on these inputs (the arguments of forward, without self). Compiles a new
-  /// specialization for a new input signature; past max_specializations, runs the frozen
-  /// (eval-mode) copy of the module in the TorchScript interpreter.
+  /// specialization for a new input signature, or, for one that differs from an earlier one only
+  /// in some sizes, one shape class for every size of them (docs/shape-classes.md); past
+  /// max_specializations, runs the frozen (eval-mode) copy of the module in the TorchScript
+  /// interpreter.
   c10::IValue forward(std::vector<c10::IValue> inputs) const;
   c10::IValue operator()(std::vector<c10::IValue> inputs) const {
     return forward(std::move(inputs));
@@ -46,7 +48,7 @@ class KILN_API CompiledModule {
   /// Where the time of a call on these inputs goes, plan step by plan step (kiln/profile.h):
   /// one untimed call (it compiles), then `calls` profiled calls, 1 to 1000000.
   Profile profile(std::vector<c10::IValue> inputs, int calls = 20) const;
-  /// Number of input signatures compiled so far.
+  /// Number of compiles so far: input signatures compiled on their own, and shape classes.
   int num_specializations() const;
 
   struct Impl;
