@@ -3,6 +3,7 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "passes/assign_layout.h"
 #include "passes/node_rewriter.h"
@@ -88,13 +89,21 @@ struct Activation {
   Value* result = nullptr;
 };
 
-/// Whether a convolution with this [K, C / groups, kh, kw] weight multiplies each input value
-/// into enough outputs for bf16 to pay: at least kMinBf16ChannelsPerGroup input channels a group.
-/// A depthwise or narrow-grouped one (MobileNet's, EfficientNet's, RegNet's 8-wide groups) is
-/// bound by memory, not multiplies; kiln's activations are float32, so in bf16 it would only add
-/// the rounding of its input, a pass over it, and error.
-bool multiplies_enough_for_bf16(const ir::TensorType& weight) {
-  return weight.rank() == 4 && weight.sizes[1] >= kMinBf16ChannelsPerGroup;
+/// Whether a convolution with this [K, C / groups, kh, kw] weight, `groups` and `stride`
+/// multiplies each input value into enough outputs for bf16 to pay. A depthwise or
+/// narrow-grouped one (MobileNet's, EfficientNet's, RegNet's 8-wide groups) is bound by memory,
+/// not multiplies; kiln's activations are float32, so in bf16 it would only add the rounding of
+/// its input, a pass over it, and error. A dense one over few channels (a network's 3-channel
+/// stem) pays where each input value meets many weights: K / groups * kh * kw / (sh * sw), 784
+/// for ResNet's 7x7 stride-2 stem, against 72 for MobileNet's 3x3 stride-2 one and 192 for a
+/// ViT's 16x16 patches, which bf16 does not speed up (docs/precision.md).
+bool multiplies_enough_for_bf16(const ir::TensorType& weight, int64_t groups,
+                                const std::vector<int64_t>& stride) {
+  if (weight.rank() != 4 || groups < 1 || stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
+    return false;
+  if (weight.sizes[1] >= kMinBf16ChannelsPerGroup) return true;
+  const int64_t uses = weight.sizes[0] / groups * weight.sizes[2] * weight.sizes[3];
+  return uses / (stride[0] * stride[1]) >= kMinBf16UsesPerInput;
 }
 
 class OneDnnConvRewriter : public NodeRewriter {
@@ -141,7 +150,10 @@ class OneDnnConvRewriter : public NodeRewriter {
                                {"residual", binary},
                                {"activation", activation},
                                {"scalars", scalars}};
-    const bool bf16 = bf16_ && multiplies_enough_for_bf16(weight->type());
+    const auto* groups = std::get_if<int64_t>(conv.find_attr("groups"));
+    const auto* stride = std::get_if<std::vector<int64_t>>(conv.find_attr("stride"));
+    const bool bf16 =
+        bf16_ && groups && stride && multiplies_enough_for_bf16(weight->type(), *groups, *stride);
     if (bf16) pack_attrs.emplace_back("precision", std::string("bf16"));
     Node* pack =
         graph_.append("kiln::onednn_conv2d_weight", {weight}, {packed_type}, std::move(pack_attrs));

@@ -33,13 +33,16 @@
 
 namespace kiln {
 
-/// Input channels a group below which a convolution stays float32 under precision=bf16.
+/// Under precision=bf16 a convolution multiplies in bf16 where it has at least
+/// kMinBf16ChannelsPerGroup input channels a group, or where each input value meets at least
+/// kMinBf16UsesPerInput weights (K / groups * kh * kw / stride area: ResNet's 3-channel 7x7
+/// stem); the others (depthwise, narrow groups, small stems) stay float32.
 inline constexpr int64_t kMinBf16ChannelsPerGroup = 16;
+inline constexpr int64_t kMinBf16UsesPerInput = 256;
 
-/// Returns the number of convolutions rewritten. `bf16`: both nodes of each convolution with at
-/// least kMinBf16ChannelsPerGroup input channels a group get {precision="bf16"}: the weight is
-/// packed in bf16 and the convolution multiplies in bf16, summing in float32 (the compile option
-/// precision=bf16); depthwise and narrow-grouped ones stay float32.
+/// Returns the number of convolutions rewritten. `bf16`: both nodes of each convolution that pays
+/// for it (above) get {precision="bf16"}: the weight is packed in bf16 and the convolution
+/// multiplies in bf16, summing in float32 (the compile option precision=bf16).
 int onednn_conv(ir::Graph& graph, bool bf16 = false);
 
 }  // namespace kiln

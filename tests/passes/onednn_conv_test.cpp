@@ -241,5 +241,30 @@ TEST(OneDnnConvTest, LeavesWinogradsConvolutionsAlone) {
   EXPECT_NE(printed.find("kiln::winograd_conv2d"), std::string::npos) << printed;
 }
 
+// Whether a convolution of this weight ([k, c, kh, kw], `groups`, stride 2 over [1, c * groups,
+// 16, 16]) multiplies in bf16 under precision=bf16.
+bool multiplies_in_bf16(int64_t k, int64_t c, int64_t kernel, int64_t groups) {
+  const std::string weight = "f32[" + std::to_string(k) + "," + std::to_string(c) + "," +
+                             std::to_string(kernel) + "," + std::to_string(kernel) + "]";
+  auto g =
+      ir::parse_graph("graph(%x : " + cl(c * groups, 16) + "):\n  %w : " + weight +
+                      " = prim::Constant() {index=0}\n  %r : " + cl(k, 8) +
+                      " = aten::conv2d(%x, %w) {bias=None, stride=[2,2], padding=[" +
+                      std::to_string(kernel / 2) + "," + std::to_string(kernel / 2) +
+                      "], dilation=[1,1], groups=" + std::to_string(groups) + "}\n  return (%r)\n");
+  EXPECT_EQ(prepack_conv(*g), 1);
+  EXPECT_EQ(onednn_conv(*g, /*bf16=*/true), 1) << ir::print_graph(*g);
+  const std::string printed = ir::print_graph(*g);
+  return printed.find("precision=\"bf16\"") != std::string::npos;
+}
+
+TEST(OneDnnConvTest, UnderBf16OnlyConvolutionsBoundByTheirMultipliesRoundTheirInputs) {
+  EXPECT_TRUE(multiplies_in_bf16(64, 64, 3, 1));   // 64 channels
+  EXPECT_TRUE(multiplies_in_bf16(64, 3, 7, 1));    // ResNet's stem: 64 * 49 / 4 uses a pixel
+  EXPECT_FALSE(multiplies_in_bf16(32, 3, 3, 1));   // MobileNet's stem: 32 * 9 / 4
+  EXPECT_FALSE(multiplies_in_bf16(32, 1, 3, 32));  // depthwise: 9
+  EXPECT_FALSE(multiplies_in_bf16(64, 8, 3, 8));   // 8-wide groups: 8 * 9
+}
+
 }  // namespace
 }  // namespace kiln

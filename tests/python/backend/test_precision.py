@@ -107,8 +107,8 @@ def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_pa
     steps = [line for line in final.splitlines() if "= kiln::onednn_" in line]
     assert any(op in line for line in steps), final
     # Every oneDNN step multiplies in bf16 but the depthwise convolution and the 3-channel stem
-    # (reading the image), which have too few channels a group to pay for it; the packed weights
-    # were folded into constants.
+    # (reading the image; each pixel meets 16 * 9 / 4 weights), which multiply too little a value
+    # to pay for it; the packed weights were folded into constants.
     for line in steps:
         narrow = "groups=64" in line or "(%in0," in line
         assert ('precision="bf16"' in line) != narrow, line
