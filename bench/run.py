@@ -141,8 +141,9 @@ def main(argv=None) -> int:
     print(f"geomean over ok rows: kiln vs eager {report.times(g['kiln_vs_eager'])}, "
           f"vs the best inductor configuration {report.times(g['kiln_vs_inductor'])}, "
           f"vs the best f32 peer {report.times(g['kiln_vs_best_peer'])} "
-          f"(kiln_ts {report.times(g['kiln_ts_vs_best_peer'])}) "
-          f"({data['seconds']:.0f} s)")
+          f"(kiln_ts {report.times(g['kiln_ts_vs_best_peer'])}); kiln bf16 vs OpenVINO's default "
+          f"{report.times(g['kiln_bf16_vs_openvino'])} (kiln_ts "
+          f"{report.times(g['kiln_ts_bf16_vs_openvino'])}) ({data['seconds']:.0f} s)")
     path = report.write(pathlib.Path(args.out), data, args.name)
     print(f"wrote {path} and {path.with_suffix('.png')}")
     if args.report:

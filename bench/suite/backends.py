@@ -14,16 +14,19 @@ from . import native_peers
 # kiln::compile); torchscript is torch.jit.freeze + torch.jit.optimize_for_inference. The peers
 # run through their own APIs (native_peers.py): openvino_f32 and openvino (OpenVINO's default
 # precision, bf16 where the CPU has it), onnxruntime; kiln_bf16 is torch.compile with kiln's
-# precision="bf16", beside OpenVINO's default. Inductor runs in its default
+# precision="bf16", beside OpenVINO's default, and kiln_ts_bf16 the same mode on kiln's
+# TorchScript path (no dynamo in the call, as OpenVINO's API has none). Inductor runs in its default
 # configuration, with freezing, and (full suite only: 20-50 s of compile per model) with
 # freezing and max-autotune.
 INFERENCE = ["eager", "kiln", "kiln_ts", "inductor", "inductor_freeze", "torchscript",
-             "openvino_f32", "openvino", "kiln_bf16", "onnxruntime"]
+             "openvino_f32", "openvino", "kiln_bf16", "kiln_ts_bf16", "onnxruntime"]
 FULL_ONLY = ["inductor_max_autotune", "kiln_ts_in_dynamo"]
 TRAINING = ["eager", "kiln", "inductor"]  # the TorchScript and native peers are inference-only
 
 # Backends that compute in reduced precision by default: judged by norm-relative error.
-REDUCED_PRECISION = ("openvino", "kiln_bf16")
+REDUCED_PRECISION = ("openvino", "kiln_bf16", "kiln_ts_bf16")
+# The TorchScript backends: a model that does not trace gets an error row for them.
+TRACED = ("kiln_ts", "kiln_ts_bf16", "torchscript", "kiln_ts_in_dynamo")
 
 # The f32 peers: per model, the faster of them that matches eager is its best peer.
 F32_PEERS = ("openvino_f32", "onnxruntime")
@@ -71,9 +74,10 @@ def compiled_model(backend: str, model: torch.nn.Module, inputs: tuple):
         return torch.compile(model, backend="kiln", dynamic=False)
     if backend == "kiln_bf16":
         return torch.compile(model, backend="kiln", dynamic=False, options={"precision": "bf16"})
-    if backend == "kiln_ts":
+    if backend in ("kiln_ts", "kiln_ts_bf16"):
         import kiln
-        return kiln.compile(_trace(model, inputs))
+        options = {"precision": "bf16"} if backend == "kiln_ts_bf16" else {}
+        return kiln.compile(_trace(model, inputs), options=options)
     if backend == "kiln_ts_in_dynamo":
         return _kiln_ts_in_dynamo(model, inputs)
     if backend == "inductor":

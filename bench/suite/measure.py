@@ -147,7 +147,7 @@ def run_case(case, names, budget_s, progress, gflop: dict | None = None) -> list
             gflop[case.name] = counter.get_total_flops() / 1e9
     contenders = [Contender(name) for name in names]
     for c in contenders:
-        if c.backend in ("kiln_ts", "torchscript", "kiln_ts_in_dynamo") and not case.traceable:
+        if c.backend in backends.TRACED and not case.traceable:
             c.error = "the model does not trace"
             continue
         _prepare(c, case, model, inputs, reference, progress)

@@ -102,9 +102,11 @@ def _geomean_line(report: dict) -> str:
     line = ("Geometric mean of kiln (torch.compile) over the rows that match eager: "
             + ", ".join(parts) + ".") if parts else "No geometric mean: no kiln row matched eager."
     if g.get("kiln_bf16_vs_openvino"):
+        ts = g.get("kiln_ts_bf16_vs_openvino")
         line += (f" kiln with `precision=\"bf16\"`: **{g['kiln_bf16_vs_openvino']:.2f}x** OpenVINO at "
-                 "its default precision (models with convolutions or matrix products where both are "
-                 "within 2e-2 of eager).")
+                 "its default precision" + (f" (kiln_ts **{ts:.2f}x**)" if ts else "") +
+                 " (models with convolutions or matrix products where both are within 2e-2 of "
+                 "eager).")
     return line
 
 

@@ -10,13 +10,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROW_KEYS = {"model", "backend", "median_ms", "min_ms", "max_ms", "speedup_vs_eager", "compile_s",
             "max_abs_diff", "norm_rel_err", "ok", "error", "note"}
 GEOMEANS = {"kiln_vs_eager", "kiln_vs_inductor", "kiln_vs_best_peer", "kiln_ts_vs_best_peer",
-            "kiln_bf16_vs_openvino"}
+            "kiln_bf16_vs_openvino", "kiln_ts_bf16_vs_openvino"}
 
 
 def test_bench_writes_the_documented_json(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--cases", "mlp_b1,train_mlp_b8",
-         "--backends", "kiln,torchscript,openvino_f32,openvino,kiln_bf16,onnxruntime", "--budget", "0.3",
+         "--backends", "kiln,torchscript,openvino_f32,openvino,kiln_bf16,kiln_ts_bf16,onnxruntime",
+         "--budget", "0.3",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -30,13 +31,14 @@ def test_bench_writes_the_documented_json(tmp_path):
     assert data["versions"]["torch"].startswith("2.11")
     rows = {(r["model"], r["backend"]): r for r in data["results"]}
     assert set(rows) == {("mlp_b1", b) for b in ("eager", "kiln", "torchscript", "openvino_f32",
-                                                 "openvino", "kiln_bf16", "onnxruntime")} | {
+                                                 "openvino", "kiln_bf16", "kiln_ts_bf16",
+                                                 "onnxruntime")} | {
         ("train_mlp_b8", "eager"), ("train_mlp_b8", "kiln")}
     for row in data["results"]:
         assert set(row) == ROW_KEYS
         assert row["ok"], row
         assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
-        if row["backend"] in ("openvino", "kiln_bf16"):  # bf16: judged by norm-relative error
+        if row["backend"] in ("openvino", "kiln_bf16", "kiln_ts_bf16"):  # by norm-relative error
             assert row["norm_rel_err"] <= 2e-2
         else:
             assert row["max_abs_diff"] <= 1e-4
@@ -49,6 +51,8 @@ def test_bench_writes_the_documented_json(tmp_path):
     assert abs(data["geomean"]["kiln_vs_best_peer"] - expected) < 1e-9
     bf16 = rows[("mlp_b1", "openvino")]["median_ms"] / rows[("mlp_b1", "kiln_bf16")]["median_ms"]
     assert abs(data["geomean"]["kiln_bf16_vs_openvino"] - bf16) < 1e-9
+    ts_bf16 = rows[("mlp_b1", "openvino")]["median_ms"] / rows[("mlp_b1", "kiln_ts_bf16")]["median_ms"]
+    assert abs(data["geomean"]["kiln_ts_bf16_vs_openvino"] - ts_bf16) < 1e-9
     assert "vs best f32 peer" in result.stdout
     assert (tmp_path / "latest.png").stat().st_size > 1000
     assert len(list(tmp_path.glob("quick-*.json"))) == 1
@@ -131,6 +135,8 @@ def test_the_bf16_geomean_counts_only_cases_with_products():
             _row("mlp_b1", "openvino", 1.1), _row("mlp_b1", "kiln_bf16", 1.0)]
     # softmax has no convolution or matrix product: bf16 changes nothing there.
     assert report.bf16_vs_openvino(rows) == [1.1 / 1.0]
+    rows += [_row("mlp_b1", "kiln_ts_bf16", 0.5)]
+    assert report.bf16_vs_openvino(rows, "kiln_ts_bf16") == [1.1 / 0.5]
 
 
 def test_torch_compiles_entry_is_measured_around_kiln_ts(tmp_path):
