@@ -57,14 +57,16 @@ class LayoutAssigner {
     // A convolution whose weight is a graph input would reorder it to channels-last on every
     // call, and a training graph returns its activations for the backward, each then converted
     // back: convolutions go channels-last only where every weight is frozen (converted once).
-    int convolutions = 0;
+    // One convolution is enough: oneDNN's (prepack_conv) then packs its weight once, where ATen's
+    // reorders it on every call, and reads the image in its own layout.
+    bool convolutions = false;
     bool weights_frozen = true;
     for (const Node* node : graph_.nodes()) {
       if (!is_conv2d(*node)) continue;
-      ++convolutions;
+      convolutions = true;
       weights_frozen = weights_frozen && from_constants(node->input(1));
     }
-    convolutions_channels_last_ = convolutions >= 2 && weights_frozen;
+    convolutions_channels_last_ = convolutions && weights_frozen;
     bool seeded = false;
     for (const Node* node : graph_.nodes())
       seeded = seeded || is_seed(*node);
