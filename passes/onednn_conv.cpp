@@ -95,8 +95,8 @@ struct Activation {
 /// not multiplies; kiln's activations are float32, so in bf16 it would only add the rounding of
 /// its input, a pass over it, and error. A dense one over few channels (a network's 3-channel
 /// stem) pays where each input value meets many weights: K / groups * kh * kw / (sh * sw), 784
-/// for ResNet's 7x7 stride-2 stem, against 72 for MobileNet's 3x3 stride-2 one and 192 for a
-/// ViT's 16x16 patches, which bf16 does not speed up (docs/precision.md).
+/// for ResNet's 7x7 stride-2 stem, 192 for a ViT's 16x16 patches, 96 for ConvNeXt's 4x4 ones,
+/// against 72 for MobileNet's 3x3 stride-2 stem, which bf16 does not speed up (docs/precision.md).
 bool multiplies_enough_for_bf16(const ir::TensorType& weight, int64_t groups,
                                 const std::vector<int64_t>& stride) {
   if (weight.rank() != 4 || groups < 1 || stride.size() != 2 || stride[0] < 1 || stride[1] < 1)

@@ -36,9 +36,10 @@ namespace kiln {
 /// Under precision=bf16 a convolution multiplies in bf16 where it has at least
 /// kMinBf16ChannelsPerGroup input channels a group, or where each input value meets at least
 /// kMinBf16UsesPerInput weights (K / groups * kh * kw / stride area: ResNet's 3-channel 7x7
-/// stem); the others (depthwise, narrow groups, small stems) stay float32.
+/// stem, ConvNeXt's and a ViT's patches); the others (depthwise, narrow groups, MobileNet's 3x3
+/// stride-2 stem) stay float32.
 inline constexpr int64_t kMinBf16ChannelsPerGroup = 16;
-inline constexpr int64_t kMinBf16UsesPerInput = 256;
+inline constexpr int64_t kMinBf16UsesPerInput = 96;
 
 /// Returns the number of convolutions rewritten. `bf16`: both nodes of each convolution that pays
 /// for it (above) get {precision="bf16"}: the weight is packed in bf16 and the convolution

@@ -262,6 +262,7 @@ TEST(OneDnnConvTest, UnderBf16OnlyConvolutionsBoundByTheirMultipliesRoundTheirIn
   EXPECT_TRUE(multiplies_in_bf16(64, 64, 3, 1));   // 64 channels
   EXPECT_TRUE(multiplies_in_bf16(64, 3, 7, 1));    // ResNet's stem: 64 * 49 / 4 uses a pixel
   EXPECT_FALSE(multiplies_in_bf16(32, 3, 3, 1));   // MobileNet's stem: 32 * 9 / 4
+  EXPECT_TRUE(multiplies_in_bf16(48, 3, 4, 1));    // 48 * 16 / 4, as ConvNeXt's 96 * 16 / 16
   EXPECT_FALSE(multiplies_in_bf16(32, 1, 3, 32));  // depthwise: 9
   EXPECT_FALSE(multiplies_in_bf16(64, 8, 3, 8));   // 8-wide groups: 8 * 9
 }
