@@ -28,8 +28,9 @@
 // (a torch.compile training graph), oneDNN would reorder it on every call and the activations
 // the graph returns for the backward would each be converted back: there convolutions keep
 // their layout, and only max pooling runs channels-last, converted in and out around it.
-// Convolutions run channels-last when there are at least two (one does not pay for the two
-// conversions around it).
+// One convolution is enough to run channels-last: kiln's oneDNN convolution reads the image in
+// its own layout and packs the weight once (ATen's reorders it on every call), which pays for a
+// copy of its output where one is needed.
 //
 // Graph outputs keep the layout they had (a caller may view them), and so do the inputs of ops
 // outside the op table (they may assume their input's strides) and of as_strided. Only values
