@@ -88,8 +88,8 @@ def summaries(results: list[dict]) -> list[dict]:
 def bf16_vs_openvino(results: list[dict], ours: str = "kiln_bf16") -> list[float]:
     """Per model with convolutions or matrix products (zoo.Case.multiplies) where both ran
     within the reduced-precision tolerance: OpenVINO's default median over `ours`' (kiln_bf16 or
-    kiln_ts_bf16; above 1, kiln is faster). A single elementwise or normalization op is the same code in either
-    precision: counting it would say nothing about bf16."""
+    kiln_ts_bf16; above 1, kiln is faster). A single elementwise or normalization op is the same
+    code in either precision: counting it would say nothing about bf16."""
     from . import zoo  # here, not at the top: the case list imports torch
 
     no_products = {c.name for c in zoo.CASES if not c.multiplies}
