@@ -9,6 +9,7 @@
 
 #include "kiln/error.h"
 #include "passes/base/environment.h"
+#include "passes/bf16_activations.h"
 #include "passes/canonicalize.h"
 #include "passes/conv_as_linear.h"
 #include "passes/decompose_batch_norm.h"
@@ -145,25 +146,17 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"canonicalize",
-                                                 "fold_batch_norm",
-                                                 "decompose_batch_norm",
-                                                 "decompose_group_norm",
-                                                 "assign_layout",
-                                                 "conv_as_linear",
-                                                 "prepack_linear",
-                                                 "prepack_conv",
-                                                 "winograd_conv",
-                                                 "onednn_conv",
-                                                 "fold_constants",
-                                                 "eliminate_dead_code",
-                                                 "eliminate_common_subexpressions",
-                                                 "fuse_reductions",
-                                                 "fuse_epilogue",
-                                                 "fuse_elementwise",
-                                                 "lower_kernels",
-                                                 "split_reductions",
-                                                 "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",         "fold_batch_norm",
+      "decompose_batch_norm", "decompose_group_norm",
+      "assign_layout",        "conv_as_linear",
+      "prepack_linear",       "prepack_conv",
+      "winograd_conv",        "onednn_conv",
+      "bf16_activations",     "fold_constants",
+      "eliminate_dead_code",  "eliminate_common_subexpressions",
+      "fuse_reductions",      "fuse_epilogue",
+      "fuse_elementwise",     "lower_kernels",
+      "split_reductions",     "plan_memory"};
   return names;
 }
 
@@ -206,6 +199,9 @@ void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, Pipeline
     if (!bf16) passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
     // The rest on primitives kiln keeps, not ATen's op that creates one every call.
     if (options.own_onednn) passes.run("onednn_conv", "", [&] { onednn_conv(graph, bf16); });
+    // Between those that multiply in bf16, their activations in bf16.
+    if (bf16 && options.own_onednn)
+      passes.run("bf16_activations", "", [&] { bf16_activations(graph); });
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

@@ -100,15 +100,23 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                               std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, at::Tensor& out) {
+                              std::string_view precision, std::string_view out_precision,
+                              at::Tensor& out) {
   const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_conv2d");
-  TORCH_CHECK(input.dim() == 4 && input.scalar_type() == at::kFloat && input.is_cpu(),
-              "kiln::onednn_conv2d: input must be a 4-D float32 CPU tensor, got ", input.sizes(),
-              " ", input.scalar_type());
+  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_conv2d (out_precision)");
+  // bf16 tensors are a bf16 convolution's only: the one that multiplies in bf16 anyway.
+  const auto allowed = [&](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat || (bf16 && t.scalar_type() == at::kBFloat16);
+  };
+  TORCH_CHECK(input.dim() == 4 && allowed(input) && input.is_cpu(), "kiln::onednn_conv2d: input ",
+              "must be a 4-D float32 CPU tensor (or bf16 where precision is \"bf16\"), got ",
+              input.sizes(), " ", input.scalar_type(), " with precision \"", precision, "\"");
   const bool has_bias = bias.has_value() && bias->defined();
   const bool has_other = other.has_value() && other->defined();
-  const ConvSpec spec = make_spec(input.sizes(), weight, stride, padding, dilation, groups,
-                                  has_bias, has_other, activation, scalars, bf16);
+  ConvSpec spec = make_spec(input.sizes(), weight, stride, padding, dilation, groups, has_bias,
+                            has_other, activation, scalars, bf16);
+  spec.bf16_output = bf16_output;
+  spec.bf16_residual = has_other && other->scalar_type() == at::kBFloat16;
   const auto output_size = spec.output();
   const std::vector<int64_t> out_sizes(output_size.begin(), output_size.end());
   if (has_bias) {
@@ -118,21 +126,25 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                 " values, got ", bias->sizes(), " ", bias->scalar_type());
   }
   if (has_other) {
-    TORCH_CHECK(other->sizes() == at::IntArrayRef(out_sizes) &&
-                    other->scalar_type() == at::kFloat && other->is_cpu(),
-                "kiln::onednn_conv2d: other must be a float32 CPU tensor of the output's sizes ",
-                out_sizes, ", got ", other->sizes(), " ", other->scalar_type(), " on ",
-                other->device());
+    TORCH_CHECK(other->sizes() == at::IntArrayRef(out_sizes) && allowed(*other) && other->is_cpu(),
+                "kiln::onednn_conv2d: other must be a float32 CPU tensor (or bf16 where precision ",
+                "is \"bf16\") of the output's sizes ", out_sizes, ", got ", other->sizes(), " ",
+                other->scalar_type(), " on ", other->device());
   }
-  TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
-              "kiln::onednn_conv2d: out must be a float32 CPU tensor");
+  const at::ScalarType out_type = bf16_output ? at::kBFloat16 : at::kFloat;
+  TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), "kiln::onednn_conv2d: out must be a ",
+              bf16_output ? "bf16" : "float32", " CPU tensor (out_precision \"", out_precision,
+              "\"), got ", out.scalar_type(), " on ", out.device());
+  TORCH_CHECK(!bf16_output || bf16, "kiln::onednn_conv2d: out_precision \"bf16\" needs precision ",
+              "\"bf16\"");
   auto primitive = ConvPrimitive::get(spec);
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
-  // A dense NCHW input (a network's image, whose channels-last copy onednn_conv took out of the
-  // graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
-  const bool nchw = !dense_channels_last(input) && input.is_contiguous();
+  // A dense NCHW float32 input (a network's image, whose channels-last copy onednn_conv took out
+  // of the graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
+  const bool bf16_input = input.scalar_type() == at::kBFloat16;
+  const bool nchw = !bf16_input && !dense_channels_last(input) && input.is_contiguous();
   const at::Tensor x =
       dense_channels_last(input) || nchw ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor residual;
@@ -146,9 +158,12 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   if (!dense_channels_last(out) || (has_other && out.is_same(residual)) || out.is_same(x)) {
     target = at::empty(out_sizes, out.options().memory_format(at::MemoryFormat::ChannelsLast));
   }
-  primitive->run(
-      x.const_data_ptr<float>(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
-      has_other ? residual.const_data_ptr<float>() : nullptr, target.data_ptr<float>(), nchw);
+  using Source = ConvPrimitive::Source;
+  primitive->run(x.const_data_ptr(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
+                 has_other ? residual.const_data_ptr() : nullptr, target.data_ptr(),
+                 bf16_input ? Source::NhwcBf16
+                 : nchw     ? Source::Nchw
+                            : Source::Nhwc);
   if (!target.is_same(out)) out.copy_(target);
   return out;
 }
@@ -169,17 +184,18 @@ at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const
                         const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                         c10::string_view activation, at::ArrayRef<double> scalars,
-                        c10::string_view precision, at::Tensor& out) {
+                        c10::string_view precision, c10::string_view out_precision,
+                        at::Tensor& out) {
   return onednn_conv2d_out(input, weight, packed, bias, other, stride, padding, dilation, groups,
                            std::string_view(activation), scalars.vec(), std::string_view(precision),
-                           out);
+                           std::string_view(out_precision), out);
 }
 
 at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& other,
                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                    int64_t groups, c10::string_view activation, at::ArrayRef<double> scalars,
-                   c10::string_view precision) {
+                   c10::string_view precision, c10::string_view out_precision) {
   // Sized here, so the out= form finds a channels-last output to write into directly. make_spec
   // checks the arguments as the out= form would.
   TORCH_CHECK(input.dim() == 4, "kiln::onednn_conv2d: input must be 4-D, got ", input.sizes());
@@ -189,10 +205,13 @@ at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::
                                has_other, std::string_view(activation), scalars.vec(),
                                multiplies_in_bf16(precision, "kiln::onednn_conv2d"))
                          .output();
+  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_conv2d (out_precision)");
   at::Tensor out = at::empty(std::vector<int64_t>(sizes.begin(), sizes.end()),
-                             input.options().memory_format(at::MemoryFormat::ChannelsLast));
+                             input.options()
+                                 .dtype(bf16_output ? at::kBFloat16 : at::kFloat)
+                                 .memory_format(at::MemoryFormat::ChannelsLast));
   return conv_out_op(input, weight, packed, bias, other, stride, padding, dilation, groups,
-                     activation, scalars, precision, out);
+                     activation, scalars, precision, out_precision, out);
 }
 
 }  // namespace
@@ -205,11 +224,12 @@ TORCH_LIBRARY_FRAGMENT(kiln, m) {
   m.def(
       "onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "
       "int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars, str precision=\"fp32\") -> Tensor");
+      "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_conv2d.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
       "Tensor? other, int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars, str precision=\"fp32\", *, Tensor(a!) out) -> Tensor(a!)");
+      "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\", *, "
+      "Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {

@@ -11,7 +11,8 @@
 //       str precision="fp32") -> Tensor
 //   kiln::onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other,
 //       int[] stride, int[] padding, int[] dilation, int groups, str activation,
-//       float[] scalars, str precision="fp32") -> Tensor              (and its .out overload)
+//       float[] scalars, str precision="fp32", str out_precision="fp32") -> Tensor
+//                                                                   (and its .out overload)
 //
 // activation(conv2d(input, weight, bias) + other): `activation` is "none", "relu", "hardtanh"
 // (scalars = [min, max]), "silu", "sigmoid", "hardswish" or "hardsigmoid". `packed` is
@@ -20,8 +21,12 @@
 // thread count at run time differs from the one the weight was packed for and oneDNN's layout with
 // it, the dense `weight` is packed again on every call (slower, same results). precision "bf16"
 // (the compile option `precision`) multiplies in bf16 and sums in float32: the weight is packed in
-// bf16, the input rounded to bf16 on each call; bias, residual, activation and output stay
-// float32. Built only with
+// bf16, a float32 input rounded to bf16 on each call (a bf16 input, as another such convolution
+// wrote it, is read as it is); bias and activation stay float32, and so do `other` and the output
+// unless they are bf16: a bf16 `other` is added as it is, and out_precision "bf16" writes the
+// output in bf16, rounded once after the activation (both for a bf16 convolution only: the
+// activations between convolutions that multiply in bf16 anyway, as the `bf16_activations` pass
+// chooses them). Built only with
 // KILN_WITH_ONEDNN (cmake/OneDNN.cmake); without it the ops are not registered and prepack_conv's
 // convolutions stay ATen's.
 
@@ -44,6 +49,7 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                               std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, at::Tensor& out);
+                              std::string_view precision, std::string_view out_precision,
+                              at::Tensor& out);
 
 }  // namespace kiln

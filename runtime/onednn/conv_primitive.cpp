@@ -47,7 +47,8 @@ struct SpecHash {
       h = mix(h, v);
     h = mix(h, s.groups);
     h = mix(h, (s.bias ? 1 : 0) | (s.residual ? 2 : 0) | (s.bf16 ? 4 : 0) |
-                   (static_cast<int>(s.activation) << 3));
+                   (s.bf16_output ? 8 : 0) | (s.bf16_residual ? 16 : 0) |
+                   (static_cast<int>(s.activation) << 5));
     h = mix(h, std::hash<float>()(s.lo));
     h = mix(h, std::hash<float>()(s.hi));
     return mix(h, s.threads);
@@ -80,6 +81,9 @@ std::string ConvSpec::problem() const {
   const auto out = output();
   if (out[2] <= 0 || out[3] <= 0) return "the output would be empty";
   if (threads <= 0) return "the thread count must be positive";
+  if ((bf16_output || bf16_residual) && !bf16)
+    return "only a convolution that multiplies in bf16 writes or adds bf16";
+  if (bf16_residual && !residual) return "a bf16 residual needs a residual";
   return "";
 }
 
@@ -87,7 +91,7 @@ struct ConvPrimitive::State {
   ConvSpec spec;
   dnnl::convolution_forward::primitive_desc descriptor;
   dnnl::convolution_forward primitive;
-  memory::desc source, weights, bias, destination, scratchpad;
+  memory::desc source, weights, bias, destination, residual, scratchpad;
   uint64_t weight_layout = 0;  // layout_of(weights), asked on every run
   // The reorders into `source` from a dense NCHW input and (for bf16) from a float32 NHWC one,
   // made on the first such call.
@@ -112,13 +116,16 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   auto state = std::make_unique<State>();
   state->spec = spec;
   state->source = nhwc(spec.input, product_type(spec));
-  state->destination = nhwc(spec.output());
+  state->destination =
+      nhwc(spec.output(), spec.bf16_output ? memory::data_type::bf16 : memory::data_type::f32);
+  state->residual =
+      nhwc(spec.output(), spec.bf16_residual ? memory::data_type::bf16 : memory::data_type::f32);
   state->bias = memory::desc({spec.weight[0]}, memory::data_type::f32, Tag::x);
   memory::desc any_weights = dense_weight(spec);
   any_weights = memory::desc(any_weights.get_dims(), product_type(spec), Tag::any);
 
   dnnl::post_ops post_ops;
-  if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->destination);
+  if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->residual);
   append_activation(post_ops, spec.activation, spec.lo, spec.hi);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
@@ -162,11 +169,14 @@ void ConvPrimitive::pack_weight(const float* dense, void* packed) const {
   reorder(dense_weight(state_->spec), dense, state_->weights, packed);
 }
 
-void ConvPrimitive::run(const float* input, const void* packed_weight, const float* bias,
-                        const float* residual, float* output, bool input_nchw) const {
+void ConvPrimitive::run(const void* input, const void* packed_weight, const float* bias,
+                        const void* residual, void* output, Source kind) const {
   const State& s = *state_;
+  if (kind == Source::NhwcBf16 && !s.spec.bf16)
+    throw std::invalid_argument("oneDNN convolution: a bf16 input needs a bf16 convolution");
+  const bool input_nchw = kind == Source::Nchw;
   const void* source = input;
-  if (input_nchw || s.spec.bf16) {
+  if (input_nchw || (s.spec.bf16 && kind == Source::Nhwc)) {
     // One reorder converts the layout (a dense NCHW image) and the type (bf16) at once.
     memory::desc& from = input_nchw ? state_->nchw : state_->nhwc_f32;
     dnnl::reorder& convert = input_nchw ? state_->from_nchw : state_->from_nhwc_f32;
@@ -188,7 +198,7 @@ void ConvPrimitive::run(const float* input, const void* packed_weight, const flo
   size_t count = 3;
   if (s.spec.bias) args[count++] = {DNNL_ARG_BIAS, &s.bias, bias};
   if (s.spec.residual) {
-    args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &s.destination, residual};
+    args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &s.residual, residual};
   }
   execute(s.primitive, s.scratchpad, std::span<const Argument>(args, count));
 }

@@ -10,10 +10,10 @@
 
 namespace kiln::onednn {
 
-/// One 2-D convolution on float32 tensors, channels-last (NHWC) input, output and residual, as
-/// kiln's `onednn_conv` pass describes it. Every field is part of the primitive's identity, the
-/// thread count included: oneDNN picks its blocking (and so its weight layout) for the threads it
-/// will run on.
+/// One 2-D convolution on channels-last (NHWC) input, output and residual, as kiln's
+/// `onednn_conv` pass describes it: float32, or bf16 where the spec says so. Every field is part of
+/// the primitive's identity, the thread count included: oneDNN picks its blocking (and so its
+/// weight layout) for the threads it will run on.
 struct ConvSpec {
   std::array<int64_t, 4> input{};   // N, C, H, W
   std::array<int64_t, 4> weight{};  // K, C / groups, kernel height, kernel width
@@ -26,8 +26,13 @@ struct ConvSpec {
   Activation activation = Activation::None;
   float lo = 0, hi = 0;  // Clip's bounds
   /// Multiplies in bf16 (input and weight rounded to bf16, products summed in float32); the
-  /// input, bias, residual, post-ops and output stay float32.
+  /// bias and the post-ops stay float32. Its input may be float32 (rounded on each run) or bf16.
   bool bf16 = false;
+  /// A bf16 convolution's output, and the residual it adds, in bf16 rather than float32 (the
+  /// post-ops still compute in float32; the output is rounded once, at the end): where every
+  /// reader multiplies in bf16 anyway, they read half the bytes and round nothing themselves.
+  bool bf16_output = false;
+  bool bf16_residual = false;
   int threads = 1;
 
   /// N, K, output height, output width.
@@ -59,14 +64,20 @@ class ConvPrimitive {
   /// Reorders a dense float32 [K, C / groups, kh, kw] weight into `packed`
   /// (packed_weight_bytes()), converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
+  /// How run() finds its input.
+  enum class Source {
+    Nhwc,      // float32 NHWC
+    Nchw,      // float32, dense NCHW (a network's image)
+    NhwcBf16,  // bf16 NHWC, as another bf16 convolution wrote it (a bf16 primitive's only)
+  };
   /// output = activation(conv(input, packed weight) + bias + residual). `bias` (K floats) and
-  /// `residual` (output-shaped, NHWC) are read only where the spec says so. `input_nchw`: the
-  /// input is dense NCHW (a network's image), converted by a oneDNN reorder first (6x faster
-  /// than kiln's generated copy for 3 channels; oneDNN's convolutions of an NCHW input into an
-  /// NHWC output run its reference code). A bf16 primitive converts its input to bf16 the same
-  /// way, in the one reorder.
-  void run(const float* input, const void* packed_weight, const float* bias, const float* residual,
-           float* output, bool input_nchw = false) const;
+  /// `residual` (output-shaped, NHWC, bf16 where spec.bf16_residual) are read only where the
+  /// spec says so; `output` is bf16 where spec.bf16_output. A dense NCHW input is converted by a
+  /// oneDNN reorder first (6x faster than kiln's generated copy for 3 channels; oneDNN's
+  /// convolutions of an NCHW input into an NHWC output run its reference code). A bf16
+  /// primitive converts a float32 input to bf16 the same way, in the one reorder.
+  void run(const void* input, const void* packed_weight, const float* bias, const void* residual,
+           void* output, Source source = Source::Nhwc) const;
   /// oneDNN's name for the implementation it chose ("brgconv_1x1:avx512_core", ...).
   std::string implementation() const;
 

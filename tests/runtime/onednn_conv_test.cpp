@@ -63,7 +63,7 @@ struct Conv {
                              bias ? std::optional<at::Tensor>(b) : std::nullopt,
                              residual ? std::optional<at::Tensor>(other) : std::nullopt,
                              {s.stride, s.stride}, {s.padding, s.padding}, {s.dilation, s.dilation},
-                             s.groups, activation, scalars, precision, out);
+                             s.groups, activation, scalars, precision, "fp32", out);
   }
 };
 
@@ -134,6 +134,47 @@ TEST(OneDnnConv, MultipliesInBf16WhenAsked) {
   }
 }
 
+// Between bf16 convolutions the activations may be bf16: a bf16 input is read as it is, a bf16
+// residual added as it is, and out_precision "bf16" rounds the float32 result once, after the
+// post-ops. Each is the float32 path's result with those tensors rounded: nothing else changes.
+TEST(OneDnnConv, ReadsAndWritesBf16ActivationsWhenAsked) {
+  if (!onednn_native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 (avx512_bf16 or AMX)";
+  at::manual_seed(6);
+  for (const Case& s : {
+           Case{1, 32, 48, 9, 9, 3, 1, 1, 1, 1},     // dense 3x3
+           Case{2, 72, 72, 14, 13, 3, 2, 1, 1, 72},  // depthwise, stride 2
+           Case{1, 64, 128, 7, 7, 1, 1, 0, 1, 1},    // 1x1
+       }) {
+    SCOPED_TRACE(::testing::Message()
+                 << s.c << " -> " << s.k << ", kernel " << s.kernel << ", groups " << s.groups);
+    const Conv conv(s);
+    const at::Tensor packed = conv.packed(true, true, "relu", {}, "bf16");
+    const at::Tensor x16 = conv.x.to(at::kBFloat16), other16 = conv.other.to(at::kBFloat16);
+    const auto run = [&](const at::Tensor& x, const at::Tensor& other, bool bf16_output) {
+      at::Tensor out =
+          at::empty(conv.other.sizes(),
+                    at::TensorOptions().dtype(bf16_output ? at::kBFloat16 : at::kFloat))
+              .contiguous(at::MemoryFormat::ChannelsLast);
+      onednn_conv2d_out(x, conv.w, packed, conv.b, other, {s.stride, s.stride},
+                        {s.padding, s.padding}, {s.dilation, s.dilation}, s.groups, "relu", {},
+                        "bf16", bf16_output ? "bf16" : "fp32", out);
+      return out;
+    };
+    const at::Tensor f32 = run(conv.x, conv.other, false);
+    // A bf16 input is the float32 one rounded as the convolution would round it: same result.
+    expect_close(run(x16, conv.other, false), f32.to(at::kDouble));
+    // A bf16 residual: the sum of the rounded residual.
+    const at::Tensor rounded_other = run(conv.x, other16.to(at::kFloat), false);
+    expect_close(run(conv.x, other16, false), rounded_other.to(at::kDouble));
+    // A bf16 output: the float32 result, rounded once (at most one bf16 step apart).
+    const at::Tensor y = run(x16, other16, true);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+    const at::Tensor step = rounded_other.abs() * (1.0 / 128) + 1e-30;
+    EXPECT_TRUE(((y.to(at::kFloat) - rounded_other).abs() <= step).all().item<bool>());
+  }
+}
+
 // A primitive's memory objects are made once per thread and re-pointed on later calls: each call
 // must read and write its own tensors, on any number of threads at once.
 TEST(OneDnnConv, EachCallReadsAndWritesItsOwnTensorsOnEveryThread) {
@@ -146,7 +187,7 @@ TEST(OneDnnConv, EachCallReadsAndWritesItsOwnTensorsOnEveryThread) {
     auto call = [&](const Conv& conv) {
       at::Tensor out = at::empty(conv.other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
       return onednn_conv2d_out(conv.x, shape.w, packed, shape.b, conv.other, {1, 1}, {1, 1}, {1, 1},
-                               1, "relu", {}, precision, out);
+                               1, "relu", {}, precision, "fp32", out);
     };
     auto expected = [&](const Conv& conv) {
       at::Tensor x = conv.x;
@@ -191,7 +232,7 @@ TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   conv.other = conv.other.contiguous();
   at::Tensor out = at::full({2, 24, 10, 7}, std::nan(""));  // NCHW, poisoned
   onednn_conv2d_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
-                    {1, 1}, {1, 1}, 1, "none", {}, "fp32", out);
+                    {1, 1}, {1, 1}, 1, "none", {}, "fp32", "fp32", out);
   EXPECT_TRUE(out.is_contiguous());
   expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
 }
@@ -205,7 +246,7 @@ TEST(OneDnnConv, AWeightPackedForAnotherThreadCountIsPackedAgain) {
   at::set_num_threads(threads);
   at::Tensor out = at::empty({1, 64, 28, 28}).contiguous(at::MemoryFormat::ChannelsLast);
   onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
-                    {}, "fp32", out);
+                    {}, "fp32", "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -219,7 +260,7 @@ TEST(OneDnnConv, AWeightPackedForAnotherLayoutIsPackedAgainFromTheDenseOne) {
   packed.narrow(0, 16, packed.numel() - 16).fill_(1e6);  // poisoned weights
   at::Tensor out = at::empty({1, 48, 9, 9}).contiguous(at::MemoryFormat::ChannelsLast);
   onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, "relu",
-                    {}, "fp32", out);
+                    {}, "fp32", "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -230,7 +271,7 @@ TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   const auto run = [&](const at::Tensor& x, const at::Tensor& p, const std::string& activation,
                        int64_t groups = 1) {
     onednn_conv2d_out(x, conv.w, p, std::nullopt, std::nullopt, {1, 1}, {1, 1}, {1, 1}, groups,
-                      activation, {}, "fp32", out);
+                      activation, {}, "fp32", "fp32", out);
   };
   EXPECT_THROW(
       {
@@ -247,6 +288,15 @@ TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   EXPECT_THROW(run(conv.x, packed, "none", 3), c10::Error);                // 8 channels in 3 groups
   EXPECT_THROW(run(at::randn({1, 5, 6, 6}), packed, "none"), c10::Error);  // channels
   EXPECT_THROW(run(conv.x, packed, "hardtanh"), c10::Error);  // hardtanh without its bounds
+  // bf16 tensors belong to a convolution that multiplies in bf16.
+  EXPECT_THROW(run(conv.x.to(at::kBFloat16), packed, "none"), c10::Error);
+  at::Tensor bf16_out = at::empty({1, 8, 6, 6}, at::kBFloat16);
+  EXPECT_THROW(onednn_conv2d_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
+                                 {1, 1}, 1, "none", {}, "fp32", "bf16", bf16_out),
+               c10::Error);
+  EXPECT_THROW(onednn_conv2d_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
+                                 {1, 1}, 1, "none", {}, "fp32", "fp16", out),
+               c10::Error);
 }
 
 #else

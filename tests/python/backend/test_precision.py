@@ -43,6 +43,25 @@ class MobileBlock(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+class BasicBlocks(nn.Module):
+    """ResNet's basic blocks: dense 3x3 convolutions that hand each other their activations, as
+    inputs and as residuals."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32)) for _ in range(2))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = torch.relu(x + block(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
 class FeedForward(nn.Module):
     """A transformer's feed-forward half: layer norm, linear, GELU, linear, residual."""
 
@@ -62,7 +81,8 @@ def _cases():
     return [(MobileBlock().eval(), torch.randn(2, 3, 32, 32)),
             (FeedForward().eval(), torch.randn(2, 24, 96)),
             (nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).eval(),
-             torch.randn(1, 256))]
+             torch.randn(1, 256)),
+            (BasicBlocks().eval(), torch.randn(2, 3, 16, 16))]
 
 
 def _randomize(model):
@@ -74,7 +94,8 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1, 2], ids=["mobile_block", "feed_forward", "row_mlp"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3],
+                         ids=["mobile_block", "feed_forward", "row_mlp", "basic_blocks"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -113,6 +134,23 @@ def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_pa
         narrow = "groups=64" in line or "(%in0," in line
         assert ('precision="bf16"' in line) != narrow, line
     assert "winograd" not in final
+
+
+@native
+def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
+    model, x = _cases()[3]
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(model, backend="kiln",
+                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    convs = [line.strip() for line in final.splitlines() if "= kiln::onednn_conv2d(" in line]
+    assert len(convs) == 5, final
+    # Each convolution's output is read by bf16 convolutions alone (as input or residual) but the
+    # last one's, which the mean reads: that one stays float32.
+    for line in convs[:-1]:
+        assert " : bf16[" in line and 'out_precision="bf16"' in line, final
+    assert " : f32[" in convs[-1] and "out_precision" not in convs[-1], final
 
 
 @native

@@ -1,0 +1,82 @@
+// bf16_activations: a bf16 convolution writes bf16 where every reader is a oneDNN convolution
+// that takes it as a bf16 input (one that multiplies in bf16) or as its residual; otherwise, and
+// for a graph output, its output stays float32.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "passes/bf16_activations.h"
+#include "passes/ir/parser.h"
+#include "passes/ir/printer.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kCl = "[1,32,8,8]{2048,1,256,32}";  // channels-last sizes and strides
+
+/// `%out = kiln::onednn_conv2d(%in, %w, %p[, %other])`, multiplying in bf16 or float32.
+std::string conv(const std::string& out, const std::string& in, bool bf16,
+                 const std::string& other = "") {
+  return "  %" + out + " : f32" + kCl + " = kiln::onednn_conv2d(%" + in + ", %w, %p" +
+         (other.empty() ? "" : ", %" + other) + ") {bias=None, " +
+         (other.empty() ? "other=None, " : "") +
+         "stride=[1,1], padding=[1,1], dilation=[1,1], groups=1, activation=\"relu\", "
+         "scalars=[]" +
+         (bf16 ? ", precision=\"bf16\"" : "") + "}\n";
+}
+
+std::string graph(const std::string& body, const std::string& result) {
+  return std::string("graph(%x : f32") + kCl +
+         "):\n"
+         "  %w : f32[32,32,3,3] = prim::Constant() {index=0}\n"
+         "  %p : f32[9232] = prim::Constant() {index=1}\n" +
+         body + "  return (%" + result + ")\n";
+}
+
+/// The printed type of `value` after the pass.
+std::string type_of(const std::string& printed, const std::string& value) {
+  const auto at = printed.find("  %" + value + " : ");
+  if (at == std::string::npos) return "missing";
+  const auto start = at + value.size() + 6;
+  return printed.substr(start, printed.find('[', start) - start);
+}
+
+TEST(Bf16ActivationsTest, ConvolutionsHandEachOtherBf16ThroughInputsAndResiduals) {
+  // A ResNet block: a feeds b and is c's residual; b feeds c; c is the graph's output.
+  auto g = ir::parse_graph(
+      graph(conv("a", "x", true) + conv("b", "a", true) + conv("c", "b", true, "a"), "c"));
+  EXPECT_EQ(bf16_activations(*g), 2);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_EQ(type_of(printed, "a"), "bf16") << printed;
+  EXPECT_EQ(type_of(printed, "b"), "bf16") << printed;
+  EXPECT_EQ(type_of(printed, "c"), "f32") << printed;  // what the caller gets stays float32
+  EXPECT_NE(printed.find("%b : bf16[1,32,8,8]{2048,1,256,32} = kiln::onednn_conv2d(%a, %w, %p)"),
+            std::string::npos)
+      << printed;  // the layout is kept
+  EXPECT_NE(printed.find("precision=\"bf16\", out_precision=\"bf16\"}"), std::string::npos)
+      << printed;
+}
+
+TEST(Bf16ActivationsTest, AReaderThatIsNotABf16ConvolutionKeepsItsInputFloat32) {
+  // b multiplies in float32 (a depthwise one would), r is not a convolution, and d's output is
+  // also a graph output: a, c and d stay float32; e's input is read by bf16 convolutions alone.
+  auto g =
+      ir::parse_graph(graph(conv("a", "x", true) + conv("b", "a", false) + conv("c", "b", true) +
+                                "  %r : f32" + kCl + " = aten::relu(%c)\n" + conv("d", "r", true) +
+                                conv("e", "d", true) + conv("f", "e", true),
+                            "d, %f"));
+  EXPECT_EQ(bf16_activations(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  for (const char* value : {"a", "b", "c", "r", "d", "f"})
+    EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
+  EXPECT_EQ(type_of(printed, "e"), "bf16") << printed;
+}
+
+TEST(Bf16ActivationsTest, FloatConvolutionsAreLeftAsTheyAre) {
+  auto g = ir::parse_graph(graph(conv("a", "x", false) + conv("b", "a", false), "b"));
+  EXPECT_EQ(bf16_activations(*g), 0);
+  EXPECT_EQ(ir::print_graph(*g).find("bf16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
