@@ -14,6 +14,7 @@ using ir::Node;
 using ir::Value;
 
 constexpr const char* kConv = "kiln::onednn_conv2d";
+constexpr const char* kMaxPool = "aten::max_pool2d";
 
 bool is_none(const ir::Attr* attr) {
   return attr && std::holds_alternative<ir::NoneAttr>(*attr);
@@ -39,11 +40,9 @@ class Bf16Activations {
   int run() {
     int changed = 0;
     for (Node* conv : graph_.nodes()) {
-      if (conv->op() != kConv || !multiplies_in_bf16(*conv) || !readers_all_take_bf16(*conv))
+      if (conv->op() != kConv || !multiplies_in_bf16(*conv) || !takes_bf16(conv->output()))
         continue;
-      ir::TensorType type = conv->output()->type();
-      type.dtype = ir::DType::BFloat16;
-      conv->output()->set_type(std::move(type));
+      make_bf16(conv->output());
       conv->set_attr("out_precision", std::string("bf16"));
       ++changed;
     }
@@ -51,20 +50,36 @@ class Bf16Activations {
   }
 
  private:
-  /// Whether every reader of `conv`'s output is a oneDNN convolution reading it as its residual,
-  /// or as its input where it multiplies in bf16 (and so rounds it to bf16 anyway).
-  bool readers_all_take_bf16(const Node& conv) {
-    const Value* y = conv.output();
+  /// Whether every reader of the float32 `y` is a oneDNN convolution reading it as its residual,
+  /// or as its input where it multiplies in bf16 (and so rounds it to bf16 anyway), or a max pool
+  /// whose result is read so in turn: a max pool of rounded values is the rounding of its max
+  /// (rounding keeps order), so in bf16 it computes the same values.
+  bool takes_bf16(const Value* y) {
     const auto& readers = readers_[y];
     if (readers.empty() || y->type().dtype != ir::DType::Float32) return false;
     for (const Node* reader : readers) {
-      if (!reader || reader->op() != kConv) return false;  // null: a graph output
+      if (!reader) return false;  // a graph output
+      if (reader->op() == kMaxPool && reader->inputs().size() == 1 &&
+          reader->outputs().size() == 1 && takes_bf16(reader->output())) {
+        continue;
+      }
+      if (reader->op() != kConv) return false;
       for (size_t i = 1; i < reader->inputs().size(); ++i) {
         if (reader->input(i) == y && y != other_of(*reader)) return false;  // a weight or bias
       }
       if (reader->input(0) == y && !multiplies_in_bf16(*reader)) return false;
     }
     return true;
+  }
+
+  /// Types `y`, and the max pools takes_bf16 passed through, bf16.
+  void make_bf16(Value* y) {
+    ir::TensorType type = y->type();
+    type.dtype = ir::DType::BFloat16;
+    y->set_type(std::move(type));
+    for (const Node* reader : readers_[y]) {
+      if (reader->op() == kMaxPool) make_bf16(reader->output());
+    }
   }
 
   ir::Graph& graph_;

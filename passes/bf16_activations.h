@@ -15,7 +15,9 @@
 // post-op, which reads bf16 as it is), and it is not a graph output. The post-ops still compute
 // in float32; the output is rounded once, at the end: where the reader would have rounded it
 // anyway, the result is the same. A residual read in bf16 is the one new rounding: the add's
-// operand loses float32's low bits, as OpenVINO's default does too.
+// operand loses float32's low bits, as OpenVINO's default does too. A max pool between them
+// (ResNet's, after its stem) computes in bf16 too where its result is read so: rounding keeps
+// order, so the max of rounded values is the rounded max, the same values at half the bytes.
 //
 // A depthwise or narrow-grouped convolution stays float32 (onednn_conv's rule), and so do the
 // activations it reads: oneDNN's bf16 kernels for those run slower than its float32 ones even on

@@ -32,10 +32,14 @@ void explain_fused(const ir::Node& node, std::vector<ExplainEntry>& entries) {
     entries.push_back({member->op(), RunsIn::FusedKernel, why + weight_precision_note(*member)});
 }
 
-/// ", multiplying in bf16" for a kiln oneDNN step under precision=bf16; "" otherwise.
+/// ", multiplying in bf16" for a kiln oneDNN step under precision=bf16 (and ", writing bf16"
+/// where its output is a bf16 activation); "" otherwise.
 std::string precision_note(const ir::Node& node) {
   const auto* precision = std::get_if<std::string>(node.find_attr("precision"));
-  return precision && *precision == "bf16" ? ", multiplying in bf16" : "";
+  if (!precision || *precision != "bf16") return "";
+  const auto* output = std::get_if<std::string>(node.find_attr("out_precision"));
+  return output && *output == "bf16" ? ", multiplying in bf16, writing bf16"
+                                     : ", multiplying in bf16";
 }
 
 /// ", with its relu inside" for a kiln oneDNN product with an activation post-op; "" otherwise.

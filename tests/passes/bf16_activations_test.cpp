@@ -1,6 +1,6 @@
 // bf16_activations: a bf16 convolution writes bf16 where every reader is a oneDNN convolution
-// that takes it as a bf16 input (one that multiplies in bf16) or as its residual; otherwise, and
-// for a graph output, its output stays float32.
+// that takes it as a bf16 input (one that multiplies in bf16) or as its residual, or a max pool
+// whose result is read so; otherwise, and for a graph output, its output stays float32.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -70,6 +70,26 @@ TEST(Bf16ActivationsTest, AReaderThatIsNotABf16ConvolutionKeepsItsInputFloat32) 
   for (const char* value : {"a", "b", "c", "r", "d", "f"})
     EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
   EXPECT_EQ(type_of(printed, "e"), "bf16") << printed;
+}
+
+TEST(Bf16ActivationsTest, AMaxPoolBetweenThemComputesInBf16Too) {
+  const std::string pool = std::string("f32") + kCl +
+                           " = aten::max_pool2d(%a) {kernel_size=[3,3], stride=[1,1], "
+                           "padding=[1,1], dilation=[1,1], ceil_mode=false}\n";
+  // ResNet's stem, pool and first block: the pool's result is c's input and d's residual.
+  auto g = ir::parse_graph(graph(
+      conv("a", "x", true) + "  %m : " + pool + conv("c", "m", true) + conv("d", "c", true, "m"),
+      "d"));
+  EXPECT_EQ(bf16_activations(*g), 2);
+  std::string printed = ir::print_graph(*g);
+  for (const char* value : {"a", "m", "c"})
+    EXPECT_EQ(type_of(printed, value), "bf16") << value << "\n" << printed;
+  // A pool whose result is also returned keeps it, and its input, float32.
+  g = ir::parse_graph(
+      graph(conv("a", "x", true) + "  %m : " + pool + conv("c", "m", true), "m, %c"));
+  EXPECT_EQ(bf16_activations(*g), 0);
+  printed = ir::print_graph(*g);
+  EXPECT_EQ(printed.find("bf16["), std::string::npos) << printed;
 }
 
 TEST(Bf16ActivationsTest, FloatConvolutionsAreLeftAsTheyAre) {

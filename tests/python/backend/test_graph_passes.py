@@ -363,7 +363,7 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
 
 PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
           "assign_layout", "conv_as_linear", "prepack_linear", "prepack_conv",
-          "winograd_conv", "onednn_conv",
+          "winograd_conv", "onednn_conv", "bf16_activations",
           "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",

@@ -151,6 +151,10 @@ def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
     for line in convs[:-1]:
         assert " : bf16[" in line and 'out_precision="bf16"' in line, final
     assert " : f32[" in convs[-1] and "out_precision" not in convs[-1], final
+    compiled = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})
+    with torch.no_grad():
+        compiled(x)
+    assert compiled.explain(x).count("multiplying in bf16, writing bf16") == 4
 
 
 @native
