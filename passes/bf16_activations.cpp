@@ -14,7 +14,10 @@ using ir::Node;
 using ir::Value;
 
 constexpr const char* kConv = "kiln::onednn_conv2d";
-constexpr const char* kMaxPool = "aten::max_pool2d";
+
+bool is_max_pool(const Node& node) {
+  return node.op() == "aten::max_pool2d" || node.op() == "kiln::onednn_max_pool2d";
+}
 
 bool is_none(const ir::Attr* attr) {
   return attr && std::holds_alternative<ir::NoneAttr>(*attr);
@@ -59,8 +62,8 @@ class Bf16Activations {
     if (readers.empty() || y->type().dtype != ir::DType::Float32) return false;
     for (const Node* reader : readers) {
       if (!reader) return false;  // a graph output
-      if (reader->op() == kMaxPool && reader->inputs().size() == 1 &&
-          reader->outputs().size() == 1 && takes_bf16(reader->output())) {
+      if (is_max_pool(*reader) && reader->inputs().size() == 1 && reader->outputs().size() == 1 &&
+          takes_bf16(reader->output())) {
         continue;
       }
       if (reader->op() != kConv) return false;
@@ -78,7 +81,7 @@ class Bf16Activations {
     type.dtype = ir::DType::BFloat16;
     y->set_type(std::move(type));
     for (const Node* reader : readers_[y]) {
-      if (reader->op() == kMaxPool) make_bf16(reader->output());
+      if (is_max_pool(*reader)) make_bf16(reader->output());
     }
   }
 

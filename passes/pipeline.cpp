@@ -26,6 +26,7 @@
 #include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
 #include "passes/onednn_conv.h"
+#include "passes/onednn_pool.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
 #include "passes/split_reductions.h"
@@ -147,16 +148,13 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "canonicalize",         "fold_batch_norm",
-      "decompose_batch_norm", "decompose_group_norm",
-      "assign_layout",        "conv_as_linear",
-      "prepack_linear",       "prepack_conv",
-      "winograd_conv",        "onednn_conv",
-      "bf16_activations",     "fold_constants",
-      "eliminate_dead_code",  "eliminate_common_subexpressions",
-      "fuse_reductions",      "fuse_epilogue",
-      "fuse_elementwise",     "lower_kernels",
-      "split_reductions",     "plan_memory"};
+      "canonicalize",         "fold_batch_norm",     "decompose_batch_norm",
+      "decompose_group_norm", "assign_layout",       "conv_as_linear",
+      "prepack_linear",       "prepack_conv",        "winograd_conv",
+      "onednn_conv",          "onednn_pool",         "bf16_activations",
+      "fold_constants",       "eliminate_dead_code", "eliminate_common_subexpressions",
+      "fuse_reductions",      "fuse_epilogue",       "fuse_elementwise",
+      "lower_kernels",        "split_reductions",    "plan_memory"};
   return names;
 }
 
@@ -199,6 +197,7 @@ void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, Pipeline
     if (!bf16) passes.run("winograd_conv", "", [&] { winograd_conv(graph); });
     // The rest on primitives kiln keeps, not ATen's op that creates one every call.
     if (options.own_onednn) passes.run("onednn_conv", "", [&] { onednn_conv(graph, bf16); });
+    if (options.own_onednn) passes.run("onednn_pool", "", [&] { onednn_pool(graph); });
     // Between those that multiply in bf16, their activations in bf16.
     if (bf16 && options.own_onednn)
       passes.run("bf16_activations", "", [&] { bf16_activations(graph); });

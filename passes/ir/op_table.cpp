@@ -135,6 +135,7 @@ constexpr OpInfo kOps[] = {
     {"kiln::onednn_linear_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::onednn_linear", K::Gemm, 3, 4, 1, kPlanned},
     {"kiln::onednn_matmul", K::Gemm, 2, 3, 1, kPlanned},
+    {"kiln::onednn_max_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records

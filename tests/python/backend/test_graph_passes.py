@@ -363,7 +363,7 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
 
 PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
           "assign_layout", "conv_as_linear", "prepack_linear", "prepack_conv",
-          "winograd_conv", "onednn_conv", "bf16_activations",
+          "winograd_conv", "onednn_conv", "onednn_pool", "bf16_activations",
           "fold_constants",
           "eliminate_dead_code",
           "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
@@ -463,6 +463,41 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
         "print(e['channels_last_conversions'], e['onednn_conversions'], e['layout_conversions'])\n")
     assert run_child(code).split() == ["2", "0", "2"]
     assert run_child(code, disabled="assign_layout").split() == ["0", "0", "0"]
+
+
+class _Pools(torch.nn.Module):
+    """Max pools as networks write them: after a stem, with ceil_mode, dilated, over NCHW."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv = torch.nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        y = torch.nn.functional.max_pool2d(self.conv(y), 2, ceil_mode=True)
+        z = torch.nn.functional.max_pool2d(x * 2, 3, 1, 1, dilation=2)
+        return y, z
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["finite", "with_nan"])
+def test_max_pools_run_on_kilns_onednn_pool_with_atens_values(nan, tmp_path):
+    model = _Pools().eval()
+    x = torch.randn(2, 3, 15, 15)
+    if nan:
+        x[0, 1, 4, 4] = float("nan")
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        dumped = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
+            # With a NaN: only the pool that reads the input directly (oneDNN's convolutions with
+            # a relu post-op turn a NaN into 0 where ATen's keep it).
+            for got, want in list(zip(compiled(x), expected))[1 if nan else 0:]:
+                assert torch.equal(got.isnan(), want.isnan())
+                assert_close(got.nan_to_num(), want.nan_to_num(), atol=1e-5, rtol=1e-4)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    assert final.count("kiln::onednn_max_pool2d(") == 3 and "aten::max_pool2d" not in final, final
 
 
 class _FeedForward(torch.nn.Module):

@@ -44,12 +44,13 @@ class MobileBlock(nn.Module):
 
 
 class BasicBlocks(nn.Module):
-    """ResNet's basic blocks: dense 3x3 convolutions that hand each other their activations, as
-    inputs and as residuals."""
+    """ResNet's stem, max pool and basic blocks: dense 3x3 convolutions that hand each other their
+    activations, as inputs and as residuals, the first through the pool."""
 
     def __init__(self):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
         self.blocks = nn.ModuleList(
             nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
                           nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32)) for _ in range(2))
@@ -82,7 +83,7 @@ def _cases():
             (FeedForward().eval(), torch.randn(2, 24, 96)),
             (nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).eval(),
              torch.randn(1, 256)),
-            (BasicBlocks().eval(), torch.randn(2, 3, 16, 16))]
+            (BasicBlocks().eval(), torch.randn(2, 3, 32, 32))]
 
 
 def _randomize(model):
@@ -151,6 +152,8 @@ def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
     for line in convs[:-1]:
         assert " : bf16[" in line and 'out_precision="bf16"' in line, final
     assert " : f32[" in convs[-1] and "out_precision" not in convs[-1], final
+    pools = [line for line in final.splitlines() if "= kiln::onednn_max_pool2d(" in line]
+    assert len(pools) == 1 and " : bf16[" in pools[0], final
     compiled = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})
     with torch.no_grad():
         compiled(x)

@@ -1,0 +1,126 @@
+#include "runtime/onednn/pool_primitive.h"
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "runtime/onednn/context.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+struct SpecHash {
+  size_t operator()(const PoolSpec& s) const {
+    uint64_t h = 0;
+    for (auto v : s.input)
+      h = mix(h, v);
+    for (const auto& pair : {s.kernel, s.stride, s.padding, s.dilation}) {
+      h = mix(h, pair[0]);
+      h = mix(h, pair[1]);
+    }
+    h = mix(h, (s.ceil_mode ? 1 : 0) | (s.bf16 ? 2 : 0) | (s.nchw ? 4 : 0));
+    return mix(h, s.threads);
+  }
+};
+
+/// PyTorch's pooling output size along one dimension (pooling_output_shape in ATen).
+int64_t pooled_size(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                    bool ceil_mode) {
+  const int64_t span = size + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = span / stride + 1;
+  // A last window that would start in the right padding is dropped.
+  if (ceil_mode && (out - 1) * stride >= size + pad) --out;
+  return out;
+}
+
+}  // namespace
+
+std::array<int64_t, 4> PoolSpec::output() const {
+  std::array<int64_t, 4> out{input[0], input[1], 0, 0};
+  for (int d = 0; d < 2; ++d)
+    out[2 + d] = pooled_size(input[2 + d], kernel[d], stride[d], padding[d], dilation[d], ceil_mode);
+  return out;
+}
+
+std::string PoolSpec::problem() const {
+  for (auto v : input)
+    if (v <= 0) return "every input size must be positive";
+  for (int d = 0; d < 2; ++d) {
+    if (kernel[d] <= 0 || stride[d] <= 0 || dilation[d] <= 0)
+      return "kernel sizes, strides and dilations must be positive";
+    if (padding[d] < 0 || padding[d] > (dilation[d] * (kernel[d] - 1) + 1) / 2)
+      return "padding must be at least 0 and at most half the effective kernel size";
+  }
+  const auto out = output();
+  if (out[2] <= 0 || out[3] <= 0) return "the output would be empty";
+  if (threads <= 0) return "the thread count must be positive";
+  return "";
+}
+
+struct PoolPrimitive::State {
+  PoolSpec spec;
+  dnnl::pooling_forward::primitive_desc descriptor;
+  dnnl::pooling_forward primitive;
+  memory::desc source, destination, scratchpad;
+};
+
+PoolPrimitive::PoolPrimitive(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PoolPrimitive::~PoolPrimitive() = default;
+
+std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<PoolSpec, std::shared_ptr<const PoolPrimitive>, SpecHash> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = made.find(spec); it != made.end()) return it->second;
+  }
+  if (std::string problem = spec.problem(); !problem.empty())
+    throw std::invalid_argument("oneDNN max pool: " + problem);
+  const auto type = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto tag = spec.nchw ? memory::format_tag::nchw : memory::format_tag::nhwc;
+  const auto out = spec.output();
+  auto state = std::make_unique<State>();
+  state->spec = spec;
+  state->source = memory::desc(memory::dims(spec.input.begin(), spec.input.end()), type, tag);
+  state->destination = memory::desc(memory::dims(out.begin(), out.end()), type, tag);
+  // oneDNN's right padding is whatever the last window needs: ceil_mode's extra window reads
+  // past the input, which a max pool skips as PyTorch does. Its dilation counts the gaps.
+  memory::dims right(2);
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = spec.dilation[d] * (spec.kernel[d] - 1) + 1;
+    right[d] = std::max<int64_t>(
+        0, (out[2 + d] - 1) * spec.stride[d] + extent - spec.input[2 + d] - spec.padding[d]);
+  }
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  try {
+    state->descriptor = dnnl::pooling_forward::primitive_desc(
+        cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+        state->source, state->destination, {spec.stride[0], spec.stride[1]},
+        {spec.kernel[0], spec.kernel[1]}, {spec.dilation[0] - 1, spec.dilation[1] - 1},
+        {spec.padding[0], spec.padding[1]}, right, attr);
+    state->primitive = dnnl::pooling_forward(state->descriptor);
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("oneDNN has no max pool for this case: ") + e.what());
+  }
+  state->scratchpad = state->descriptor.scratchpad_desc();
+  std::shared_ptr<const PoolPrimitive> made_now(new PoolPrimitive(std::move(state)));
+  std::lock_guard<std::mutex> lock(mutex);
+  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+}
+
+void PoolPrimitive::run(const void* input, void* output) const {
+  const State& s = *state_;
+  const Argument args[] = {{DNNL_ARG_SRC, &s.source, input},
+                           {DNNL_ARG_DST, &s.destination, output}};
+  execute(s.primitive, s.scratchpad, args);
+}
+
+std::string PoolPrimitive::implementation() const {
+  return state_->descriptor.impl_info_str();
+}
+
+}  // namespace kiln::onednn
