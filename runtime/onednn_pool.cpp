@@ -1,7 +1,7 @@
 #include "runtime/onednn_pool.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include <ATen/Parallel.h>  // at::get_num_threads
 #include <torch/library.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #endif
 
 #include "runtime/onednn/pool_primitive.h"
+#include "runtime/parallel.h"
 
 namespace kiln {
 namespace {
@@ -85,7 +86,7 @@ bool has_nan(const at::Tensor& x) {
   std::atomic<bool> found = false;
   const bool bf16 = x.scalar_type() == at::kBFloat16;
   const void* data = x.const_data_ptr();
-  at::parallel_for(0, x.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+  run_parallel(x.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
     const bool nan = bf16 ? any_nan(static_cast<const uint16_t*>(data), begin, end)
                           : any_nan(static_cast<const uint32_t*>(data), begin, end);
     if (nan) found = true;

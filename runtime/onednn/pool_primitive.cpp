@@ -41,7 +41,8 @@ int64_t pooled_size(int64_t size, int64_t kernel, int64_t stride, int64_t pad, i
 std::array<int64_t, 4> PoolSpec::output() const {
   std::array<int64_t, 4> out{input[0], input[1], 0, 0};
   for (int d = 0; d < 2; ++d)
-    out[2 + d] = pooled_size(input[2 + d], kernel[d], stride[d], padding[d], dilation[d], ceil_mode);
+    out[2 + d] =
+        pooled_size(input[2 + d], kernel[d], stride[d], padding[d], dilation[d], ceil_mode);
   return out;
 }
 

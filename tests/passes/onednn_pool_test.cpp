@@ -17,8 +17,8 @@ std::string pool(const std::string& type, const std::string& attrs) {
 }
 
 TEST(OneDnnPoolTest, AMaxPoolBecomesKilnsWithEveryPairSpelledOut) {
-  auto g = ir::parse_graph(pool(
-      "f32", "kernel_size=[3], stride=[], padding=[0,0], dilation=[1], ceil_mode=false"));
+  auto g = ir::parse_graph(
+      pool("f32", "kernel_size=[3], stride=[], padding=[0,0], dilation=[1], ceil_mode=false"));
   EXPECT_EQ(onednn_pool(*g), 1);
   EXPECT_EQ(ir::print_graph(*g),
             "graph(%x : f32[1,8,9,9]{648,1,72,8}):\n"
@@ -32,12 +32,15 @@ TEST(OneDnnPoolTest, AMaxPoolBecomesKilnsWithEveryPairSpelledOut) {
 
 TEST(OneDnnPoolTest, OtherTypesAndMalformedPoolsStay) {
   for (const std::string& text : {
-           pool("i64", "kernel_size=[2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
-                       "ceil_mode=false"),
-           pool("f64", "kernel_size=[2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
-                       "ceil_mode=false"),
-           pool("f32", "kernel_size=[2,2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
-                       "ceil_mode=false"),
+           pool("i64",
+                "kernel_size=[2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
+                "ceil_mode=false"),
+           pool("f64",
+                "kernel_size=[2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
+                "ceil_mode=false"),
+           pool("f32",
+                "kernel_size=[2,2,2], stride=[2,2], padding=[0,0], dilation=[1,1], "
+                "ceil_mode=false"),
            pool("f32", "kernel_size=[2,2], stride=[2,2], padding=[0,0], dilation=[1,1]"),
        }) {
     auto g = ir::parse_graph(text);

@@ -44,8 +44,8 @@ TEST(OneDnnMaxPool, GivesAtensValuesInEveryLayoutAndType) {
     for (const auto type : {at::kFloat, at::kBFloat16}) {
       for (const auto format : {at::MemoryFormat::ChannelsLast, at::MemoryFormat::Contiguous}) {
         const at::Tensor x = at::randn({s.n, s.c, s.h, s.w}).to(type).contiguous(format);
-        const at::Tensor want = at::max_pool2d(x, s.kernel, s.stride, s.padding, s.dilation,
-                                               s.ceil_mode);
+        const at::Tensor want =
+            at::max_pool2d(x, s.kernel, s.stride, s.padding, s.dilation, s.ceil_mode);
         const at::Tensor got = pooled(x, s);
         ASSERT_EQ(got.sizes(), want.sizes());
         EXPECT_EQ(got.scalar_type(), type);
