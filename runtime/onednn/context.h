@@ -5,7 +5,10 @@
 // under runtime/onednn/, which see oneDNN's headers before the torch wheel's (cmake/OneDNN.cmake).
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -45,6 +48,27 @@ uint64_t layout_of(const dnnl::memory::desc& desc);
 
 /// Appends `activation` to `post_ops` (nothing for None); lo and hi are Clip's bounds.
 void append_activation(dnnl::post_ops& post_ops, Activation activation, float lo, float hi);
+
+/// The primitives made so far, one per spec, kept for the life of the process (making one costs
+/// 20-350 us). Thread-safe; two threads that made the same primitive at once both get the one kept
+/// first.
+template <class Spec, class Primitive, class Hash>
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const Primitive> find(const Spec& spec) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = made_.find(spec);
+    return it == made_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<const Primitive> keep(const Spec& spec, std::shared_ptr<const Primitive> made) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return made_.emplace(spec, std::move(made)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<Spec, std::shared_ptr<const Primitive>, Hash> made_;
+};
 
 /// Mixes `value` into a hash.
 uint64_t mix(uint64_t seed, uint64_t value);

@@ -1,9 +1,7 @@
 #include "runtime/onednn/conv_primitive.h"
 
 #include <functional>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runtime/onednn/context.h"
 
@@ -104,12 +102,8 @@ ConvPrimitive::ConvPrimitive(std::unique_ptr<State> state) : state_(std::move(st
 ConvPrimitive::~ConvPrimitive() = default;
 
 std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
-  static std::mutex mutex;
-  static std::unordered_map<ConvSpec, std::shared_ptr<const ConvPrimitive>, SpecHash> made;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = made.find(spec); it != made.end()) return it->second;
-  }
+  static PrimitiveCache<ConvSpec, ConvPrimitive, SpecHash> cache;
+  if (auto found = cache.find(spec)) return found;
   if (std::string problem = spec.problem(); !problem.empty()) {
     throw std::invalid_argument("oneDNN convolution: " + problem);
   }
@@ -152,9 +146,8 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   state->weights = state->descriptor.weights_desc();
   state->scratchpad = state->descriptor.scratchpad_desc();
   state->weight_layout = layout_of(state->weights);
-  std::shared_ptr<const ConvPrimitive> made_now(new ConvPrimitive(std::move(state)));
-  std::lock_guard<std::mutex> lock(mutex);
-  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+  return cache.keep(spec,
+                    std::shared_ptr<const ConvPrimitive>(new ConvPrimitive(std::move(state))));
 }
 
 size_t ConvPrimitive::packed_weight_bytes() const {

@@ -1,8 +1,6 @@
 #include "runtime/onednn/matmul_primitive.h"
 
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runtime/onednn/context.h"
 
@@ -52,12 +50,8 @@ MatmulPrimitive::MatmulPrimitive(std::unique_ptr<State> state) : state_(std::mov
 MatmulPrimitive::~MatmulPrimitive() = default;
 
 std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& spec) {
-  static std::mutex mutex;
-  static std::unordered_map<MatmulSpec, std::shared_ptr<const MatmulPrimitive>, SpecHash> made;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = made.find(spec); it != made.end()) return it->second;
-  }
+  static PrimitiveCache<MatmulSpec, MatmulPrimitive, SpecHash> cache;
+  if (auto found = cache.find(spec)) return found;
   if (std::string problem = spec.problem(); !problem.empty()) {
     throw std::invalid_argument("oneDNN matmul: " + problem);
   }
@@ -105,9 +99,8 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
   state->weights = state->descriptor.weights_desc();
   state->scratchpad = state->descriptor.scratchpad_desc();
   state->weight_layout = layout_of(state->weights);
-  std::shared_ptr<const MatmulPrimitive> made_now(new MatmulPrimitive(std::move(state)));
-  std::lock_guard<std::mutex> lock(mutex);
-  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+  return cache.keep(spec,
+                    std::shared_ptr<const MatmulPrimitive>(new MatmulPrimitive(std::move(state))));
 }
 
 size_t MatmulPrimitive::packed_weight_bytes() const {

@@ -1,9 +1,7 @@
 #include "runtime/onednn/pool_primitive.h"
 
 #include <algorithm>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runtime/onednn/context.h"
 
@@ -72,12 +70,8 @@ PoolPrimitive::PoolPrimitive(std::unique_ptr<State> state) : state_(std::move(st
 PoolPrimitive::~PoolPrimitive() = default;
 
 std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
-  static std::mutex mutex;
-  static std::unordered_map<PoolSpec, std::shared_ptr<const PoolPrimitive>, SpecHash> made;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = made.find(spec); it != made.end()) return it->second;
-  }
+  static PrimitiveCache<PoolSpec, PoolPrimitive, SpecHash> cache;
+  if (auto found = cache.find(spec)) return found;
   if (std::string problem = spec.problem(); !problem.empty())
     throw std::invalid_argument("oneDNN max pool: " + problem);
   const auto type = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
@@ -108,9 +102,8 @@ std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
     throw std::runtime_error(std::string("oneDNN has no max pool for this case: ") + e.what());
   }
   state->scratchpad = state->descriptor.scratchpad_desc();
-  std::shared_ptr<const PoolPrimitive> made_now(new PoolPrimitive(std::move(state)));
-  std::lock_guard<std::mutex> lock(mutex);
-  return made.emplace(spec, std::move(made_now)).first->second;  // a racing thread's, if first
+  return cache.keep(spec,
+                    std::shared_ptr<const PoolPrimitive>(new PoolPrimitive(std::move(state))));
 }
 
 void PoolPrimitive::run(const void* input, void* output) const {
