@@ -11,6 +11,7 @@ and segments are paired in execution order where their layers' input and output 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import tempfile
@@ -68,15 +69,24 @@ class Profile:
         return json.dumps({"kiln": self.kiln, "peers": self.peers})
 
 
-def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, rows: int = 25):
+_PEER_PRECISIONS = ("f32", "default")
+
+
+def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, rows: int = 25,
+            peer_precision: str = "f32"):
     """Profiles `calls` calls of `fn(*inputs)`, after `warmup` untimed ones (the first compiles).
 
     `fn`: a model compiled with kiln (torch.compile(backend="kiln"), kiln.compile) or any callable
     that runs kiln inside; an nn.Module not yet compiled is compiled with
     torch.compile(backend="kiln") first. With `peers`, the original module (the one compiled) runs
-    under OpenVINO (f32 precision hint, PERF_COUNT) and ONNX Runtime (its profiler) on the same
-    inputs; a peer that is not installed or fails is reported so. Returns a Profile; print it.
+    under OpenVINO (PERF_COUNT) and ONNX Runtime (its profiler) on the same inputs; a peer that
+    is not installed or fails is reported so. `peer_precision`: "f32" (OpenVINO's f32 precision
+    hint, for a kiln fp32 compile) or "default" (OpenVINO's default precision, bf16 where the CPU
+    has it: the peer for precision="bf16"). Returns a Profile; print it.
     """
+    if peer_precision not in _PEER_PRECISIONS:
+        raise ValueError(f"kiln.profile: peer_precision must be one of {_PEER_PRECISIONS}, got "
+                         f"{peer_precision!r}")
     if not isinstance(calls, int) or not 1 <= calls <= 1_000_000:
         raise ValueError(f"kiln.profile: calls must be an integer from 1 to 1000000, got {calls!r}")
     if not isinstance(warmup, int) or warmup < 1:
@@ -100,17 +110,19 @@ def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, r
     peer_results = {}
     if peers:
         if isinstance(original, torch.nn.Module):  # ScriptModules too
-            peer_results = profile_peers(original, inputs, calls, warmup)
+            peer_results = profile_peers(original, inputs, calls, warmup, peer_precision)
         else:
             peer_results = {"peers": "not run: fn is not a module (pass the nn.Module itself)"}
     text = "kiln: " + report[1] + compare(kiln, peer_results, rows)
     return Profile(kiln, peer_results, text)
 
 
-def profile_peers(model, inputs: tuple, calls: int, warmup: int) -> dict:
-    """{peer: its layers, or the reason it did not run}."""
+def profile_peers(model, inputs: tuple, calls: int, warmup: int, precision: str = "f32") -> dict:
+    """{peer: its layers, or the reason it did not run}. `precision`: OpenVINO's, "f32" or
+    "default" (kiln.profile's peer_precision)."""
     results = {}
-    for name, run in (("OpenVINO f32", _profile_openvino), ("ONNX Runtime", _profile_onnxruntime)):
+    openvino = functools.partial(_profile_openvino, f32=precision == "f32")
+    for name, run in ((f"OpenVINO {precision}", openvino), ("ONNX Runtime", _profile_onnxruntime)):
         try:
             results[name] = run(model, tuple(inputs), calls, warmup)
         except ImportError as e:
@@ -139,10 +151,10 @@ def _layers(totals: dict, calls: int) -> list:
     ]
 
 
-def _profile_openvino(model, inputs: tuple, calls: int, warmup: int) -> dict:
+def _profile_openvino(model, inputs: tuple, calls: int, warmup: int, f32: bool = True) -> dict:
     from openvino import ProfilingInfo
 
-    request = _peers.openvino_request(model, inputs, f32=True, perf_count=True)
+    request = _peers.openvino_request(model, inputs, f32=f32, perf_count=True)
     sizes = {}  # layer name -> (first input's sizes, first output's sizes)
     for op in request.get_compiled_model().get_runtime_model().get_ordered_ops():
         shapes = [i.get_partial_shape() for i in op.inputs()[:1]]

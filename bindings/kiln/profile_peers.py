@@ -39,13 +39,16 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--rows", type=int, default=25)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--peer-precision", choices=("f32", "default"), default="f32",
+                        help="OpenVINO's precision: its f32 hint, or its default (bf16 where the "
+                             "CPU has it)")
     args = parser.parse_args(argv)
     with open(args.kiln_profile) as f:
         kiln = json.load(f)
     torch.manual_seed(0)
     inputs = tuple(random_input(spec) for spec in args.input)
     model = torch.jit.load(args.model).eval()
-    peers = profile_peers(model, inputs, args.iters, warmup=3)
+    peers = profile_peers(model, inputs, args.iters, warmup=3, precision=args.peer_precision)
     if args.json:
         print(json.dumps({"kiln": kiln, "peers": peers}))
     else:

@@ -43,6 +43,17 @@ def test_profile_with_peers_matches_their_layers():
     assert "(OpenVINO f32 2, ONNX Runtime 2 of kiln's 2 matched)" in report.text, report.text
 
 
+def test_the_openvino_peer_runs_at_the_precision_asked():
+    model, x = ConvNet().eval(), torch.randn(2, 3, 32, 32)
+    report = kiln.profile(model, x, calls=2, peer_precision="default")
+    assert "OpenVINO f32" not in report.peers
+    result = report.peers["OpenVINO default"]
+    assert isinstance(result, dict) and result["layers"], result
+    assert "OpenVINO default" in report.text
+    with pytest.raises(ValueError, match="peer_precision"):
+        kiln.profile(model, x, calls=1, peer_precision="bf16")
+
+
 def test_profile_of_a_function_runs_no_peers():
     compiled = torch.compile(ConvNet().eval(), backend="kiln")
     report = kiln.profile(lambda x: compiled(x), torch.randn(1, 3, 16, 16), calls=1)
