@@ -104,6 +104,8 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
                               at::Tensor& out) {
   const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_conv2d");
   const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_conv2d (out_precision)");
+  TORCH_CHECK(!bf16_output || bf16, "kiln::onednn_conv2d: out_precision \"bf16\" needs precision ",
+              "\"bf16\"");
   // bf16 tensors are a bf16 convolution's only: the one that multiplies in bf16 anyway.
   const auto allowed = [&](const at::Tensor& t) {
     return t.scalar_type() == at::kFloat || (bf16 && t.scalar_type() == at::kBFloat16);
@@ -135,8 +137,6 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), "kiln::onednn_conv2d: out must be a ",
               bf16_output ? "bf16" : "float32", " CPU tensor (out_precision \"", out_precision,
               "\"), got ", out.scalar_type(), " on ", out.device());
-  TORCH_CHECK(!bf16_output || bf16, "kiln::onednn_conv2d: out_precision \"bf16\" needs precision ",
-              "\"bf16\"");
   auto primitive = ConvPrimitive::get(spec);
   at::Tensor repacked;
   const void* weight_data =
