@@ -116,16 +116,21 @@ def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case)
         assert ROUNDED < error < BF16_BOUND, error
 
 
+def _bf16_plan(model, x, tmp_path) -> str:
+    """The final graph (after plan_memory) of `model` compiled with torch.compile under bf16."""
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(model, backend="kiln",
+                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
+    return sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+
+
 @native
 @pytest.mark.parametrize("case,op", [(0, "kiln::onednn_conv2d("), (1, "kiln::onednn_linear(")],
                          ids=["mobile_block", "feed_forward"])
 def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_path):
     model, x = _cases()[case]
-    with torch.no_grad():
-        torch._dynamo.reset()
-        torch.compile(model, backend="kiln",
-                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
-    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    final = _bf16_plan(model, x, tmp_path)
     steps = [line for line in final.splitlines() if "= kiln::onednn_" in line]
     assert any(op in line for line in steps), final
     # Every oneDNN step multiplies in bf16 but the depthwise convolution and the 3-channel stem
@@ -140,11 +145,7 @@ def test_bf16_is_written_into_the_plan_and_winograd_steps_aside(case, op, tmp_pa
 @native
 def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
     model, x = _cases()[3]
-    with torch.no_grad():
-        torch._dynamo.reset()
-        torch.compile(model, backend="kiln",
-                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
-    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    final = _bf16_plan(model, x, tmp_path)
     convs = [line.strip() for line in final.splitlines() if "= kiln::onednn_conv2d(" in line]
     assert len(convs) == 5, final
     # Each convolution's output is read by bf16 convolutions alone (as input or residual) but the
@@ -163,11 +164,7 @@ def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
 @native
 def test_a_linear_of_few_rows_reads_its_weight_as_bf16_in_kilns_own_kernel(tmp_path):
     model, x = _cases()[2]
-    with torch.no_grad():
-        torch._dynamo.reset()
-        torch.compile(model, backend="kiln",
-                      options={"precision": "bf16", "dump_dir": str(tmp_path)})(x)
-    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    final = _bf16_plan(model, x, tmp_path)
     linears = [line.strip() for line in final.splitlines() if "= aten::linear(" in line]
     # Both linears inside kernels, each reading a bf16 weight (a folded constant) into a float32
     # product; no oneDNN step.
