@@ -123,7 +123,8 @@ int run_model(const Arguments& args, torch::jit::Module& module,
 
 // The peers' side of `kiln profile --peers`: OpenVINO's and ONNX Runtime's own profilers, run
 // by kiln's Python package (`python -m kiln.profile_peers`, with KILN_PYTHON or python3), which
-// prints them beside kiln's profile, read from a temporary file.
+// prints them beside kiln's profile, read from a temporary file. OpenVINO runs at f32, or at its
+// default precision where the options say precision=bf16.
 int profile_peers(const Arguments& args, const kiln::Profile& profile) {
   const std::string dir = std::filesystem::temp_directory_path().string();
   std::string path = dir + "/kiln-profile-XXXXXX";
@@ -147,6 +148,11 @@ int profile_peers(const Arguments& args, const kiln::Profile& profile) {
                                       "--rows",
                                       std::to_string(args.rows)};
   if (args.json) command.push_back("--json");
+  // A bf16 compile's peer is OpenVINO at its default precision (bf16 where the CPU has it).
+  if (kiln::CompileOptions::parse(args.options).precision == kiln::Precision::BF16) {
+    command.push_back("--peer-precision");
+    command.push_back("default");
+  }
   for (const auto& input : args.inputs) {
     command.push_back("--input");
     command.push_back(input.text);

@@ -74,6 +74,15 @@ def test_profile_with_peers_puts_them_side_by_side(kiln_cli, build_dir):
     assert "(OpenVINO f32 2, ONNX Runtime 2 of kiln's 2 matched)" in result.stdout, result.stdout
 
 
+def test_a_bf16_profile_puts_openvino_at_its_default_precision_beside_it(kiln_cli, build_dir):
+    env = dict(os.environ, KILN_PYTHON=sys.executable)
+    result = cli(kiln_cli, "profile", str(build_dir / "models" / "cnn_traced.pt"),
+                 "--input", "2x3x32x32", "--iters", "2", "--peers", "--options", "precision=bf16",
+                 env=env)
+    assert result.returncode == 0, result.stderr
+    assert "OpenVINO default (" in result.stdout and "OpenVINO f32" not in result.stdout
+
+
 def test_profile_peers_without_a_python_says_so(kiln_cli, build_dir):
     env = dict(os.environ, KILN_PYTHON="/nonexistent/python")
     result = cli(kiln_cli, "profile", str(build_dir / "models" / "mlp.pt"), "--input", "8x64",
