@@ -19,10 +19,6 @@ bool is_max_pool(const Node& node) {
   return node.op() == "aten::max_pool2d" || node.op() == "kiln::onednn_max_pool2d";
 }
 
-bool is_none(const ir::Attr* attr) {
-  return attr && std::holds_alternative<ir::NoneAttr>(*attr);
-}
-
 bool multiplies_in_bf16(const Node& conv) {
   const auto* precision = std::get_if<std::string>(conv.find_attr("precision"));
   return precision && *precision == "bf16";

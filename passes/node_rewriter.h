@@ -23,6 +23,11 @@ inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t
   return t;
 }
 
+/// Whether `attr` is present and None (an optional argument left out).
+inline bool is_none(const ir::Attr* attr) {
+  return attr && std::holds_alternative<ir::NoneAttr>(*attr);
+}
+
 /// The list-of-ints attribute `name`, or null when the node has none (or another kind).
 inline const std::vector<int64_t>* int_list_attr(const ir::Node& node, const char* name) {
   return std::get_if<std::vector<int64_t>>(node.find_attr(name));

@@ -17,10 +17,6 @@ using ir::Value;
 
 constexpr int64_t kHeaderFloats = 16;  // runtime/onednn_conv.h: the packed weight's header
 
-bool is_none(const ir::Attr* attr) {
-  return attr && std::holds_alternative<ir::NoneAttr>(*attr);
-}
-
 /// A oneDNN convolution's post-op as onednn_conv2d's activation and scalars; false for one it
 /// does not take (a binary op other than a plain add, an unknown unary).
 bool read_activation(const Node& conv, bool binary, std::string& activation,

@@ -26,10 +26,6 @@ bool ints_are(const Node& node, const char* name, const std::vector<int64_t>& ex
   return list && *list == expected;
 }
 
-bool is_none(const ir::Attr* attr) {
-  return attr && std::holds_alternative<ir::NoneAttr>(*attr);
-}
-
 const std::string* string_attr(const Node& node, const char* name) {
   return std::get_if<std::string>(node.find_attr(name));
 }

@@ -69,7 +69,7 @@ class Profile:
         return json.dumps({"kiln": self.kiln, "peers": self.peers})
 
 
-_PEER_PRECISIONS = ("f32", "default")
+PEER_PRECISIONS = ("f32", "default")  # kiln.profile's peer_precision, profile_peers's
 
 
 def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, rows: int = 25,
@@ -84,8 +84,8 @@ def profile(fn, *inputs, calls: int = 20, warmup: int = 3, peers: bool = True, r
     hint, for a kiln fp32 compile) or "default" (OpenVINO's default precision, bf16 where the CPU
     has it: the peer for precision="bf16"). Returns a Profile; print it.
     """
-    if peer_precision not in _PEER_PRECISIONS:
-        raise ValueError(f"kiln.profile: peer_precision must be one of {_PEER_PRECISIONS}, got "
+    if peer_precision not in PEER_PRECISIONS:
+        raise ValueError(f"kiln.profile: peer_precision must be one of {PEER_PRECISIONS}, got "
                          f"{peer_precision!r}")
     if not isinstance(calls, int) or not 1 <= calls <= 1_000_000:
         raise ValueError(f"kiln.profile: calls must be an integer from 1 to 1000000, got {calls!r}")

@@ -10,7 +10,7 @@ import json
 
 import torch
 
-from ._profile import compare, profile_peers
+from ._profile import PEER_PRECISIONS, compare, profile_peers
 
 _DTYPES = {
     "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--rows", type=int, default=25)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--peer-precision", choices=("f32", "default"), default="f32",
+    parser.add_argument("--peer-precision", choices=PEER_PRECISIONS, default="f32",
                         help="OpenVINO's precision: its f32 hint, or its default (bf16 where the "
                              "CPU has it)")
     args = parser.parse_args(argv)
