@@ -46,6 +46,25 @@ inline bool is_forward_conv2d(const ir::Node& node) {
                      [](int64_t p) { return p == 0; });
 }
 
+// c10::ScalarType's code for bfloat16, as aten::_to_copy's dtype reads it.
+inline constexpr int64_t kBFloat16ScalarType = 15;
+
+/// Appends `aten::_to_copy(value, dtype=bfloat16)` (at the graph's end: the caller moves it) and
+/// returns it; its output is `value`'s type in bf16, named after it where `value` has a name.
+inline ir::Node* append_bf16_copy(ir::Graph& graph, ir::Value* value) {
+  ir::TensorType type = value->type();
+  type.dtype = ir::DType::BFloat16;
+  ir::Node* cast = graph.append("aten::_to_copy", {value}, {type},
+                                {{"dtype", kBFloat16ScalarType},
+                                 {"layout", ir::NoneAttr{}},
+                                 {"device", ir::NoneAttr{}},
+                                 {"pin_memory", ir::NoneAttr{}},
+                                 {"non_blocking", false},
+                                 {"memory_format", ir::NoneAttr{}}});
+  if (!value->name().empty()) cast->output()->set_name(value->name() + "_bf16");
+  return cast;
+}
+
 /// The nodes that read each value, once per input slot, with a null one per graph output.
 inline std::unordered_map<const ir::Value*, std::vector<ir::Node*>> readers_of(ir::Graph& graph) {
   std::unordered_map<const ir::Value*, std::vector<ir::Node*>> readers;

@@ -164,9 +164,6 @@ Node* dense_matmul(ir::Graph& graph, Node& product, ir::Value* bias,
                       std::move(attrs));
 }
 
-// c10::ScalarType's code for bfloat16, as aten::_to_copy's dtype reads it.
-constexpr int64_t kBFloat16ScalarType = 15;
-
 /// A linear that kiln computes in its own kernel (a few rows: one pass over the weight, bound by
 /// its reads) reads its frozen weight as bf16: half the bytes, products still in float32.
 bool rounds_weight_to_bf16(const Node& node) {
@@ -175,17 +172,7 @@ bool rounds_weight_to_bf16(const Node& node) {
 }
 
 void read_weight_as_bf16(ir::Graph& graph, Node& linear) {
-  ir::Value* weight = linear.input(1);
-  TensorType type = weight->type();
-  type.dtype = ir::DType::BFloat16;
-  Node* cast = graph.append("aten::_to_copy", {weight}, {type},
-                            {{"dtype", kBFloat16ScalarType},
-                             {"layout", ir::NoneAttr{}},
-                             {"device", ir::NoneAttr{}},
-                             {"pin_memory", ir::NoneAttr{}},
-                             {"non_blocking", false},
-                             {"memory_format", ir::NoneAttr{}}});
-  cast->output()->set_name(weight->name() + "_bf16");
+  Node* cast = append_bf16_copy(graph, linear.input(1));
   graph.move_before(cast, &linear);
   linear.replace_input(1, cast->output());
 }

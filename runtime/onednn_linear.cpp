@@ -81,11 +81,18 @@ at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bia
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                               std::string_view activation, std::string_view precision,
-                              at::Tensor& out) {
+                              std::string_view out_precision, at::Tensor& out) {
   const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_linear");
-  TORCH_CHECK(input.dim() >= 1 && input.scalar_type() == at::kFloat && input.is_cpu(),
-              "kiln::onednn_linear: input must be a float32 CPU tensor, got ", input.sizes(), " ",
-              input.scalar_type());
+  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_linear (out_precision)");
+  TORCH_CHECK(!bf16_output || bf16, "kiln::onednn_linear: out_precision \"bf16\" needs precision ",
+              "\"bf16\"");
+  // A bf16 input is a bf16 linear's only: the one that rounds its input to bf16 anyway.
+  const bool bf16_input = input.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(input.dim() >= 1 && (input.scalar_type() == at::kFloat || (bf16 && bf16_input)) &&
+                  input.is_cpu(),
+              "kiln::onednn_linear: input must be a float32 CPU tensor (or bf16 where precision is "
+              "\"bf16\"), got ",
+              input.sizes(), " ", input.scalar_type(), " with precision \"", precision, "\"");
   TORCH_CHECK(weight.dim() == 2 && input.size(-1) == weight.size(1),
               "kiln::onednn_linear: input's last dim ", input.size(-1),
               " must be the weight's second, got weight ", weight.sizes());
@@ -96,8 +103,10 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                 "kiln::onednn_linear: bias must be a float32 CPU vector of ", weight.size(0),
                 " values, got ", bias->sizes(), " ", bias->scalar_type());
   }
-  TORCH_CHECK(out.scalar_type() == at::kFloat && out.is_cpu(),
-              "kiln::onednn_linear: out must be a float32 CPU tensor");
+  const at::ScalarType out_type = bf16_output ? at::kBFloat16 : at::kFloat;
+  TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), "kiln::onednn_linear: out must be a ",
+              bf16_output ? "bf16" : "float32", " CPU tensor (out_precision \"", out_precision,
+              "\"), got ", out.scalar_type(), " on ", out.device());
   std::vector<int64_t> out_sizes = input.sizes().vec();
   out_sizes.back() = weight.size(0);
   if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
@@ -108,7 +117,9 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
     apply_linear_activation(out, after);
     return out;
   }
-  auto primitive = MatmulPrimitive::get(make_spec(rows, weight, has_bias, after, bf16));
+  MatmulSpec spec = make_spec(rows, weight, has_bias, after, bf16);
+  spec.bf16_output = bf16_output;
+  auto primitive = MatmulPrimitive::get(spec);
   at::Tensor repacked;
   const void* weight_data =
       packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_linear");
@@ -116,8 +127,8 @@ at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
   at::Tensor target =
       out.is_contiguous() && !out.is_same(x) ? out : at::empty(out_sizes, out.options());
-  primitive->run(x.const_data_ptr<float>(), weight_data,
-                 has_bias ? b.const_data_ptr<float>() : nullptr, target.data_ptr<float>());
+  primitive->run(x.const_data_ptr(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
+                 target.data_ptr(), bf16_input);
   if (!target.is_same(out)) out.copy_(target);
   return out;
 }
@@ -132,20 +143,22 @@ at::Tensor weight_op(const at::Tensor& weight, int64_t rows, bool bias, c10::str
 
 at::Tensor linear_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
                      const std::optional<at::Tensor>& bias, c10::string_view activation,
-                     c10::string_view precision) {
+                     c10::string_view precision, c10::string_view out_precision) {
   std::vector<int64_t> sizes = input.sizes().vec();
   if (!sizes.empty() && weight.dim() == 2) sizes.back() = weight.size(0);
-  at::Tensor out = at::empty(sizes, input.options());
+  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_linear (out_precision)");
+  at::Tensor out =
+      at::empty(sizes, input.options().dtype(bf16_output ? at::kBFloat16 : at::kFloat));
   return onednn_linear_out(input, weight, packed, bias, std::string_view(activation),
-                           std::string_view(precision), out);
+                           std::string_view(precision), std::string_view(out_precision), out);
 }
 
 at::Tensor& linear_out_op(const at::Tensor& input, const at::Tensor& weight,
                           const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                           c10::string_view activation, c10::string_view precision,
-                          at::Tensor& out) {
+                          c10::string_view out_precision, at::Tensor& out) {
   return onednn_linear_out(input, weight, packed, bias, std::string_view(activation),
-                           std::string_view(precision), out);
+                           std::string_view(precision), std::string_view(out_precision), out);
 }
 
 }  // namespace
@@ -156,10 +169,11 @@ TORCH_LIBRARY_FRAGMENT(kiln, m) {
       "str precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
-      "str activation=\"none\", str precision=\"fp32\") -> Tensor");
+      "str activation=\"none\", str precision=\"fp32\", str out_precision=\"fp32\") -> Tensor");
   m.def(
       "onednn_linear.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
-      "str activation=\"none\", str precision=\"fp32\", *, Tensor(a!) out) -> Tensor(a!)");
+      "str activation=\"none\", str precision=\"fp32\", str out_precision=\"fp32\", *, "
+      "Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {

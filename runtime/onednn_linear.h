@@ -10,13 +10,16 @@
 //   kiln::onednn_linear_weight(Tensor weight, int rows, bool bias, str activation="none",
 //       str precision="fp32") -> Tensor
 //   kiln::onednn_linear(Tensor input, Tensor weight, Tensor packed, Tensor? bias,
-//       str activation="none", str precision="fp32") -> Tensor         (and its .out overload)
+//       str activation="none", str precision="fp32", str out_precision="fp32") -> Tensor
+//                                                                      (and its .out overload)
 //
 // activation(linear(input, weight, bias)) over input's last dim, its other dims flattened into
 // rows; activation is "none", "relu", "gelu" (erf), "gelu_tanh", "silu" or "sigmoid", applied by
 // oneDNN as a post-op while the product is in registers. precision "bf16" (the compile option
 // `precision`) multiplies in bf16 and sums in float32: the weight is packed in bf16, the input
-// rounded to bf16 on each call; bias, activation and output stay float32.
+// rounded to bf16 on each call; bias and activation stay float32. Under "bf16" the input may be
+// bf16 already (written so by the op before it: passes/bf16_activations.h), read as it is, and
+// out_precision "bf16" writes the output in bf16, rounded once after the activation.
 // Built only with KILN_WITH_ONEDNN.
 
 #include <optional>
@@ -41,6 +44,6 @@ at::Tensor onednn_linear_weight(const at::Tensor& weight, int64_t rows, bool bia
 at::Tensor& onednn_linear_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                               std::string_view activation, std::string_view precision,
-                              at::Tensor& out);
+                              std::string_view out_precision, at::Tensor& out);
 
 }  // namespace kiln

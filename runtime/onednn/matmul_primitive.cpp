@@ -13,8 +13,8 @@ using Tag = memory::format_tag;
 struct SpecHash {
   size_t operator()(const MatmulSpec& s) const {
     const uint64_t flags = (s.bias ? 1 : 0) | (s.bf16 ? 2 : 0) | (s.source_transposed ? 4 : 0) |
-                           (static_cast<uint64_t>(s.weights) << 3) |
-                           (static_cast<uint64_t>(s.activation) << 5);
+                           (s.bf16_output ? 8 : 0) | (static_cast<uint64_t>(s.weights) << 4) |
+                           (static_cast<uint64_t>(s.activation) << 6);
     return mix(mix(mix(mix(mix(0, s.rows), s.k), s.n), flags), s.threads);
   }
 };
@@ -33,6 +33,7 @@ std::string MatmulSpec::problem() const {
   if (bf16 && (weights != OperandLayout::Packed || source_transposed)) {
     return "bf16 takes a packed weight and a row-major input";
   }
+  if (bf16_output && !bf16) return "a bf16 output needs bf16 products";
   return "";
 }
 
@@ -60,7 +61,9 @@ std::shared_ptr<const MatmulPrimitive> MatmulPrimitive::get(const MatmulSpec& sp
   const memory::data_type product = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   state->source =
       memory::desc({spec.rows, spec.k}, product, spec.source_transposed ? Tag::ba : Tag::ab);
-  state->destination = memory::desc({spec.rows, spec.n}, memory::data_type::f32, Tag::ab);
+  state->destination =
+      memory::desc({spec.rows, spec.n},
+                   spec.bf16_output ? memory::data_type::bf16 : memory::data_type::f32, Tag::ab);
   state->bias = memory::desc({1, spec.n}, memory::data_type::f32, Tag::ab);
   const Tag weight_tag = spec.weights == OperandLayout::Packed     ? Tag::any
                          : spec.weights == OperandLayout::RowMajor ? Tag::ab
@@ -115,11 +118,13 @@ void MatmulPrimitive::pack_weight(const float* dense, void* packed) const {
   reorder(dense_weight(state_->spec), dense, state_->weights, packed);
 }
 
-void MatmulPrimitive::run(const float* input, const void* packed_weight, const float* bias,
-                          float* output) const {
+void MatmulPrimitive::run(const void* input, const void* packed_weight, const float* bias,
+                          void* output, bool bf16_input) const {
   const State& s = *state_;
+  if (bf16_input && !s.spec.bf16)
+    throw std::invalid_argument("oneDNN matmul: a bf16 input needs a bf16 primitive");
   const void* source = input;
-  if (s.spec.bf16) {
+  if (s.spec.bf16 && !bf16_input) {
     void* converted = staging(s.source.get_size());
     const Argument reorder_args[] = {{DNNL_ARG_FROM, &s.source_f32, input},
                                      {DNNL_ARG_TO, &s.source, converted}};

@@ -25,9 +25,11 @@ struct MatmulSpec {
   OperandLayout weights = OperandLayout::Packed;
   bool bias = false;
   Activation activation = Activation::None;  // not Clip: a linear takes no bounds
-  /// Multiplies in bf16 (x and w rounded to bf16, products summed in float32); x, b, the
-  /// activation and y stay float32.
+  /// Multiplies in bf16 (x and w rounded to bf16, products summed in float32); b and the
+  /// activation stay float32, and so do x and y unless they are bf16 themselves: x where run()
+  /// is told so, y where bf16_output (a bf16 primitive's only).
   bool bf16 = false;
+  bool bf16_output = false;
   int threads = 1;
 
   /// Empty when oneDNN can run it; otherwise what is wrong with it.
@@ -53,9 +55,11 @@ class MatmulPrimitive {
   /// Reorders a dense row-major float32 [n, k] weight (a linear layer's) into `packed`,
   /// converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
-  /// output = input weight (+ bias), the weight packed or dense as the spec says; a bf16 primitive
-  /// converts `input` first, with a oneDNN reorder into this thread's staging buffer.
-  void run(const float* input, const void* packed_weight, const float* bias, float* output) const;
+  /// output = input weight (+ bias), the weight packed or dense as the spec says. A bf16 primitive
+  /// reads a bf16 `input` as it is (bf16_input) and converts a float32 one first, with a oneDNN
+  /// reorder into this thread's staging buffer; `output` is bf16 where spec.bf16_output.
+  void run(const void* input, const void* packed_weight, const float* bias, void* output,
+           bool bf16_input = false) const;
   std::string implementation() const;
 
  private:

@@ -1,11 +1,14 @@
-// bf16_activations: a bf16 convolution writes bf16 where every reader is a oneDNN convolution
-// that takes it as a bf16 input (one that multiplies in bf16) or as its residual, or a max pool
-// whose result is read so; otherwise, and for a graph output, its output stays float32.
+// bf16_activations: a bf16 convolution or linear writes bf16 where every reader is a oneDNN
+// convolution or linear that takes it as a bf16 input (one that multiplies in bf16), a
+// convolution that takes it as its residual, or a max pool whose result is read so; otherwise,
+// and for a graph output, its output stays float32. A bf16 linear reads a bf16 copy of an input a
+// kernel computes, which the fusers put into that kernel.
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "passes/bf16_activations.h"
+#include "passes/fuse_reductions.h"
 #include "passes/ir/parser.h"
 #include "passes/ir/printer.h"
 
@@ -90,6 +93,62 @@ TEST(Bf16ActivationsTest, AMaxPoolBetweenThemComputesInBf16Too) {
   EXPECT_EQ(bf16_activations(*g), 0);
   printed = ir::print_graph(*g);
   EXPECT_EQ(printed.find("bf16["), std::string::npos) << printed;
+}
+
+/// A transformer's feed-forward block: a layer norm, two linears (the first with its GELU as a
+/// post-op), the residual add; the linears multiply in bf16 where `bf16`.
+std::string feed_forward(bool bf16) {
+  const std::string precision = bf16 ? ", precision=\"bf16\"" : "";
+  return "graph(%x : f32[4,64], %g : f32[64], %c : f32[64], %w1 : f32[256,64], %p1 : f32[9000], "
+         "%b1 : f32[256], %w2 : f32[64,256], %p2 : f32[9000], %b2 : f32[64]):\n"
+         "  %h : f32[4,64] = aten::layer_norm(%x, %g, %c) {normalized_shape=[64], eps=1e-05, "
+         "cudnn_enable=true}\n"
+         "  %a : f32[4,256] = kiln::onednn_linear(%h, %w1, %p1, %b1) {activation=\"gelu\"" +
+         precision +
+         "}\n"
+         "  %b : f32[4,64] = kiln::onednn_linear(%a, %w2, %p2, %b2) {" +
+         (bf16 ? precision.substr(2) : std::string("activation=\"none\"")) +
+         "}\n"
+         "  %r : f32[4,64] = aten::add.Tensor(%b, %h) {alpha=1}\n"
+         "  return (%r)\n";
+}
+
+TEST(Bf16ActivationsTest, LinearsReadBf16FromLinearsAndFromKernels) {
+  auto g = ir::parse_graph(feed_forward(true));
+  // The first linear's output, and a bf16 copy of the layer norm's for it.
+  EXPECT_EQ(bf16_activations(*g), 2);
+  std::string printed = ir::print_graph(*g);
+  EXPECT_EQ(type_of(printed, "a"), "bf16") << printed;
+  EXPECT_NE(printed.find("activation=\"gelu\", precision=\"bf16\", out_precision=\"bf16\"}"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(type_of(printed, "b"), "f32") << printed;  // read by the add
+  EXPECT_EQ(type_of(printed, "h"), "f32") << printed;  // the add still reads it
+  EXPECT_EQ(type_of(printed, "h_bf16"), "bf16") << printed;
+  EXPECT_NE(printed.find("%h_bf16 : bf16[4,64] = aten::_to_copy(%h) {dtype=15"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("kiln::onednn_linear(%h_bf16, %w1, %p1, %b1)"), std::string::npos)
+      << printed;
+  // The layer norm's kernel writes both: the copy is its epilogue, not a kernel of its own.
+  EXPECT_EQ(fuse_reductions(*g), 1);
+  printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("%h : f32[4,64], %h_bf16 : bf16[4,64] = kiln::fused(%x, %g, %c)"),
+            std::string::npos)
+      << printed;
+  // Float32 linears are left as they are.
+  g = ir::parse_graph(feed_forward(false));
+  EXPECT_EQ(bf16_activations(*g), 0);
+  EXPECT_EQ(ir::print_graph(*g).find("bf16"), std::string::npos);
+}
+
+TEST(Bf16ActivationsTest, ALinearReadingAGraphInputRoundsItItself) {
+  // Nothing in the graph computes %x: the linear's own reorder rounds it, with no copy.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[4,64], %w : f32[32,64], %p : f32[9000]):\n"
+      "  %y : f32[4,32] = kiln::onednn_linear(%x, %w, %p) {bias=None, precision=\"bf16\"}\n"
+      "  return (%y)\n");
+  EXPECT_EQ(bf16_activations(*g), 0);
+  EXPECT_EQ(ir::print_graph(*g).find("bf16["), std::string::npos);
 }
 
 TEST(Bf16ActivationsTest, FloatConvolutionsAreLeftAsTheyAre) {

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "support/float64_close.h"
 
 #ifdef KILN_WITH_ONEDNN
+#include "runtime/onednn/matmul_primitive.h"
 #include "runtime/onednn_linear.h"
 #include "runtime/onednn_support.h"
 #endif
@@ -25,7 +27,7 @@ at::Tensor run(const at::Tensor& x, const at::Tensor& w, const std::optional<at:
   sizes.back() = w.size(0);
   at::Tensor out = at::empty(sizes);
   return onednn_linear_out(x, w, onednn_linear_weight(w, rows, b.has_value()), b, "none", "fp32",
-                           out);
+                           "fp32", out);
 }
 
 TEST(OneDnnLinear, MatchesAtenLinear) {
@@ -57,17 +59,18 @@ TEST(OneDnnLinear, AppliesItsActivationAsATenDoes) {
   for (const auto& [name, reference] : activations) {
     SCOPED_TRACE(name);
     at::Tensor out = at::empty({2, 37, 70});
-    onednn_linear_out(x, w, onednn_linear_weight(w, 74, true, name), b, name, "fp32", out);
+    onednn_linear_out(x, w, onednn_linear_weight(w, 74, true, name), b, name, "fp32", "fp32", out);
     expect_close(out, reference(product));
     // An empty product (k = 0) runs no primitive: the output is the activation of the bias.
     at::Tensor of_bias = at::empty({0});
     onednn_linear_out(at::randn({3, 0}), at::randn({70, 0}), at::empty({0}), b, name, "fp32",
-                      of_bias);
+                      "fp32", of_bias);
     expect_close(of_bias, reference(b.to(at::kDouble).expand({3, 70})));
   }
   at::Tensor out = at::empty({0});
-  EXPECT_THROW(onednn_linear_out(x, w, onednn_linear_weight(w, 74, true), b, "tanh", "fp32", out),
-               c10::Error);
+  EXPECT_THROW(
+      onednn_linear_out(x, w, onednn_linear_weight(w, 74, true), b, "tanh", "fp32", "fp32", out),
+      c10::Error);
 }
 
 // Unit-scale outputs, products of 48-256 terms: rounding x and w to bf16 (8 significant bits)
@@ -88,7 +91,7 @@ TEST(OneDnnLinear, MultipliesInBf16WhenAsked) {
     sizes.back() = n;
     at::Tensor out = at::empty(sizes);
     onednn_linear_out(x, w, onednn_linear_weight(w, rows, true, "gelu", "bf16"), b, "gelu", "bf16",
-                      out);
+                      "fp32", out);
     const at::Tensor want =
         at::gelu(at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
     const double error = ((out.to(at::kDouble) - want).norm() / want.norm()).item<double>();
@@ -103,8 +106,45 @@ TEST(OneDnnLinear, MultipliesInBf16WhenAsked) {
   at::Tensor out = at::empty({0});
   const at::Tensor w = at::randn({8, 4});
   EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, onednn_linear_weight(w, 2, false),
-                                 std::nullopt, "none", "fp16", out),
+                                 std::nullopt, "none", "fp16", "fp32", out),
                c10::Error);
+}
+
+// A bf16 input is read as it is and out_precision "bf16" rounds the float32 result once: the
+// same values as rounding the float32 path's input and output.
+TEST(OneDnnLinear, ReadsAndWritesBf16ActivationsWhenAsked) {
+  if (!onednn_native_bf16())
+    GTEST_SKIP() << "this CPU has no native bf16 (avx512_bf16 or AMX): oneDNN has no bf16 "
+                    "primitives here, and precision=bf16 runs f32";
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({3, 41, 64});
+  const at::Tensor w = at::randn({96, 64}) / 8.0;
+  const at::Tensor b = at::randn({96});
+  const at::Tensor packed = onednn_linear_weight(w, 123, true, "gelu", "bf16");
+  at::Tensor reference = at::empty({3, 41, 96});
+  onednn_linear_out(x, w, packed, b, "gelu", "bf16", "fp32", reference);
+  at::Tensor from_bf16 = at::empty({3, 41, 96});
+  onednn_linear_out(x.to(at::kBFloat16), w, packed, b, "gelu", "bf16", "fp32", from_bf16);
+  EXPECT_TRUE(at::equal(from_bf16, reference));
+  at::Tensor to_bf16 = at::empty({0}, at::kBFloat16);
+  onednn_linear_out(x.to(at::kBFloat16), w, packed, b, "gelu", "bf16", "bf16", to_bf16);
+  EXPECT_EQ(to_bf16.sizes(), reference.sizes());
+  EXPECT_TRUE(at::equal(to_bf16, reference.to(at::kBFloat16)));
+  // The weight packed for a float32 output is the one a bf16 output reads: no packing per call.
+  onednn::MatmulSpec spec;
+  spec.rows = 123, spec.k = 64, spec.n = 96, spec.bias = true, spec.bf16 = true;
+  spec.activation = onednn::Activation::Gelu;
+  spec.threads = at::get_num_threads();
+  const uint64_t layout = onednn::MatmulPrimitive::get(spec)->packed_weight_layout();
+  spec.bf16_output = true;
+  EXPECT_EQ(onednn::MatmulPrimitive::get(spec)->packed_weight_layout(), layout);
+  // bf16 tensors are a bf16 linear's only.
+  const at::Tensor f32_packed = onednn_linear_weight(w, 123, true);
+  EXPECT_THROW(
+      onednn_linear_out(x.to(at::kBFloat16), w, f32_packed, b, "none", "fp32", "fp32", reference),
+      c10::Error);
+  EXPECT_THROW(onednn_linear_out(x, w, f32_packed, b, "none", "fp32", "bf16", to_bf16), c10::Error);
+  EXPECT_THROW(onednn_linear_out(x, w, packed, b, "gelu", "bf16", "bf16", reference), c10::Error);
 }
 
 TEST(OneDnnLinear, TakesAnyInputLayoutAndWritesAnyOutLayout) {
@@ -112,7 +152,8 @@ TEST(OneDnnLinear, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   const at::Tensor x = at::randn({24, 40}).t();  // [40, 24], not contiguous
   const at::Tensor w = at::randn({16, 24}) / 5.0;
   at::Tensor out = at::full({16, 40}, std::nan("")).t();  // [40, 16], not contiguous, poisoned
-  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, "none", "fp32", out);
+  onednn_linear_out(x, w, onednn_linear_weight(w, 40, false), std::nullopt, "none", "fp32", "fp32",
+                    out);
   expect_close(out, at::linear(x.to(at::kDouble), w.to(at::kDouble)));
 }
 
@@ -120,7 +161,7 @@ TEST(OneDnnLinear, NoRowsGiveAnEmptyOutput) {
   const at::Tensor w = at::randn({8, 4});
   at::Tensor out = at::empty({0});
   onednn_linear_out(at::randn({0, 4}), w, onednn_linear_weight(w, 1, true), at::ones({8}), "none",
-                    "fp32", out);
+                    "fp32", "fp32", out);
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{0, 8}));
 }
 
@@ -128,16 +169,18 @@ TEST(OneDnnLinear, BadArgumentsAreClearErrors) {
   const at::Tensor w = at::randn({8, 4});
   const at::Tensor packed = onednn_linear_weight(w, 2, false);
   at::Tensor out = at::empty({0});
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, "none", "fp32", out),
-               c10::Error);
+  EXPECT_THROW(
+      onednn_linear_out(at::randn({2, 5}), w, packed, std::nullopt, "none", "fp32", "fp32", out),
+      c10::Error);
   EXPECT_THROW(onednn_linear_out(at::randn({2, 4}).to(at::kDouble), w, packed, std::nullopt, "none",
+                                 "fp32", "fp32", out),
+               c10::Error);
+  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, "none", "fp32",
                                  "fp32", out),
                c10::Error);
   EXPECT_THROW(
-      onednn_linear_out(at::randn({2, 4}), w, at::zeros({3}), std::nullopt, "none", "fp32", out),
+      onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), "none", "fp32", "fp32", out),
       c10::Error);
-  EXPECT_THROW(onednn_linear_out(at::randn({2, 4}), w, packed, at::ones({7}), "none", "fp32", out),
-               c10::Error);
 }
 
 #else

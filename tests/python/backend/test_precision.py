@@ -2,6 +2,8 @@
 norm-relative error ||kiln - eager|| / ||eager|| (per-element relative error means nothing near
 zero); the fallback where the CPU has no native bf16; training refused; autocast models."""
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -159,6 +161,32 @@ def test_bf16_convolutions_hand_each_other_bf16_activations(tmp_path):
     with torch.no_grad():
         compiled(x)
     assert compiled.explain(x).count("multiplying in bf16, writing bf16") == 4
+
+
+@native
+def test_a_feed_forward_block_hands_its_linears_bf16_activations(tmp_path):
+    model, x = _cases()[1]
+    final = _bf16_plan(model, x, tmp_path)
+    up, down = [line.strip() for line in final.splitlines() if "= kiln::onednn_linear(" in line]
+    # The first linear (its GELU a post-op) writes bf16 for the second alone; the second's output,
+    # which the residual add reads, stays float32.
+    assert " : bf16[" in up and 'out_precision="bf16"' in up, final
+    assert " : f32[" in down and "out_precision" not in down, final
+    # The first reads a bf16 copy of the layer norm's output, which the layer norm's kernel writes
+    # instead of the float32 one (nothing else reads that).
+    kernel = next(line.strip() for line in final.splitlines()
+                  if "= kiln::fused(" in line and "layer_norm" in line)
+    written = [out.split(" : ") for out in kernel.split(" = ")[0].split(", ")]
+    assert [dtype[:5] for _, dtype in written] == ["bf16["], kernel
+    assert f"kiln::onednn_linear({written[0][0]}," in up, final
+    compiled = kiln.compile(torch.jit.trace(model, (x,)), options={"precision": "bf16"})
+    with torch.no_grad():
+        compiled(x)
+    explained = compiled.explain(x)
+    assert explained.count("multiplying in bf16, writing bf16") == 1, explained
+    entries = json.loads(explained)["entries"]
+    norm = next(e for e in entries if e["op"] == "aten::layer_norm")
+    assert any(e["op"] == "aten::_to_copy" and e["why"] == norm["why"] for e in entries), explained
 
 
 @native
