@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace kiln {
@@ -69,6 +70,13 @@ class DeviceKernel {
   virtual void launch(const std::vector<void*>& buffers, int device, void* stream) const = 0;
   /// Zeroed device memory the launch needs besides its buffers (split reductions), or 0.
   virtual int64_t workspace_bytes() const { return 0; }
+  /// Size-generic kernels (passes/kernel/size_terms.h): the kernel launched at these size
+  /// inputs, one int64 each in the kernel's order (a plan instantiated from a shape class binds
+  /// its kernels once). Null for a kernel of constant sizes, which launches as it is.
+  virtual std::shared_ptr<const DeviceKernel> at_sizes(std::span<const int64_t> sizes) const {
+    (void)sizes;
+    return nullptr;
+  }
 };
 
 /// One generated kernel, as a code generator hands it to the plan: a CPU function with its
@@ -86,10 +94,11 @@ struct CompiledKernel {
   /// CPU, size-generic kernels only: the launch at the call's size inputs (`range` and `grain`
   /// then hold the example binding's). One compiled function serves every binding.
   std::function<KernelLaunch(const int64_t* sizes)> launch_at;
-  /// CPU, size-generic kernels only: whether the schedule the code follows (taken at the example
-  /// binding: streaming stores, prefetches, row caches, one-pass moments, ...) is the one these
-  /// size inputs would choose. The code is correct either way; a shape class serves only the
-  /// bindings where it holds (backend/api/compile_class.h).
+  /// Size-generic kernels only: whether the schedule the code follows (taken at the example
+  /// binding: on the CPU streaming stores, prefetches, row caches, one-pass moments, ...) is the
+  /// one these size inputs would choose. The CPU's code is correct either way; a GPU kernel's
+  /// (its vector width, index type and row cache) only where it holds. A shape class serves
+  /// only the bindings where it holds (backend/api/compile_class.h).
   std::function<bool(const int64_t* sizes)> schedule_holds;
   /// CPU: what `function` is passed as `sizes`: a size-generic kernel's size inputs at the plan's
   /// binding (a plan instantiated from a shape class), empty otherwise.

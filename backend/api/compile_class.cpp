@@ -187,7 +187,6 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   result->name = name;
   result->plan_memory = plan_memory;
   result->device = imports.at(0).device;
-  if (!result->device.is_cpu()) no_class("the CUDA code generator has no size-generic kernels");
   std::vector<std::unique_ptr<ir::Graph>> graphs;
   std::vector<std::vector<kernel::Kernel>> kernels;
   std::vector<std::vector<at::Tensor>> constants_at;
@@ -199,7 +198,8 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     PipelineOptions pipeline =
         pipeline_options(result->device, options, name, plan_memory, constants);
     // Split reductions have no size-generic code (and their pieces follow the sizes): a class's
-    // reductions run each row on one thread.
+    // reductions run each row on one thread (on the CPU; the CUDA generator refuses a
+    // size-generic kernel whose schedule splits its rows across blocks).
     pipeline.reduction_pieces = nullptr;
     // A value computed from weights alone is folded into a constant, but not one shaped by a
     // size (BERT's `position_ids[:, :tokens]`, and the position embeddings of it): its values
@@ -288,6 +288,12 @@ std::shared_ptr<CompiledRegion> instantiate_class(const CompiledClass& compiled,
                   "no shape class: at these sizes kernel " + kernels[k].name +
                       " would write other buffers in place than it was compiled for");
     CompiledKernel& c = bound[k];
+    if (c.device_kernel) {
+      // A GPU kernel launches bound to these sizes (null: nothing in it varies with them).
+      if (auto at = c.device_kernel->at_sizes(sizes)) c.device_kernel = std::move(at);
+      c.schedule_holds = nullptr;
+      continue;
+    }
     if (!c.launch_at) continue;  // nothing in it varies with the sizes
     const KernelLaunch launch = c.launch_at(sizes.data());
     c.range = launch.range;

@@ -152,6 +152,25 @@ std::string size_term_problem(const Kernel& kernel) {
   return "";
 }
 
+std::string generic_problem(const Kernel& kernel) {
+  if (!is_size_generic(kernel)) return "";
+  if (kernel.split_pieces > 0) return "a split reduction has no size-generic code yet";
+  for (size_t i = 0; i < kernel.size_inputs.size(); ++i) {
+    if (kernel.size_inputs[i] < 2)
+      return "its example binding has size input s" + std::to_string(i) + " = " +
+             std::to_string(kernel.size_inputs[i]) + " (size-generic code is built at 2 or more)";
+  }
+  // A term with a constant (s - 1) can still be 0 or 1 there.
+  for (const IndexMap* map : accesses(kernel)) {
+    for (size_t d = 0; d < map->stride_terms.size(); ++d) {
+      if (map->stride_terms[d] && (map->strides[d] == 0 || map->strides[d] == 1))
+        return "a stride that follows the sizes is " + std::to_string(map->strides[d]) +
+               " at its example binding";
+    }
+  }
+  return "";
+}
+
 std::string print_term(const SizeTerm& term) {
   if (term.factors.empty()) return std::to_string(term.coefficient + term.constant);
   std::string text;

@@ -16,7 +16,8 @@
 // Terms are understood by validate, same_computation, the printer, collapse_dims and bind_sizes
 // (the interpreter runs any binding through it). generalize.h makes them (for a region's shape
 // class). The LLVM generator compiles them into one function that reads the size inputs at run
-// time (backend/codegen/llvm/size_values.h); the CUDA generator refuses them.
+// time (backend/codegen/llvm/size_values.h), the CUDA generator into one __global__ function taking
+// them as parameters (backend/codegen/cuda/cuda_emitter.h).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,13 @@ Kernel without_terms(Kernel kernel);
 /// inputs in order, each concrete field equal to its term at the example binding); otherwise
 /// what is wrong. validate() calls it.
 std::string size_term_problem(const Kernel& kernel);
+
+/// Why a code generator cannot compile `kernel` size-generic, or empty (also for a kernel of
+/// constant sizes). Its example binding must have every size input at least 2, as dynamo's
+/// symbols are, and no stride term 0 or 1 there: so the decisions that compare a stride or a size
+/// with 0 or 1 (broadcasts, contiguous vectors) come out as they would at every binding. A split
+/// reduction (split_pieces) has no size-generic code.
+std::string generic_problem(const Kernel& kernel);
 
 /// "768*s0*s1", "s0", "-2*s1", "s0+1", "4".
 std::string print_term(const SizeTerm& term);

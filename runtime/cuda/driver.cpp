@@ -165,7 +165,7 @@ const CudaModule::Loaded& CudaModule::loaded_on(int device) const {
 }
 
 void CudaModule::launch(int kernel, int device, void* stream, LaunchShape shape,
-                        const std::vector<void*>& pointers) const {
+                        const std::vector<void*>& pointers, std::span<const int64_t> sizes) const {
   const Loaded& loaded = loaded_on(device);
   Driver& d = usable_driver();
   CUcontext current = nullptr;
@@ -173,10 +173,13 @@ void CudaModule::launch(int kernel, int device, void* stream, LaunchShape shape,
   if (current != loaded.context) d.check(d.set_current(loaded.context), "cuCtxSetCurrent");
   // cuLaunchKernel takes the address of each parameter.
   std::vector<void*> pointer_copies = pointers;
+  std::vector<long long> size_copies(sizes.begin(), sizes.end());
   std::vector<void*> parameters;
-  parameters.reserve(pointer_copies.size());
+  parameters.reserve(pointer_copies.size() + size_copies.size());
   for (void*& p : pointer_copies)
     parameters.push_back(&p);
+  for (long long& s : size_copies)
+    parameters.push_back(&s);
   d.check(d.launch(loaded.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0,
                    static_cast<CUstream>(stream), parameters.data(), nullptr),
           "cuLaunchKernel(" + entries_.at(kernel) + ")");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,11 @@ class CudaModule {
   CudaModule& operator=(const CudaModule&) = delete;
 
   /// Launches entry `kernel` asynchronously on `stream` (a CUstream; nullptr: the legacy default
-  /// stream) of `device`, passing the pointers as its parameters. Throws kiln::Error (Backend)
-  /// with the driver's message on failure.
+  /// stream) of `device`, passing the pointers, then the sizes (a size-generic kernel's `long
+  /// long` size inputs), as its parameters. Throws kiln::Error (Backend) with the driver's
+  /// message on failure.
   void launch(int kernel, int device, void* stream, LaunchShape shape,
-              const std::vector<void*>& pointers) const;
+              const std::vector<void*>& pointers, std::span<const int64_t> sizes = {}) const;
 
  private:
   struct Loaded;

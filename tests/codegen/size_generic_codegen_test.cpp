@@ -34,6 +34,7 @@ void check_bindings(
     const ToleranceAt& tolerance = [](int, const Binding&) { return Tolerance{}; }) {
   kernel::validate(generic);
   ASSERT_TRUE(kernel::is_size_generic(generic));
+  checked_kernels().push_back(generic);  // NVRTC compiles its CUDA C too, size-generic
   for (int bits : vector_widths()) {
     CodegenOptions options;
     options.vector_bits = bits;

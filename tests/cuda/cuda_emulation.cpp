@@ -15,6 +15,8 @@
 
 #include "passes/kernel/interpreter.h"
 #include "passes/kernel/printer.h"
+#include "passes/kernel/size_guards.h"
+#include "passes/kernel/size_terms.h"
 #include "tests/support/kernel_buffers.h"
 
 namespace kiln::cuda_test {
@@ -30,6 +32,7 @@ const char* const kEmulation = R"EMU(
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 using std::isfinite;
@@ -100,9 +103,19 @@ inline unsigned short kiln_to_half(float f) {
   return kiln_bits<unsigned short>(static_cast<_Float16>(f));
 }
 
+// A buffer's argument is its pointer; a size's points at its value.
+template <typename P>
+P kiln_argument(void* argument) {
+  if constexpr (std::is_pointer_v<P>) {
+    return static_cast<P>(argument);
+  } else {
+    return *static_cast<const P*>(argument);
+  }
+}
+
 template <typename... P, size_t... I>
 void kiln_call(void (*kernel)(P...), void* const* buffers, std::index_sequence<I...>) {
-  kernel(static_cast<P>(buffers[I])...);
+  kernel(kiln_argument<P>(buffers[I])...);
 }
 
 template <typename... P>
@@ -197,73 +210,112 @@ Bytes random_buffer(DType t, int64_t n, std::mt19937_64& rng) {
   return bytes;
 }
 
+namespace {
+
+/// Runs kernel `index` of `emulated` (at `sizes`, for a size-generic one) and `reference` (the
+/// kernel at those sizes) through the interpreter on the same random inputs; "" when every output
+/// agrees, else the first difference (tolerances: emulation_differences).
+std::string compare_emulated(const Kernel& reference, EmulatedModule& emulated, int index,
+                             std::span<const int64_t> sizes, std::mt19937_64& rng) {
+  const Kernel& k = reference;
+  std::vector<Bytes> want, got;
+  double max_input = 0;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const DType t = k.buffers[b].dtype;
+    const int64_t n = testing::buffer_elements(k, static_cast<int>(b));
+    want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB)
+                                          : random_buffer(t, n, rng));
+    got.push_back(want.back());
+    if (!k.buffers[b].is_output) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = testing::get_element(t, want.back().data() + i * ir::dtype_size(t));
+        if (std::isfinite(v)) max_input = std::max(max_input, std::fabs(v));
+      }
+    }
+  }
+  std::vector<void*> want_pointers, got_pointers;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    want_pointers.push_back(want[b].data());
+    got_pointers.push_back(got[b].data());
+  }
+  kernel::interpret(k, want_pointers);
+  // For reducing kernels, the reference again with the sums nudged (sums_nudged): how far
+  // that moves an element bounds how far the threads' summation order may move it.
+  std::vector<Bytes> nudged;
+  if (k.reduce_rank > 0) {
+    std::vector<void*> nudged_pointers;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      nudged.push_back(want[b]);
+      nudged_pointers.push_back(nudged[b].data());
+    }
+    kernel::interpret(sums_nudged(k), nudged_pointers);
+  }
+  // Two blocks: every grid-stride loop goes round more than once.
+  emulated.launch(index, got_pointers, 2, sizes);
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (!k.buffers[b].is_output) continue;
+    const DType t = k.buffers[b].dtype;
+    const int64_t size = ir::dtype_size(t);
+    const double u = unit_roundoff(t);
+    const double row = k.reduce_rank ? static_cast<double>(k.row_size()) : 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(want[b].size()) / size; ++i) {
+      const double w = testing::get_element(t, want[b].data() + i * size);
+      const double g = testing::get_element(t, got[b].data() + i * size);
+      bool same = w == g || (std::isnan(w) && std::isnan(g));
+      if (!same && row > 0 && ir::is_floating(t) && std::isfinite(w) && std::isfinite(g)) {
+        // Sums in another order: the rounding of each partial sum, carried to the result.
+        const double tolerance =
+            2 * row * std::max(u, 0x1p-24) * std::max(max_input, 1.0) * std::max(1.0, std::fabs(w));
+        const double moved = testing::get_element(t, nudged[b].data() + i * size);
+        same = !std::isfinite(moved) || std::fabs(w - g) <= tolerance + 2 * std::fabs(moved - w);
+      }
+      if (!same) {
+        return "kernel " + std::to_string(index) + " buffer b" + std::to_string(b) + " element " +
+               std::to_string(i) + ": got " + std::to_string(g) + ", want " + std::to_string(w) +
+               "\n" + kernel::print_kernel(k);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string emulation_differences(const std::vector<Kernel>& kernels, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const auto module = codegen::cuda::emit_cuda_module(kernels);
   EmulatedModule emulated(module);
   std::string report;
-  for (size_t index = 0; index < kernels.size(); ++index) {
-    const Kernel& k = kernels[index];
-    std::vector<Bytes> want, got;
-    double max_input = 0;
-    for (size_t b = 0; b < k.buffers.size(); ++b) {
-      const DType t = k.buffers[b].dtype;
-      const int64_t n = testing::buffer_elements(k, static_cast<int>(b));
-      want.push_back(k.buffers[b].is_output ? Bytes(n * ir::dtype_size(t), 0xAB)
-                                            : random_buffer(t, n, rng));
-      got.push_back(want.back());
-      if (!k.buffers[b].is_output) {
-        for (int64_t i = 0; i < n; ++i) {
-          const double v = testing::get_element(t, want.back().data() + i * ir::dtype_size(t));
-          if (std::isfinite(v)) max_input = std::max(max_input, std::fabs(v));
-        }
-      }
+  for (size_t index = 0; index < kernels.size(); ++index)
+    report += compare_emulated(kernels[index], emulated, static_cast<int>(index), {}, rng);
+  return report;
+}
+
+std::string emulation_differences_at(const Kernel& generic,
+                                     const std::vector<std::vector<int64_t>>& bindings,
+                                     int* bindings_run, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto module = codegen::cuda::emit_cuda_module({generic});
+  if (!module.kernels.at(0).generic)
+    throw std::invalid_argument("emulation_differences_at: " + generic.name +
+                                " was not emitted size-generic");
+  const codegen::cuda::CudaKernelSource& source = module.kernels[0];
+  EmulatedModule emulated(module);
+  std::string report;
+  int run = 0;
+  for (const std::vector<int64_t>& sizes : bindings) {
+    if (!kernel::guards_hold(source.schedule.guards, kernel::bind_sizes(*source.generic, sizes)))
+      continue;  // a shape class never launches it there
+    std::string at = compare_emulated(kernel::bind_sizes(generic, sizes), emulated, 0, sizes, rng);
+    if (!at.empty()) {
+      std::string binding;
+      for (int64_t v : sizes)
+        binding += " " + std::to_string(v);
+      report += "at sizes" + binding + ": " + at;
     }
-    std::vector<void*> want_pointers, got_pointers;
-    for (size_t b = 0; b < k.buffers.size(); ++b) {
-      want_pointers.push_back(want[b].data());
-      got_pointers.push_back(got[b].data());
-    }
-    kernel::interpret(k, want_pointers);
-    // For reducing kernels, the reference again with the sums nudged (sums_nudged): how far
-    // that moves an element bounds how far the threads' summation order may move it.
-    std::vector<Bytes> nudged;
-    if (k.reduce_rank > 0) {
-      std::vector<void*> nudged_pointers;
-      for (size_t b = 0; b < k.buffers.size(); ++b) {
-        nudged.push_back(want[b]);
-        nudged_pointers.push_back(nudged[b].data());
-      }
-      kernel::interpret(sums_nudged(k), nudged_pointers);
-    }
-    // Two blocks: every grid-stride loop goes round more than once.
-    emulated.launch(static_cast<int>(index), got_pointers, 2);
-    for (size_t b = 0; b < k.buffers.size(); ++b) {
-      if (!k.buffers[b].is_output) continue;
-      const DType t = k.buffers[b].dtype;
-      const int64_t size = ir::dtype_size(t);
-      const double u = unit_roundoff(t);
-      const double row = k.reduce_rank ? static_cast<double>(k.row_size()) : 0;
-      for (int64_t i = 0; i < static_cast<int64_t>(want[b].size()) / size; ++i) {
-        const double w = testing::get_element(t, want[b].data() + i * size);
-        const double g = testing::get_element(t, got[b].data() + i * size);
-        bool same = w == g || (std::isnan(w) && std::isnan(g));
-        if (!same && row > 0 && ir::is_floating(t) && std::isfinite(w) && std::isfinite(g)) {
-          // Sums in another order: the rounding of each partial sum, carried to the result.
-          const double tolerance = 2 * row * std::max(u, 0x1p-24) * std::max(max_input, 1.0) *
-                                   std::max(1.0, std::fabs(w));
-          const double moved = testing::get_element(t, nudged[b].data() + i * size);
-          same = !std::isfinite(moved) || std::fabs(w - g) <= tolerance + 2 * std::fabs(moved - w);
-        }
-        if (!same) {
-          report += "kernel " + std::to_string(index) + " buffer b" + std::to_string(b) +
-                    " element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
-                    std::to_string(w) + "\n" + kernel::print_kernel(k);
-          break;
-        }
-      }
-    }
+    ++run;
   }
+  if (bindings_run) *bindings_run = run;
   return report;
 }
 
@@ -310,13 +362,23 @@ EmulatedModule::~EmulatedModule() {
   if (library_) dlclose(library_);
 }
 
-void EmulatedModule::launch(int index, const std::vector<void*>& buffers, unsigned grid) {
+void EmulatedModule::launch(int index, const std::vector<void*>& buffers, unsigned grid,
+                            std::span<const int64_t> sizes) {
   using Launch = void (*)(void* const*, unsigned, unsigned);
-  const auto& schedule = module_.kernels.at(index).schedule;
+  const codegen::cuda::CudaKernelSource& source = module_.kernels.at(index);
+  const auto& schedule = source.schedule;
+  if (source.generic.has_value() != !sizes.empty())
+    throw std::invalid_argument("a size-generic kernel, and it alone, launches with its sizes");
   std::vector<void*> arguments = buffers;
   std::vector<unsigned char> workspace(schedule.workspace_bytes, 0);
   if (schedule.workspace_bytes > 0) arguments.push_back(workspace.data());
-  if (schedule.blocks == 0) return;
+  std::vector<long long> size_values(sizes.begin(), sizes.end());
+  for (long long& value : size_values)
+    arguments.push_back(&value);
+  const int64_t blocks = source.generic ? codegen::cuda::cuda_blocks(
+                                              kernel::bind_sizes(*source.generic, sizes), schedule)
+                                        : schedule.blocks;
+  if (blocks == 0) return;
   for (int phase = 0; phase < schedule.phases; ++phase) {
     const std::string name = "kiln_emulate_" + std::to_string(index) + "_" + std::to_string(phase);
     auto function = reinterpret_cast<Launch>(dlsym(library_, name.c_str()));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ class EmulatedModule {
   ~EmulatedModule();
 
   /// Runs kernel `index` over `grid` blocks of its schedule's block size on `buffers` (one host
-  /// pointer per kernel buffer), plus a zeroed workspace when the schedule needs one.
-  void launch(int index, const std::vector<void*>& buffers, unsigned grid);
+  /// pointer per kernel buffer), plus a zeroed workspace when the schedule needs one; a
+  /// size-generic kernel (and only one) at `sizes`, its size inputs.
+  void launch(int index, const std::vector<void*>& buffers, unsigned grid,
+              std::span<const int64_t> sizes = {});
 
  private:
   codegen::cuda::CudaModuleSource module_;
@@ -48,5 +51,14 @@ Bytes random_buffer(kernel::DType dtype, int64_t elements, std::mt19937_64& rng)
 /// for rows of n elements and the result's unit roundoff u (at least 2^-24), plus twice what
 /// scaling every sum by (1 + n u) moves the reference (results that amplify a sum's rounding).
 std::string emulation_differences(const std::vector<kernel::Kernel>& kernels, uint64_t seed = 7);
+
+/// A size-generic kernel emitted once, then emulated at each binding of its size inputs where its
+/// schedule's guards hold (where a shape class would launch it), against the interpreter running
+/// the kernel bound there; tolerances as emulation_differences'. `bindings_run` (if not null)
+/// gets how many bindings ran. Throws std::invalid_argument when the kernel is not emitted
+/// size-generic.
+std::string emulation_differences_at(const kernel::Kernel& generic,
+                                     const std::vector<std::vector<int64_t>>& bindings,
+                                     int* bindings_run = nullptr, uint64_t seed = 7);
 
 }  // namespace kiln::cuda_test

@@ -3,6 +3,7 @@
 // loaded through the driver when first launched. Torch-free.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct CudaCodegenOptions {
 
 struct CompiledCudaKernels {
   std::vector<std::shared_ptr<const DeviceKernel>> kernels;  // one per input kernel, in order
+  /// Per kernel: for a size-generic one, whether its schedule holds at a binding of its size
+  /// inputs (CompiledKernel::schedule_holds); null for a kernel of constant sizes.
+  std::vector<std::function<bool(const int64_t* sizes)>> schedule_holds;
   double compile_seconds = 0;
 };
 

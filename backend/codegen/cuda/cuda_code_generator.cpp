@@ -19,8 +19,11 @@ class CudaCodeGenerator final : public CodeGenerator {
     options.dump_prefix = request.dump_prefix;
     cuda::CompiledCudaKernels compiled = cuda::compile_cuda_kernels(kernels, options);
     GeneratedKernels generated;
-    for (auto& kernel : compiled.kernels)
-      generated.kernels.emplace_back().device_kernel = std::move(kernel);
+    for (size_t k = 0; k < compiled.kernels.size(); ++k) {
+      CompiledKernel& out = generated.kernels.emplace_back();
+      out.device_kernel = std::move(compiled.kernels[k]);
+      out.schedule_holds = std::move(compiled.schedule_holds[k]);
+    }
     generated.compile_seconds = compiled.compile_seconds;
     return generated;
   }

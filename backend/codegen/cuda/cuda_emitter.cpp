@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "backend/codegen/cuda/cuda_prelude.h"
 #include "kiln/error.h"
 #include "passes/kernel/collapse_dims.h"
+#include "passes/kernel/size_guards.h"
 #include "passes/kernel/size_terms.h"
 
 namespace kiln::codegen::cuda {
@@ -27,7 +29,8 @@ class Emitter {
       : k_(kernel),
         s_(schedule),
         entry_(std::move(entry)),
-        element_(kernel::element_levels(kernel)) {}
+        element_(kernel::element_levels(kernel)),
+        generic_(kernel::is_size_generic(kernel)) {}
 
   std::string emit() {
     idx_ = s_.index32 ? "int" : "long long";
@@ -52,7 +55,8 @@ class Emitter {
     return false;
   }
 
-  /// The parameters: every buffer, then the workspace of a split reduction.
+  /// The parameters: every buffer, then the workspace of a split reduction, then a
+  /// size-generic kernel's size inputs size0, size1, ...
   std::string parameters() const {
     std::string text;
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -61,7 +65,18 @@ class Emitter {
               "* " + (in_place(static_cast<int>(i)) ? "" : "__restrict__ ") + b.name;
     }
     if (s_.slices > 1) text += ", unsigned char* __restrict__ workspace";
+    for (const std::string& size : size_parameters())
+      text += ", const long long " + size;
     return text;
+  }
+
+  std::vector<std::string> size_parameters() const {
+    std::vector<std::string> names;
+    if (generic_) {
+      for (size_t i = 0; i < k_.size_inputs.size(); ++i)
+        names.push_back(size_input(static_cast<int>(i)));
+    }
+    return names;
   }
 
   std::string global_function(const std::string& name) const {
@@ -86,6 +101,8 @@ class Emitter {
     for (const auto& b : k_.buffers)
       arguments += b.name + ", ";
     arguments += "workspace";
+    for (const std::string& size : size_parameters())
+      arguments += ", " + size;
     for (int p = 0; p < s_.phases; ++p) {
       out_ << global_function(phase_entry(entry_, p)) << " {\n  " << entry_ << "_body(" << arguments
            << ", " << p << ");\n}\n";
@@ -94,12 +111,51 @@ class Emitter {
 
   // ---- indexing ---------------------------------------------------------------------------
 
+  /// A size, stride or offset in the code: its value, or for a term of a size-generic kernel
+  /// its expression over the size parameters (evaluated in 64 bits, then in the index type).
+  std::string integer(const kernel::SizeTerm& term) const {
+    if (term.factors.empty()) return std::to_string(term.coefficient + term.constant);
+    std::string text = term.coefficient == 1 ? "" : std::to_string(term.coefficient) + "LL";
+    for (int f : term.factors)
+      text += (text.empty() ? "" : " * ") + size_input(f);
+    if (term.constant != 0)
+      text +=
+          (term.constant > 0 ? " + " : " - ") + std::to_string(std::llabs(term.constant)) + "LL";
+    return "static_cast<" + idx_ + ">(" + text + ")";
+  }
+
+  static std::string size_input(int i) { return "size" + std::to_string(i); }
+
+  std::string size(int d) const { return integer(kernel::size_term(k_, d)); }
+
+  /// The product of the sizes of dims [first, last): a number, or an expression where one of
+  /// them follows the size inputs.
+  std::string extent(int first, int last) const {
+    int64_t constant = 1;
+    std::string text;
+    for (int d = first; d < last; ++d) {
+      const kernel::SizeTerm term = kernel::size_term(k_, d);
+      if (term.factors.empty()) {
+        constant *= k_.sizes[d];
+      } else {
+        text += (text.empty() ? "" : " * ") + integer(term);
+      }
+    }
+    if (text.empty()) return std::to_string(constant);
+    return "(" + (constant == 1 ? text : std::to_string(constant) + " * " + text) + ")";
+  }
+
+  std::string numel_code() const { return extent(0, k_.rank()); }
+  std::string rows_code() const { return extent(0, k_.row_rank()); }
+  std::string row_size_code() const { return extent(k_.row_rank(), k_.rank()); }
+
   /// Element offset of `map` from the coordinates c<d> (dims with stride 0 are not read).
   std::string offset(const IndexMap& map) const {
-    std::string text = std::to_string(map.offset);
+    std::string text = integer(kernel::term_or_constant(map.offset_term, map.offset));
     for (int d = 0; d < k_.rank(); ++d) {
-      if (map.strides[d] == 0) continue;
-      text += " + c" + std::to_string(d) + " * " + std::to_string(map.strides[d]);
+      const kernel::SizeTerm stride = kernel::stride_term(map, d);
+      if (stride.factors.empty() && map.strides[d] == 0) continue;
+      text += " + c" + std::to_string(d) + " * " + integer(stride);
     }
     return "(" + text + ")";
   }
@@ -109,8 +165,8 @@ class Emitter {
     if (first >= last) return;
     out_ << indent << idx_ << " rem = " << flat << ";\n";
     for (int d = last - 1; d > first; --d) {
-      out_ << indent << "const " << idx_ << " c" << d << " = rem % " << k_.sizes[d] << ";\n"
-           << indent << "rem /= " << k_.sizes[d] << ";\n";
+      out_ << indent << "const " << idx_ << " c" << d << " = rem % " << size(d) << ";\n"
+           << indent << "rem /= " << size(d) << ";\n";
     }
     out_ << indent << "const " << idx_ << " c" << first << " = rem;\n";
   }
@@ -136,6 +192,11 @@ class Emitter {
       case Op::Load:
         return load(id, e);
       case Op::Constant:
+        // A size as a value (a KV cache's length as a position): the term, converted as an
+        // int64 is.
+        if (e.constant_term && generic_)
+          return convert("static_cast<long long>(" + integer(*e.constant_term) + ")", DType::Int64,
+                         t);
         return constant(e.constant, t);
       case Op::Cast:
         return convert(a(0), arg_type(0), t);
@@ -176,15 +237,8 @@ class Emitter {
            ">(gridDim.x) * blockDim.x)";
   }
 
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t size : k_.sizes)
-      n *= size;
-    return n;
-  }
-
   void scalar_loop() {
-    out_ << "  " << grid_stride("i", std::to_string(numel())) << " {\n";
+    out_ << "  " << grid_stride("i", numel_code()) << " {\n";
     coordinates("    ", "i", 0, k_.rank());
     const LoadCode load = [&](int, const Expr& e) { return direct_load(e); };
     for (size_t id = 0; id < k_.exprs.size(); ++id)
@@ -231,8 +285,12 @@ class Emitter {
       if (e.op == Op::Load) check(e.map);
     for (const auto& s : k_.stores)
       check(s.map);
+    // Steps of `width` elements: a number, or at a size-generic kernel's binding an expression.
+    const std::string steps =
+        generic_ ? numel_code() + " / " + std::to_string(width)
+                 : std::to_string(kernel::extent_value(k_, kernel::Extent::Elements) / width);
     out_ << "  if (!(" << misaligned << ")) {\n"
-         << "    " << grid_stride("g", std::to_string(numel() / width)) << " {\n";
+         << "    " << grid_stride("g", steps) << " {\n";
     coordinates("      ", "g * " + std::to_string(width), 0, k_.rank());
     auto access = [&](const IndexMap& m) {
       const auto& b = k_.buffers[m.buffer];
@@ -306,7 +364,7 @@ class Emitter {
   /// The reduce's value from the combined accumulator `acc`.
   std::string finish_reduce(const Expr& e, const std::string& acc) const {
     const DType t = e.dtype;
-    const std::string n = std::to_string(k_.row_size());
+    const std::string n = row_size_code();
     if (e.reduce == ReduceKind::Mean) {
       if (is_float(t))
         return rounded(acc + " / static_cast<" + accumulator_type(t) + ">(" + n + ")", t);
@@ -395,14 +453,18 @@ class Emitter {
   /// block split the reduced elements (warp g takes g, g + groups, ...) and their partial
   /// results meet in shared memory, combined in warp order.
   void reduction_across_rows() {
-    const std::string rows = std::to_string(k_.num_rows());
+    const std::string rows = rows_code();
     const std::string tile_rows = std::to_string(kTileRows);
     const std::string groups = std::to_string(s_.block / kTileRows);
-    const std::string row_size = std::to_string(k_.row_size());
+    const std::string row_size = row_size_code();
+    // The tiles: the schedule's count, or at a size-generic kernel's binding the rows' tiles.
+    const std::string tiles =
+        generic_ ? "(" + rows + " + " + std::to_string(kTileRows - 1) + ") / " + tile_rows
+                 : std::to_string(s_.blocks);
     out_ << "  __shared__ long long kiln_tile[" << s_.block << "];\n"
          << "  const int lane = threadIdx.x % " << tile_rows << ";\n"
          << "  const int group = threadIdx.x / " << tile_rows << ";\n"
-         << "  for (" << idx_ << " tile = blockIdx.x; tile < " << s_.blocks
+         << "  for (" << idx_ << " tile = blockIdx.x; tile < " << tiles
          << "; tile += gridDim.x) {\n"
          << "    // Lanes past the last row work on the last row and store nothing.\n"
          << "    const bool active = tile * " << tile_rows << " + lane < " << rows << ";\n"
@@ -454,8 +516,8 @@ class Emitter {
     }
     const int row_rank = k_.row_rank();
     const bool split = s_.slices > 1;
-    const std::string rows = std::to_string(k_.num_rows());
-    const std::string row_size = std::to_string(k_.row_size());
+    const std::string rows = rows_code();
+    const std::string row_size = row_size_code();
     out_ << "  __shared__ long long kiln_shared[32];\n";
     if (split) out_ << "  __shared__ bool kiln_last;\n";
     const std::string items = split ? std::to_string(k_.num_rows() * s_.slices) : rows;
@@ -558,6 +620,7 @@ class Emitter {
   const CudaSchedule& s_;
   std::string entry_;
   std::vector<bool> element_;
+  bool generic_;  // sizes, strides and offsets with terms follow the size parameters
   std::string idx_;
   int next_row_expr_ = 0;
   int walked_ = 0;  // element-level exprs below this were computed by an earlier walk of the row
@@ -596,10 +659,9 @@ CudaModuleSource emit_cuda_module(const std::vector<Kernel>& kernels) {
   for (const Kernel& k : kernels) {
     if (const auto op = kernel::first_uncovered_op(k, cuda_covers))
       throw Error(ErrorKind::Unsupported, "CUDA codegen has no " + *op + " (in " + k.name + ")");
-    // Its sizes are literals in the code: it would compute the example binding at every other.
-    if (kernel::is_size_generic(k))
+    if (const std::string problem = kernel::generic_problem(k); !problem.empty())
       throw Error(ErrorKind::Unsupported,
-                  "CUDA codegen: kernel " + k.name + " is size-generic, which it does not emit");
+                  "CUDA codegen: kernel " + k.name + " cannot be size-generic: " + problem);
   }
   CudaModuleSource module;
   std::string source = kCudaPrelude;
@@ -609,6 +671,14 @@ CudaModuleSource emit_cuda_module(const std::vector<Kernel>& kernels) {
     k.entry = identifier(kernels[i].name) + "_" + std::to_string(i);
     k.schedule = choose_cuda_schedule(collapsed);
     k.num_buffers = static_cast<int>(collapsed.buffers.size());
+    if (kernel::is_size_generic(collapsed)) {
+      // Its workspace and the count of its phases' blocks follow the rows: none of them yet.
+      if (k.schedule.slices > 1)
+        throw Error(ErrorKind::Unsupported, "CUDA codegen: kernel " + kernels[i].name +
+                                                " cannot be size-generic: its rows are split "
+                                                "across blocks at its example binding");
+      k.generic = collapsed;
+    }
     source += "\n" + emit_cuda_kernel(collapsed, k.schedule, k.entry);
     module.kernels.push_back(std::move(k));
   }

@@ -3,7 +3,10 @@
 //
 // Each kernel becomes one `extern "C" __global__` function taking its buffers as pointers, in
 // buffer order (inputs `const` and `__restrict__`; the two buffers of an in-place pair lose
-// `__restrict__`), with every size, stride and offset a constant. What a kernel computes is the
+// `__restrict__`), with every size, stride and offset a constant; a size-generic kernel
+// (passes/kernel/size_terms.h) takes its size inputs after them (`const long long size0, ...`) and
+// computes the sizes, strides and offsets that carry terms from them, so one function serves
+// every binding where its schedule's guards hold. What a kernel computes is the
 // reference interpreter's definition; the schedule (cuda_schedule.h) only decides how threads
 // walk it. A kernel launched in several phases (a split softmax) is one device function taking
 // the phase, and one __global__ function per phase (phase_entry). A reduction across rows
@@ -20,6 +23,7 @@
 //   }
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +37,12 @@ namespace kiln::codegen::cuda {
 std::string phase_entry(const std::string& entry, int phase);
 
 struct CudaKernelSource {
-  std::string entry;  // the __global__ function's name (of phase 0)
-  CudaSchedule schedule;
+  std::string entry;      // the __global__ function's name (of phase 0)
+  CudaSchedule schedule;  // at a size-generic kernel's example binding
   int num_buffers = 0;
+  /// A size-generic kernel, collapsed as it was emitted: bound to a binding (bind_sizes), it
+  /// gives that binding's launch (cuda_blocks) and whether the schedule's guards hold there.
+  std::optional<kernel::Kernel> generic;
 };
 
 struct CudaModuleSource {
@@ -48,7 +55,8 @@ struct CudaModuleSource {
 bool cuda_covers(kernel::Op op, kernel::DType operand);
 
 /// One translation unit for all kernels of a plan (each collapsed first). Throws kiln::Error
-/// (Unsupported) for a kernel it cannot express.
+/// (Unsupported) for a kernel it cannot express: an op it does not cover, a size-generic kernel
+/// that generic_problem refuses or whose rows its schedule splits across blocks.
 CudaModuleSource emit_cuda_module(const std::vector<kernel::Kernel>& kernels);
 
 /// One kernel's function alone, without the prelude, for tests and dumps. `kernel` must be

@@ -84,17 +84,25 @@ int64_t workspace_counters_offset(const Kernel& kernel, const CudaSchedule& sche
   return workspace_results_offset(kernel, schedule) + results;
 }
 
+int64_t cuda_blocks(const Kernel& kernel, const CudaSchedule& schedule) {
+  if (kernel.reduce_rank == 0) {
+    const int64_t steps = kernel::extent_value(kernel, Extent::Elements) / schedule.vector;
+    return (steps + schedule.block - 1) / schedule.block;
+  }
+  if (schedule.across_rows) return (kernel.num_rows() + kTileRows - 1) / kTileRows;
+  return kernel.num_rows() * schedule.slices;
+}
+
 CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   CudaSchedule s;
   SizeGuards* guards = &s.guards;
-  const int64_t numel = kernel::extent_value(kernel, Extent::Elements);
   constexpr int64_t k32 = int64_t{1} << 30;
   s.index32 = !extent_at_least(kernel, Extent::Reach, k32, guards) &&
               !extent_at_least(kernel, Extent::Elements, k32, guards);
   if (kernel.reduce_rank == 0) {
     s.vector = vector_width(kernel, guards);
     s.block = kMaxBlock;
-    s.blocks = (numel / s.vector + s.block - 1) / s.block;
+    s.blocks = cuda_blocks(kernel, s);
     return s;
   }
   const int64_t rows = kernel.num_rows(), row = kernel.row_size();
@@ -109,7 +117,7 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
     s.slices = (row + kSplitSliceElements - 1) / kSplitSliceElements;
     kernel::record_range(kernel, Extent::RowSize, (s.slices - 1) * kSplitSliceElements + 1,
                          s.slices * kSplitSliceElements + 1, guards);
-    s.blocks = rows * s.slices;
+    s.blocks = cuda_blocks(kernel, s);
     s.phases = walks;
     s.workspace_bytes = workspace_counters_offset(kernel, s) + rows * 4;
   }
@@ -117,7 +125,7 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
       kernel::reduces_across_rows(kernel, kTileRows, guards)) {
     s.across_rows = true;
     s.block = kMaxBlock;
-    s.blocks = (rows + kTileRows - 1) / kTileRows;
+    s.blocks = cuda_blocks(kernel, s);
     return s;
   }
   if (s.slices == 1 && walks > 1 &&

@@ -79,6 +79,10 @@ int64_t workspace_counters_offset(const kernel::Kernel& kernel, const CudaSchedu
 /// `kernel` must be collapsed (kernel/collapse_dims.h).
 CudaSchedule choose_cuda_schedule(const kernel::Kernel& kernel);
 
+/// CudaSchedule::blocks for `schedule` at `kernel`'s sizes: where a size-generic kernel's
+/// schedule (taken at its example binding) launches at another binding, `kernel` bound there.
+int64_t cuda_blocks(const kernel::Kernel& kernel, const CudaSchedule& schedule);
+
 /// Bytes of one element of a buffer of `dtype` in memory.
 int64_t storage_size(kernel::DType dtype);
 

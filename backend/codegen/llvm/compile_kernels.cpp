@@ -59,29 +59,6 @@ void set_launch_rule(CompiledKernel& compiled, const kernel::Kernel& kernel,
   };
 }
 
-/// Why `kernel` cannot be compiled size-generic, or empty. Its example binding must have every
-/// size input at least 2, as dynamo's symbols are, and no stride term 0 or 1 there: so the
-/// decisions that compare a stride or a size with 0 or 1 (broadcasts, contiguous vectors) come
-/// out as they would at every binding.
-std::string generic_problem(const kernel::Kernel& kernel) {
-  if (!kernel::is_size_generic(kernel)) return "";
-  if (kernel.split_pieces > 0) return "a split reduction has no size-generic code yet";
-  for (size_t i = 0; i < kernel.size_inputs.size(); ++i) {
-    if (kernel.size_inputs[i] < 2)
-      return "its example binding has size input s" + std::to_string(i) + " = " +
-             std::to_string(kernel.size_inputs[i]) + " (size-generic code is built at 2 or more)";
-  }
-  // A term with a constant (s - 1) can still be 0 or 1 there.
-  for (const kernel::IndexMap* map : kernel::accesses(kernel)) {
-    for (size_t d = 0; d < map->stride_terms.size(); ++d) {
-      if (map->stride_terms[d] && (map->strides[d] == 0 || map->strides[d] == 1))
-        return "a stride that follows the sizes is " + std::to_string(map->strides[d]) +
-               " at its example binding";
-    }
-  }
-  return "";
-}
-
 struct BuiltModule {
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> module;
@@ -180,7 +157,7 @@ CompiledKernels compile_kernels(const std::vector<kernel::Kernel>& kernels,
   for (const kernel::Kernel& k : kernels) {
     if (const auto op = kernel::first_uncovered_op(k, llvm_covers))
       throw Error(ErrorKind::Unsupported, "LLVM codegen has no " + *op + " (in " + k.name + ")");
-    if (const std::string problem = generic_problem(k); !problem.empty())
+    if (const std::string problem = kernel::generic_problem(k); !problem.empty())
       throw Error(ErrorKind::Unsupported, "LLVM codegen: kernel " + k.name + ": " + problem);
   }
   if (!options.dump_prefix.empty()) {

@@ -53,6 +53,21 @@ def test_softmax_and_layer_norm_rows(shape):
     assert kiln.stats()["kernels"] >= 1
 
 
+def test_a_stream_of_row_counts_runs_one_shape_class_of_size_generic_kernels():
+    # The rows move, each row's 96 elements do not: one block size, one class. dynamo's first
+    # graph is static (5 rows), its symbolic one compiles the class (7); the other counts are
+    # plans of that class, each binding the same CUDA kernels to its sizes.
+    model = Softmaxes()
+    compiled = torch.compile(model, backend="kiln")
+    with torch.no_grad():
+        for rows in [5, 7, 9, 12, 31, 64, 1000, 9, 3]:
+            x = torch.randn(rows, 96, device="cuda")
+            _close(compiled(x), model(x))
+    stats = kiln.stats()
+    assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
+    assert stats["class_plans"] >= 5 and stats["specializations"] == 2, stats
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_other_float_dtypes(dtype):
     x, y = (torch.randn(33, 129, device="cuda", dtype=dtype) for _ in range(2))
