@@ -67,7 +67,7 @@ TEST(CudaSizeGeneric, TheFunctionTakesItsSizesAndWritesNoExampleSize) {
 
 TEST(CudaSizeGeneric, ElementwiseCodeServesEveryBindingOnBothPaths) {
   if (const std::string why = emulation_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const Bindings bindings = {{64, 256}, {0, 4}, {5, 0}, {1, 1}, {3, 7}, {2, 8},
+  const Bindings bindings = {{64, 256}, {0, 4},   {5, 0},   {1, 1},   {3, 7},   {2, 8},
                              {7, 9},    {13, 17}, {1, 531}, {257, 3}, {11, 64}, {2, 4}};
   // Rows of a multiple of 4 floats take the 16-byte path; the example says which path the code
   // was built for, and its guard keeps the others away.
