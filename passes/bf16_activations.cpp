@@ -105,22 +105,27 @@ class Bf16Activations {
   /// A bf16 linear whose float32 input a generated kernel computes (a layer norm, an activation)
   /// reads a bf16 copy of it instead, made by an aten::_to_copy that the fusers put into that
   /// kernel: the kernel rounds as it stores, where the linear would have read the float32 tensor
-  /// again to round it. Its other readers still read the float32 value. Returns the number of
-  /// values rounded so.
+  /// again to round it. Its other readers still read the float32 value. An input that is not
+  /// dense row-major (a transposed view: MLP-Mixer's token-mixing linears) is copied to a dense
+  /// bf16 tensor the same way, whatever computes it: the linear would have copied it to a dense
+  /// float32 tensor and then rounded that, two passes where the copy makes one. Returns the
+  /// number of values rounded so.
   int round_kernel_outputs() {
     std::unordered_map<const Value*, Value*> rounded;
     for (Node* linear : graph_.nodes()) {
       if (linear->op() != kLinear || !multiplies_in_bf16(*linear)) continue;
       Value* x = linear->input(0);
       const Node* producer = x->producer();
-      if (x->type().dtype != ir::DType::Float32 || !is_dense_row_major(x->type()) || !producer ||
-          producer->op() == ir::kFusedOp || !kernel::can_lower(*producer) ||
-          !runs_on_one_device(*producer) || !read_only_as_input(*linear, x)) {
+      const bool dense = is_dense_row_major(x->type());
+      const bool computed = producer && producer->op() != ir::kFusedOp &&
+                            kernel::can_lower(*producer) && runs_on_one_device(*producer);
+      if (x->type().dtype != ir::DType::Float32 || !producer || (dense && !computed) ||
+          !read_only_as_input(*linear, x)) {
         continue;
       }
       auto [at, added] = rounded.try_emplace(x, nullptr);
       if (added) {
-        Node* cast = append_bf16_copy(graph_, x);
+        Node* cast = append_bf16_copy(graph_, x, /*dense=*/true);
         graph_.move_before(cast, linear);  // the first reader in graph order
         at->second = cast->output();
       }

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "passes/assign_layout.h"  // kContiguousFormat
 #include "passes/ir/graph.h"
 
 namespace kiln {
@@ -50,17 +51,20 @@ inline bool is_forward_conv2d(const ir::Node& node) {
 inline constexpr int64_t kBFloat16ScalarType = 15;
 
 /// Appends `aten::_to_copy(value, dtype=bfloat16)` (at the graph's end: the caller moves it) and
-/// returns it; its output is `value`'s type in bf16, named after it where `value` has a name.
-inline ir::Node* append_bf16_copy(ir::Graph& graph, ir::Value* value) {
+/// returns it; its output is `value`'s type in bf16 (dense row-major where `dense`), named after
+/// it where `value` has a name.
+inline ir::Node* append_bf16_copy(ir::Graph& graph, ir::Value* value, bool dense = false) {
   ir::TensorType type = value->type();
   type.dtype = ir::DType::BFloat16;
+  if (dense) type.strides = ir::contiguous_strides(type.sizes);
+  const ir::Attr format = dense ? ir::Attr(kContiguousFormat) : ir::Attr(ir::NoneAttr{});
   ir::Node* cast = graph.append("aten::_to_copy", {value}, {type},
                                 {{"dtype", kBFloat16ScalarType},
                                  {"layout", ir::NoneAttr{}},
                                  {"device", ir::NoneAttr{}},
                                  {"pin_memory", ir::NoneAttr{}},
                                  {"non_blocking", false},
-                                 {"memory_format", ir::NoneAttr{}}});
+                                 {"memory_format", format}});
   if (!value->name().empty()) cast->output()->set_name(value->name() + "_bf16");
   return cast;
 }

@@ -141,6 +141,23 @@ TEST(Bf16ActivationsTest, LinearsReadBf16FromLinearsAndFromKernels) {
   EXPECT_EQ(ir::print_graph(*g).find("bf16"), std::string::npos);
 }
 
+TEST(Bf16ActivationsTest, ATransposedInputIsCopiedToDenseBf16Once) {
+  // MLP-Mixer's token mixing: the linear reads a transpose of the layer norm's output. One dense
+  // bf16 copy replaces the linear's dense float32 copy and its rounding of that.
+  auto g = ir::parse_graph(
+      "graph(%x : f32[1,8,4], %w : f32[16,8], %p : f32[9000]):\n"
+      "  %h : f32[1,8,4] = aten::relu(%x)\n"
+      "  %t : f32[1,4,8]{32,1,4} = aten::transpose.int(%h) {dim0=1, dim1=2}\n"
+      "  %y : f32[1,4,16] = kiln::onednn_linear(%t, %w, %p) {bias=None, precision=\"bf16\"}\n"
+      "  return (%y)\n");
+  EXPECT_EQ(bf16_activations(*g), 1);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_NE(printed.find("%t_bf16 : bf16[1,4,8] = aten::_to_copy(%t) {dtype=15"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("memory_format=0}"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("kiln::onednn_linear(%t_bf16, %w, %p)"), std::string::npos) << printed;
+}
+
 TEST(Bf16ActivationsTest, ALinearReadingAGraphInputRoundsItItself) {
   // Nothing in the graph computes %x: the linear's own reorder rounds it, with no copy.
   auto g = ir::parse_graph(
