@@ -45,10 +45,6 @@ bool read_only_as_input(const Node& reader, const Value* y) {
   return true;
 }
 
-bool is_dense_row_major(const ir::TensorType& type) {
-  return type.strides == ir::contiguous_strides(type.sizes);
-}
-
 class Bf16Activations {
  public:
   explicit Bf16Activations(ir::Graph& graph) : graph_(graph), readers_(readers_of(graph)) {}
@@ -116,7 +112,8 @@ class Bf16Activations {
       if (linear->op() != kLinear || !multiplies_in_bf16(*linear)) continue;
       Value* x = linear->input(0);
       const Node* producer = x->producer();
-      const bool dense = is_dense_row_major(x->type());
+      // As ATen's contiguous() judges it (the linear's copy): strides of size-1 dims do not count.
+      const bool dense = x->type().is_contiguous();
       const bool computed = producer && producer->op() != ir::kFusedOp &&
                             kernel::can_lower(*producer) && runs_on_one_device(*producer);
       if (x->type().dtype != ir::DType::Float32 || !producer || (dense && !computed) ||
