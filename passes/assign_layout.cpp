@@ -1,9 +1,12 @@
 #include "passes/assign_layout.h"
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/error.h"
 #include "passes/fold_constants.h"
 #include "passes/ir/op_table.h"
 
@@ -49,6 +52,36 @@ bool keeps_values_under_any_layout(const Node& node) {
   return info && info->kind != ir::OpKind::Constant && node.op() != "aten::as_strided";
 }
 
+// The dims of `type` from outermost to innermost in memory, when its strides are exactly those
+// of a contiguous tensor with its dims in that order (size-1 dims included), or nullopt: such a
+// layout is restored from any other by permuting, copying to contiguous and permuting back.
+std::optional<std::vector<int64_t>> dense_order(const TensorType& type) {
+  std::vector<int64_t> order(type.sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return type.strides[a] > type.strides[b]; });
+  int64_t expected = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    if (type.strides[order[i]] != expected) return std::nullopt;
+    expected *= type.sizes[order[i]];
+  }
+  return order;
+}
+
+// A value may change layout when a copy can give its old one back to whoever needs it.
+bool restorable(const TensorType& type) {
+  return type.is_contiguous() || dense_order(type).has_value();
+}
+
+TensorType permuted(const TensorType& type, const std::vector<int64_t>& dims) {
+  TensorType out = type;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    out.sizes[i] = type.sizes[dims[i]];
+    out.strides[i] = type.strides[dims[i]];
+  }
+  return out;
+}
+
 class LayoutAssigner {
  public:
   LayoutAssigner(ir::Graph& graph, const TypeInferrer& infer) : graph_(graph), infer_(infer) {}
@@ -75,7 +108,7 @@ class LayoutAssigner {
       visit(*node);
     std::vector<Value*> outputs = graph_.outputs();
     for (Value*& out : outputs) {
-      if (original_.contains(out)) out = convert(out, kContiguousFormat, nullptr);
+      if (original_.contains(out)) out = restore(out, nullptr);
     }
     graph_.set_outputs(outputs);
     return remove_unread_conversions();
@@ -108,7 +141,7 @@ class LayoutAssigner {
     for (size_t i = 0; i < node.inputs().size(); ++i) {
       Value* in = node.input(i);
       if (original_.contains(in)) {
-        node.replace_input(i, convert(in, kContiguousFormat, &node));
+        node.replace_input(i, restore(in, &node));
       } else if (auto source = source_of_.find(in); source != source_of_.end()) {
         node.replace_input(i, source->second);
       }
@@ -117,8 +150,8 @@ class LayoutAssigner {
   }
 
   // Gives node's outputs the types ATen gives them for the current inputs; false (and nothing
-  // changed) when it cannot run on them, or when an output that changes strides was not
-  // contiguous (a conversion back could not restore it).
+  // changed) when it cannot run on them, or when an output that changes strides had a layout a
+  // copy cannot restore (gaps, overlaps).
   bool retype(Node& node) {
     std::vector<TensorType> inputs;
     for (const Value* in : node.inputs())
@@ -129,7 +162,7 @@ class LayoutAssigner {
       const TensorType& now = node.output(i)->type();
       const TensorType& next = (*types)[i];
       if (next.sizes != now.sizes || next.dtype != now.dtype) return false;
-      if (next.strides != now.strides && !original_type(node.output(i)).is_contiguous()) {
+      if (next.strides != now.strides && !restorable(original_type(node.output(i)))) {
         return false;
       }
     }
@@ -182,29 +215,67 @@ class LayoutAssigner {
     if (user) graph_.move_before(copy, user);
     if (format == kChannelsLastFormat) source_of_[copy->output()] = value;
     conversions_made_[key] = copy->output();
+    made_.insert(copy->output());
     return copy->output();
+  }
+
+  // `value` in the layout it had before this pass, right before `user` (or at the end). A
+  // permuted dense layout (a transposed token stream, an NHWC permute of an NCHW tensor) is
+  // rebuilt as ATen would have made it: permuted to its memory order, copied to contiguous and
+  // permuted back.
+  Value* restore(Value* value, Node* user) {
+    const TensorType old = original_type(value);
+    if (old.is_contiguous()) return convert(value, kContiguousFormat, user);
+    const auto key = std::make_pair(value, kOriginalLayout);
+    if (auto it = conversions_made_.find(key); it != conversions_made_.end()) return it->second;
+    const std::vector<int64_t> order = *dense_order(old);
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      inverse[order[i]] = static_cast<int64_t>(i);
+    TensorType dense = permuted(value->type(), order);
+    dense.strides = ir::contiguous_strides(dense.sizes);
+    Value* in_order = permute(value, order, permuted(value->type(), order), user);
+    Value* copy = convert(in_order, kContiguousFormat, user);
+    Value* back = permute(copy, inverse, permuted(dense, inverse), user);
+    if (back->type() != old) {
+      throw Error(ErrorKind::Internal, "assign_layout rebuilt " + ir::type_string(back->type()) +
+                                           " for " + ir::type_string(old));
+    }
+    if (!value->name().empty()) back->set_name(value->name() + "_restored");
+    conversions_made_[key] = back;
+    return back;
+  }
+
+  Value* permute(Value* value, const std::vector<int64_t>& dims, TensorType type, Node* user) {
+    Node* node = graph_.append("aten::permute", {value}, {std::move(type)}, {{"dims", dims}});
+    if (user) graph_.move_before(node, user);
+    made_.insert(node->output());
+    return node->output();
   }
 
   // A conversion made for a node that then could not use it is dropped; returns how many of those
   // that stay run on every call.
   int remove_unread_conversions() {
-    std::unordered_set<const Value*> read(graph_.outputs().begin(), graph_.outputs().end());
-    for (const Node* node : graph_.nodes()) {
-      for (const Value* in : node->inputs())
-        read.insert(in);
-    }
-    std::unordered_set<const Value*> made;
-    for (const auto& [key, out] : conversions_made_)
-      made.insert(out);
-    int kept = 0;
-    graph_.remove_nodes_if([&](const Node& n) {
-      if (n.outputs().size() != 1 || !made.contains(n.output())) return false;
-      if (read.contains(n.output())) {
-        kept += !from_constants(n.input(0));  // frozen weights are converted at compile time
-        return false;
+    for (bool removed = true; removed;) {  // a restoring chain goes one node per round
+      std::unordered_set<const Value*> read(graph_.outputs().begin(), graph_.outputs().end());
+      for (const Node* node : graph_.nodes()) {
+        for (const Value* in : node->inputs())
+          read.insert(in);
       }
-      return true;
-    });
+      removed = false;
+      graph_.remove_nodes_if([&](const Node& n) {
+        const bool unread =
+            n.outputs().size() == 1 && made_.contains(n.output()) && !read.contains(n.output());
+        removed = removed || unread;
+        return unread;
+      });
+    }
+    int kept = 0;
+    for (const Node* node : graph_.nodes()) {
+      // Frozen weights are converted at compile time; permutations are views.
+      kept += node->op() == "aten::_to_copy" && made_.contains(node->output()) &&
+              !from_constants(node->input(0));
+    }
     return kept;
   }
 
@@ -213,7 +284,9 @@ class LayoutAssigner {
   bool convolutions_channels_last_ = false;
   std::unordered_map<const Value*, TensorType> original_;  // values whose strides changed
   std::unordered_map<const Value*, Value*> source_of_;     // channels-last conversion -> its input
-  std::map<std::pair<Value*, int64_t>, Value*> conversions_made_;
+  std::map<std::pair<Value*, int64_t>, Value*> conversions_made_;  // (value, format) -> copy
+  std::unordered_set<const Value*> made_;                          // outputs of added nodes
+  static constexpr int64_t kOriginalLayout = -1;  // conversions_made_'s key for restore()
 };
 
 }  // namespace

@@ -33,9 +33,10 @@
 // copy of its output where one is needed.
 //
 // Graph outputs keep the layout they had (a caller may view them), and so do the inputs of ops
-// outside the op table (they may assume their input's strides) and of as_strided. Only values
-// that were contiguous change layout, so a conversion back is always a contiguous copy. Values
-// are the same as before; only strides change.
+// outside the op table (they may assume their input's strides) and of as_strided. A value changes
+// layout only where a copy can give its old one back: a contiguous copy, or for a permuted dense
+// layout (a transposed token stream) permute, contiguous copy, permute back. Values are the same
+// as before; only strides change.
 #pragma once
 
 #include <functional>

@@ -13,17 +13,26 @@ bool is_channels_last(const ir::TensorType& t) {
   return t.rank() == 4 && t.strides == channels_last_strides(t.sizes);
 }
 
-// ATen's rule for the ops these tests use: a 4-D output follows its first input's channels-last
-// layout; a view of a channels-last tensor fails (it is not contiguous).
+// ATen's rule for the ops these tests use: a permutation permutes its input's strides, an output
+// of its first input's sizes takes its strides, another 4-D output follows its channels-last
+// layout; a view of a tensor that is not contiguous fails.
 std::optional<std::vector<ir::TensorType>> fake_infer(const ir::Node& node,
                                                       const std::vector<ir::TensorType>& inputs) {
-  const bool channels_last = is_channels_last(inputs.at(0));
-  if (node.op() == "aten::view" && channels_last) return std::nullopt;
+  const ir::TensorType& in = inputs.at(0);
+  if (node.op() == "aten::view" && !in.is_contiguous()) return std::nullopt;
   std::vector<ir::TensorType> types;
   for (const ir::Value* out : node.outputs()) {
     ir::TensorType t = out->type();
-    t.strides = channels_last && t.rank() == 4 ? channels_last_strides(t.sizes)
-                                               : ir::contiguous_strides(t.sizes);
+    if (node.op() == "aten::permute") {
+      const auto& dims = std::get<std::vector<int64_t>>(*node.find_attr("dims"));
+      for (size_t i = 0; i < dims.size(); ++i)
+        t.strides[i] = in.strides[dims[i]];
+    } else if (t.sizes == in.sizes) {
+      t.strides = in.strides;
+    } else {
+      t.strides = is_channels_last(in) && t.rank() == 4 ? channels_last_strides(t.sizes)
+                                                        : ir::contiguous_strides(t.sizes);
+    }
     types.push_back(t);
   }
   return types;
@@ -120,6 +129,49 @@ TEST(AssignLayoutTest, AnOpOutsideTheOpTableReadsTheOldLayout) {
   // add follows its first input, now contiguous: its output needs no conversion back.
   EXPECT_NE(ir.find("  %s : f32[1,4,8,8] = aten::add.Tensor(%u, %z)"), std::string::npos) << ir;
   EXPECT_NE(ir.find("return (%s)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, APermutedValueTakesTheNewLayoutAndIsRestoredWhereItsOldOneIsNeeded) {
+  // ConvNeXt's permute to NHWC: over a channels-last convolution it is contiguous. Its readers
+  // follow; an op outside the op table and the graph output get the old, permuted-NCHW strides
+  // back from one copy: permuted to memory order, copied contiguous, permuted back.
+  auto g = ir::parse_graph(kFrozenWeights + conv("y", "x", "w1") +
+                           "  %t : f32[1,8,8,4]{256,8,1,64} = aten::permute(%y) {dims=[0,2,3,1]}\n"
+                           "  %e : f32[1,8,8,4]{256,8,1,64} = aten::exp(%t)\n"
+                           "  %u : f32[1,8,8,4]{256,8,1,64} = custom::op(%e)\n"
+                           "  return (%e, %u)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);  // the image in, %e restored once
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("  %t : f32[1,8,8,4] = aten::permute(%y) {dims=[0,2,3,1]}"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("  %e : f32[1,8,8,4] = aten::exp(%t)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find(" : f32[1,4,8,8]{256,1,32,4} = aten::permute(%e) {dims=[0,3,1,2]}"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("  %e_restored : f32[1,8,8,4]{256,8,1,64} = aten::permute("), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("  %u : f32[1,8,8,4]{256,8,1,64} = custom::op(%e_restored)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("return (%e_restored, %u)"), std::string::npos) << ir;
+}
+
+TEST(AssignLayoutTest, AValueWithGapsKeepsItsLayout) {
+  // A slice's strides skip elements: no copy could restore them, so it keeps its layout and the
+  // slice reads the convolution's output in the old one.
+  auto g = ir::parse_graph(kFrozenWeights + conv("y", "x", "w1") +
+                           "  %s : f32[1,4,8,4]{256,64,8,1} = aten::slice.Tensor(%y) {dim=3, "
+                           "start=0, end=4, step=1}\n"
+                           "  return (%s)\n");
+  auto slice_infer = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+    std::vector<ir::TensorType> types{node.output()->type()};
+    types[0].strides = inputs.at(0).strides;  // a slice keeps its input's strides
+    return std::optional<std::vector<ir::TensorType>>(types);
+  };
+  assign_layout(*g, slice_infer);
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("  %s : f32[1,4,8,4]{256,64,8,1} = aten::slice.Tensor(%y_contiguous)"),
+            std::string::npos)
+      << ir;
 }
 
 TEST(AssignLayoutTest, NothingChangesWhenNoOpCanBeRetyped) {

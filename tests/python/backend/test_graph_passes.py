@@ -465,6 +465,47 @@ def test_convolutions_run_channels_last_inside_and_return_eagers_layout():
     assert run_child(code, disabled="assign_layout").split() == ["0", "0", "0"]
 
 
+class _TokenMixer(torch.nn.Module):
+    """MLP-Mixer's layout: a patch embedding's tokens, `flatten(2).transpose(1, 2)`, mixed across
+    tokens through a transpose and added to the stream, which eager keeps channel-major."""
+
+    def __init__(self, dim=32, tokens=16):
+        super().__init__()
+        self.patches = torch.nn.Conv2d(3, dim, 4, stride=4)
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.mix_tokens = torch.nn.Linear(tokens, tokens)
+        self.mix_channels = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        x = self.patches(x).flatten(2).transpose(1, 2)
+        x = x + self.mix_tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.mix_channels(self.norm2(x)), x
+
+
+def test_a_patch_embeddings_tokens_stay_token_major_and_outputs_keep_eagers_strides(tmp_path):
+    # The convolution writes its tokens channels-last, which is token-major after the transpose:
+    # the stream stays that way (no copy back to channel-major before it), and the outputs, which
+    # eager returns channel-major, are restored to eager's strides.
+    model = _TokenMixer().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        for got, want in zip(compiled(x), expected):
+            assert_close(got, want, atol=1e-5, rtol=1e-4)
+            assert got.stride() == want.stride() and not want.is_contiguous()
+        scripted = kiln.compile(torch.jit.trace(model, (x,)))
+        for got, want in zip(scripted(x), expected):
+            assert_close(got, want, atol=1e-5, rtol=1e-4)
+            assert got.stride() == want.stride()
+    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("assign_layout.kir")]
+    with open(os.path.join(tmp_path, name)) as f:
+        ir = f.read()
+    tokens = [line for line in ir.splitlines() if re.search(r"= aten::(permute|transpose)", line)]
+    assert tokens and " : f32[2,16,32] = " in tokens[0], ir
+    assert "memory_format=0" not in ir.split(tokens[0])[0], ir
+
+
 class _Pools(torch.nn.Module):
     """Max pools as networks write them: after a stem, with ceil_mode, dilated, over NCHW."""
 
