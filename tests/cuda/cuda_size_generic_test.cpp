@@ -6,6 +6,7 @@
 // example binding): those are skipped, and each test says how many bindings must run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -105,17 +106,35 @@ TEST(CudaSizeGeneric, OffsetsStridesAndSizesAsValuesFollowTheirTerms) {
   expect_bindings_run(k, {{3, 5}, {1, 1}, {2, 0}, {4, 2}, {7, 11}, {2, 37}}, 6);
 }
 
-TEST(CudaSizeGeneric, RowReductionsServeTheRowLengthsOfTheirBlockAndRowCache) {
+TEST(CudaSizeGeneric, RowReductionsServeEveryRowLengthUpToTheRowCachesReach) {
   if (const std::string why = emulation_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  // 300 elements a row: blocks of 256 threads, two elements each kept in registers between the
-  // walks; rows of 257 to 512 elements share that schedule, whatever the row count.
-  const Bindings bindings = {{3, 300}, {0, 300}, {1, 257}, {2, 311}, {5, 509},
-                             {4, 512}, {2, 513}, {3, 200}, {1, 2}};
-  expect_bindings_run(rows_generic(layer_norm(3, 300)), bindings, 6);
-  expect_bindings_run(rows_generic(softmax(3, 300)), bindings, 6);
-  // One walk, no row cache: every row of 225 elements or more (up to a split row's length).
+  // Whole blocks of 256 threads and, for the rows walked twice, 8 elements each kept in
+  // registers: every row of up to 2048 elements runs the code built at 300, short rows included.
+  const Bindings bindings = {{3, 300}, {0, 300}, {1, 257},  {2, 311},  {5, 509},  {4, 512},
+                             {2, 513}, {3, 200}, {1, 2},    {2, 1},    {3, 31},   {2, 33},
+                             {1, 0},   {2, 97},  {1, 2047}, {1, 2048}, {1, 2049}, {2, 4099}};
+  expect_bindings_run(rows_generic(layer_norm(3, 300)), bindings, 16);
+  expect_bindings_run(rows_generic(softmax(3, 300)), bindings, 16);
+  // One walk, no row cache: every row up to a split row's length.
   expect_bindings_run(rows_generic(row_sum(3, 300, ReduceKind::Mean)),
-                      {{3, 300}, {1, 225}, {2, 1031}, {0, 600}, {7, 4099}, {2, 100}}, 5);
+                      {{3, 300}, {1, 225}, {2, 1031}, {0, 600}, {7, 4099}, {2, 100}, {3, 1}}, 7);
+  // Built at rows longer than the cache's reach, the code walks memory again: those lengths.
+  expect_bindings_run(rows_generic(softmax(2, 3000)), {{2, 3000}, {1, 2049}, {3, 5000}, {1, 2048}},
+                      3);
+}
+
+TEST(CudaSizeGeneric, ARowLengthMakesAtMostTwoSchedules) {
+  // The row lengths of a stream of sequence lengths, 1 to 4096: one schedule up to the row
+  // cache's reach and one above it, so a stream compiles two classes, not one per block size.
+  std::vector<codegen::cuda::CudaSchedule> seen;
+  for (int64_t row = 2; row <= 4096; row += 7) {
+    codegen::cuda::CudaSchedule s =
+        codegen::cuda::choose_cuda_schedule(kernel::collapse_dims(rows_generic(softmax(3, row))));
+    s.blocks = 0;
+    s.guards = {};
+    if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
+  }
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 TEST(CudaSizeGeneric, ColumnsReduceAcrossRowsAtAnyCountOfThem) {
@@ -133,22 +152,30 @@ TEST(CudaSizeGeneric, ColumnsReduceAcrossRowsAtAnyCountOfThem) {
 }
 
 TEST(CudaSizeGeneric, TheLaunchAtABindingIsTheOneItsOwnScheduleWouldMake) {
+  // Where the guards of the schedule chosen at the example binding hold at another binding, the
+  // kernel built there would have been given the same schedule, and the launch's block count is
+  // the one that schedule gives there.
   int compared = 0;
-  for (const Kernel& generic : {rows_generic(exp_mul({0, 1})), rows_generic(layer_norm(3, 300))}) {
-    const Kernel collapsed = kernel::collapse_dims(generic);
-    const codegen::cuda::CudaSchedule schedule = codegen::cuda::choose_cuda_schedule(collapsed);
-    for (const std::vector<int64_t>& sizes : Bindings{{64, 256}, {7, 260}, {1000, 300}, {0, 8}}) {
-      const Kernel bound = kernel::bind_sizes(collapsed, sizes);
+  using Make = Kernel (*)(int64_t, int64_t);
+  const Make makers[] = {[](int64_t r, int64_t n) { return rows_generic(layer_norm(r, n)); },
+                         [](int64_t r, int64_t n) { return rows_generic(softmax(r, n)); }};
+  for (const Make make : makers) {
+    const Kernel example = kernel::collapse_dims(make(3, 300));
+    const codegen::cuda::CudaSchedule schedule = codegen::cuda::choose_cuda_schedule(example);
+    for (const std::vector<int64_t>& sizes :
+         Bindings{{64, 256}, {7, 260}, {1000, 300}, {2, 8}, {5, 33}, {2, 3000}}) {
+      const Kernel bound = kernel::bind_sizes(example, sizes);
       if (!kernel::guards_hold(schedule.guards, bound)) continue;
-      codegen::cuda::CudaSchedule own = codegen::cuda::choose_cuda_schedule(bound);
-      EXPECT_EQ(codegen::cuda::cuda_blocks(bound, schedule), own.blocks) << sizes[0];
+      codegen::cuda::CudaSchedule own =
+          codegen::cuda::choose_cuda_schedule(kernel::collapse_dims(make(sizes[0], sizes[1])));
+      EXPECT_EQ(codegen::cuda::cuda_blocks(bound, schedule), own.blocks) << sizes[1];
       own.blocks = schedule.blocks;
       own.guards = schedule.guards;
-      EXPECT_EQ(own, schedule) << "the guards held, so the schedule is the same";
+      EXPECT_EQ(own, schedule) << "the guards held, so the schedule is the same: " << sizes[1];
       ++compared;
     }
   }
-  EXPECT_GE(compared, 5);  // 4 bindings of the elementwise kernel, 2 of the layer norm
+  EXPECT_EQ(compared, 10);  // all but rows of 3000, past the row cache's reach, for both
 }
 
 TEST(CudaSizeGeneric, WhatItCannotEmitIsAClearError) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "passes/kernel/access_order.h"
+#include "passes/kernel/size_terms.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -95,6 +96,10 @@ int64_t cuda_blocks(const Kernel& kernel, const CudaSchedule& schedule) {
 
 CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   CudaSchedule s;
+  // A size-generic kernel serves every row length of its class: whole blocks and, for rows
+  // walked more than once, the deepest row cache, so that no row length up to the cache's reach
+  // makes a class of its own (a short row leaves threads idle; one compile serves them all).
+  const bool generic = kernel::is_size_generic(kernel);
   SizeGuards* guards = &s.guards;
   constexpr int64_t k32 = int64_t{1} << 30;
   s.index32 = !extent_at_least(kernel, Extent::Reach, k32, guards) &&
@@ -106,7 +111,7 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
     return s;
   }
   const int64_t rows = kernel.num_rows(), row = kernel.row_size();
-  s.block = block_for(kernel, guards);
+  s.block = generic ? kMaxBlock : block_for(kernel, guards);
   s.blocks = rows;
   const bool element_stores =
       std::any_of(kernel.stores.begin(), kernel.stores.end(),
@@ -131,9 +136,13 @@ CudaSchedule choose_cuda_schedule(const Kernel& kernel) {
   if (s.slices == 1 && walks > 1 &&
       !extent_at_least(kernel, Extent::RowSize, int64_t{s.block} * kMaxCachedPerThread + 1,
                        guards)) {
-    s.cached = static_cast<int>((row + s.block - 1) / s.block);
-    kernel::record_range(kernel, Extent::RowSize, int64_t{s.cached - 1} * s.block + 1,
-                         int64_t{s.cached} * s.block + 1, guards);
+    if (generic) {
+      s.cached = kMaxCachedPerThread;
+    } else {
+      s.cached = static_cast<int>((row + s.block - 1) / s.block);
+      kernel::record_range(kernel, Extent::RowSize, int64_t{s.cached - 1} * s.block + 1,
+                           int64_t{s.cached} * s.block + 1, guards);
+    }
   }
   return s;
 }

@@ -14,7 +14,10 @@
 // every slice. A row walked several times and short enough is kept in registers between the
 // walks instead. A reduction whose neighbouring rows are neighbours in memory (x.sum(0), a
 // channels-last pooling) gives neighbouring rows to neighbouring threads instead, so that loads
-// and stores are coalesced ("across rows").
+// and stores are coalesced ("across rows"). A size-generic kernel's rows take whole blocks and,
+// walked more than once, the deepest row cache, whatever their length at the example binding:
+// below the cache's reach (kMaxBlock * kMaxCachedPerThread) the row length then decides nothing,
+// so one compile serves a stream of lengths.
 #pragma once
 
 #include <cstdint>

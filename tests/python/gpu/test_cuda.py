@@ -68,6 +68,19 @@ def test_a_stream_of_row_counts_runs_one_shape_class_of_size_generic_kernels():
     assert stats["class_plans"] >= 5 and stats["specializations"] == 2, stats
 
 
+def test_a_stream_of_row_lengths_runs_one_shape_class_up_to_the_row_caches_reach():
+    # Softmax over the last dim as attention's rows: lengths 1 to 2048 share one block and one
+    # row cache in a size-generic kernel, so dynamo's symbolic graph compiles one class for them.
+    model = Softmaxes()
+    compiled = torch.compile(model, backend="kiln")
+    with torch.no_grad():
+        for length in [17, 19, 2, 33, 200, 511, 1024, 2048, 5, 96]:
+            x = torch.randn(8, length, device="cuda")
+            _close(compiled(x), model(x))
+    stats = kiln.stats()
+    assert stats["shape_classes"] == 1 and stats["fallbacks"] == 0, stats
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_other_float_dtypes(dtype):
     x, y = (torch.randn(33, 129, device="cuda", dtype=dtype) for _ in range(2))
