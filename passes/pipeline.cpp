@@ -29,6 +29,7 @@
 #include "passes/onednn_pool.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
+#include "passes/recognize_gelu.h"
 #include "passes/split_reductions.h"
 #include "passes/winograd_conv.h"
 
@@ -148,13 +149,17 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "canonicalize",         "fold_batch_norm",     "decompose_batch_norm",
-      "decompose_group_norm", "assign_layout",       "conv_as_linear",
-      "prepack_linear",       "prepack_conv",        "winograd_conv",
-      "onednn_conv",          "onednn_pool",         "bf16_activations",
-      "fold_constants",       "eliminate_dead_code", "eliminate_common_subexpressions",
-      "fuse_reductions",      "fuse_epilogue",       "fuse_elementwise",
-      "lower_kernels",        "split_reductions",    "plan_memory"};
+      "canonicalize",         "recognize_gelu",
+      "fold_batch_norm",      "decompose_batch_norm",
+      "decompose_group_norm", "assign_layout",
+      "conv_as_linear",       "prepack_linear",
+      "prepack_conv",         "winograd_conv",
+      "onednn_conv",          "onednn_pool",
+      "bf16_activations",     "fold_constants",
+      "eliminate_dead_code",  "eliminate_common_subexpressions",
+      "fuse_reductions",      "fuse_epilogue",
+      "fuse_elementwise",     "lower_kernels",
+      "split_reductions",     "plan_memory"};
   return names;
 }
 
@@ -163,6 +168,8 @@ namespace {
 void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, PipelineResult& result,
                       PassRunner& passes) {
   passes.run("canonicalize", "", [&] { canonicalize(graph); });
+  // Before prepack_linear, which makes a GELU after a linear the linear's post-op.
+  passes.run("recognize_gelu", "", [&] { recognize_gelu(graph); });
   // Batch-norm folding writes the new weights as ops on constants, and layout assignment the
   // channels-last copies of frozen convolution weights; fold_constants computes them.
   if (options.evaluate_constant) {

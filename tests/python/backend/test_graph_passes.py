@@ -3,6 +3,7 @@ all passes kiln matches eager, and a conv net still matches with each pass turne
 
 import copy
 import json
+import math
 import os
 import re
 
@@ -361,7 +362,7 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
     assert not feature_map_copies, feature_map_copies
 
 
-PASSES = ["canonicalize", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
+PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
           "assign_layout", "conv_as_linear", "prepack_linear", "prepack_conv",
           "winograd_conv", "onednn_conv", "onednn_pool", "bf16_activations",
           "fold_constants",
@@ -617,6 +618,31 @@ class _TokenMixing(torch.nn.Module):
     def forward(self, x):
         mixed = self.down(torch.nn.functional.gelu(self.up(x.transpose(1, 2))))
         return mixed.transpose(1, 2) + x
+
+class _NewGeluMlp(torch.nn.Module):
+    """GPT-2's feed-forward block, its GELU written out in the tanh form (transformers'
+    NewGELUActivation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(256, 512), torch.nn.Linear(512, 256)
+
+    def forward(self, x):
+        h = self.up(x)
+        inner = math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))
+        h = 0.5 * h * (1.0 + torch.tanh(inner))
+        return self.down(h)
+
+
+def test_a_gelu_written_out_runs_as_the_linears_post_op(tmp_path):
+    ir = _compiled_ir(_NewGeluMlp().eval(), torch.randn(2, 64, 256), tmp_path)
+    # recognize_gelu makes it one aten::gelu, which prepack_linear makes the first linear's post-op.
+    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("recognize_gelu.kir")]
+    with open(os.path.join(tmp_path, name)) as f:
+        recognized = f.read()
+    assert 'aten::gelu(' in recognized and "aten::tanh" not in recognized, recognized
+    if _OWN_ONEDNN:
+        assert 'activation="gelu_tanh"' in ir, ir
 
 
 @pytest.mark.skipif(not _OWN_ONEDNN, reason="kiln built without its own oneDNN")
