@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backend/capture/partition.h"
 #include "backend/capture/size_nodes.h"
@@ -152,6 +153,7 @@ class Importer {
   }
 
   void import_op(const Node* node) {
+    if (import_as_scalar_op(node)) return;
     const c10::FunctionSchema& schema = node->schema();
     // An expanded fused op leaves out what eager returns as None (attention weights not asked
     // for); where the graph reads that, the op is imported whole.
@@ -160,6 +162,45 @@ class Importer {
     auto outputs = ops_.add_op(schema, operation_of(node), arguments_of(node, schema), expand);
     for (size_t i = 0; i < node->outputs().size(); ++i)
       values_[node->output(i)] = outputs.at(i);
+  }
+
+  // A traced Python number is a 0-dim tensor constant: `x * 0.5` is aten::mul.Tensor(x, %c), %c
+  // a wrapped number. That is the Scalar overload's computation exactly (ATen wraps a Scalar in
+  // such a tensor itself), so it is imported as that: the number becomes an attribute the passes
+  // can read (recognize_gelu's constants, canonicalize's division by a power of two) and a
+  // kernel's immediate instead of a buffer; and it keeps the wrapped number's dtype rule, which
+  // a constant buffer loses (an integer tensor times 0.5 is float32, not float64).
+  bool import_as_scalar_op(const Node* node) {
+    const c10::FunctionSchema& schema = node->schema();
+    static const std::unordered_set<std::string> binary = {"aten::mul", "aten::div", "aten::add",
+                                                           "aten::sub"};
+    if (schema.overload_name() != "Tensor" || !binary.contains(schema.name()) ||
+        node->input(1)->node()->kind() != c10::prim::Constant) {
+      return false;
+    }
+    const c10::IValue number = *torch::jit::toIValue(node->input(1));
+    if (!number.isTensor() || number.toTensor().dim() != 0 || !number.toTensor().is_cpu()) {
+      return false;
+    }
+    const at::Tensor& scalar = number.toTensor();
+    auto self = values_.find(node->input(0));
+    if (self == values_.end() ||
+        !(scalar.is_floating_point() || c10::isIntegralType(scalar.scalar_type(), false))) {
+      return false;
+    }
+    // A wrapped number (what tracing records for a Python number) is exactly the Scalar
+    // overload's operand; a plain 0-dim tensor is where x is floating (x's dtype wins).
+    const bool wrapped = scalar.unsafeGetTensorImpl()->is_wrapped_number();
+    if (!wrapped && !ir::is_floating(self->second->type().dtype)) return false;
+    const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(schema.name().c_str(), "Scalar");
+    std::vector<ImportArg> args = {self->second, c10::IValue(scalar.item())};
+    for (size_t i = 2; i < schema.arguments().size(); ++i)  // add's and sub's alpha
+      args.push_back(argument(node->input(i), schema.arguments()[i]));
+    auto outputs = ops_.add_op(
+        op.schema(), [op](torch::jit::Stack& stack) { op.callBoxed(stack); }, args);
+    values_[node->output()] = outputs.at(0);
+    return true;
   }
 
   // `prim::ConstantChunk` (a traced `chunk`): aten::chunk with its attributes as arguments.

@@ -700,3 +700,26 @@ def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):
         assert ir.count("= mkldnn::_convolution_pointwise(") == 2, ir
         assert ir.count("= mkldnn::_convolution_pointwise.binary(") == 0, ir
         assert ' attr="relu"' in ir, ir
+
+
+def test_a_traced_number_is_imported_as_the_scalar_ops_argument(tmp_path):
+    # Tracing records `x * 0.5` as aten::mul(x, %c), %c a 0-dim tensor constant holding a wrapped
+    # number; kiln imports it as aten::mul.Scalar {other=0.5}, the same computation, so its passes
+    # and kernels see the number. An integer tensor times 0.5 is float32, as in eager (a constant
+    # buffer would lose the wrapped number's rule and make it float64).
+    class Numbers(torch.nn.Module):
+        def forward(self, x, i):
+            return (x * 0.5 + 1.0) / 3.0 - 2, i * 0.5
+
+    x, i = torch.randn(4, 8), torch.arange(6)
+    module = torch.jit.trace(Numbers(), (x, i))
+    with torch.no_grad():
+        got = kiln.compile(module, options={"dump_dir": str(tmp_path)})(x, i)
+        want = module(x, i)
+    assert torch.equal(got[0], want[0])
+    assert got[1].dtype == want[1].dtype == torch.float32 and torch.equal(got[1], want[1])
+    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("00-capture.kir")]
+    with open(os.path.join(tmp_path, name)) as f:
+        captured = f.read()
+    for op in ("aten::mul.Scalar", "aten::add.Scalar", "aten::div.Scalar", "aten::sub.Scalar"):
+        assert op in captured, captured
