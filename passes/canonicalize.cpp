@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "passes/ir/op_table.h"
+#include "passes/node_rewriter.h"
 
 namespace kiln {
 namespace {
@@ -12,14 +13,6 @@ namespace {
 using ir::Attr;
 using ir::Node;
 using ir::Value;
-
-std::optional<double> number(const Node& node, const char* name) {
-  const Attr* attr = node.find_attr(name);
-  if (!attr) return std::nullopt;
-  if (const auto* d = std::get_if<double>(attr)) return *d;
-  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
-  return std::nullopt;
-}
 
 std::optional<std::vector<int64_t>> ints(const Node& node, const char* name) {
   const Attr* attr = node.find_attr(name);
@@ -88,7 +81,7 @@ class Canonicalizer {
         replace(node, "aten::add.Tensor", node.inputs(), {{"alpha", -*d}});
       }
     } else if (op == "aten::div.Scalar") {
-      auto c = number(node, "other");
+      auto c = number_attr(node, "other");
       if (c && is_power_of_two(*c) && ir::is_floating(node.output()->type().dtype)) {
         replace(node, "aten::mul.Scalar", node.inputs(), {{"other", 1.0 / *c}});
       }
@@ -175,8 +168,8 @@ class Canonicalizer {
   }
 
   bool same_pair(const Node& a, const Node& b) {
-    auto d0 = number(a, "dim0"), d1 = number(a, "dim1");
-    auto e0 = number(b, "dim0"), e1 = number(b, "dim1");
+    auto d0 = number_attr(a, "dim0"), d1 = number_attr(a, "dim1");
+    auto e0 = number_attr(b, "dim0"), e1 = number_attr(b, "dim1");
     const auto rank = static_cast<double>(a.output()->type().sizes.size());
     auto norm = [&](double d) { return d < 0 ? d + rank : d; };
     if (!d0 || !d1 || !e0 || !e1) return false;
@@ -216,7 +209,7 @@ class Canonicalizer {
     if (!w) w = transposed_constant(node, t);
     if (!w) return;
     if (addmm) {
-      if (number(node, "beta") != 1.0 || number(node, "alpha") != 1.0) return;
+      if (number_attr(node, "beta") != 1.0 || number_attr(node, "alpha") != 1.0) return;
       if (node.input(0)->type().sizes.size() != 1) return;
       replace(node, "aten::linear", {node.input(1), w, node.input(0)}, {});
     } else {

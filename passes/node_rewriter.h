@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,6 +28,16 @@ inline ir::TensorType with_sizes(const ir::TensorType& like, std::vector<int64_t
 /// Whether `attr` is present and None (an optional argument left out).
 inline bool is_none(const ir::Attr* attr) {
   return attr && std::holds_alternative<ir::NoneAttr>(*attr);
+}
+
+/// A number attribute (int or float) as a double, or nullopt when the node has none (or another
+/// kind).
+inline std::optional<double> number_attr(const ir::Node& node, const char* name) {
+  const ir::Attr* attr = node.find_attr(name);
+  if (!attr) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(attr)) return *d;
+  return std::nullopt;
 }
 
 /// The list-of-ints attribute `name`, or null when the node has none (or another kind).

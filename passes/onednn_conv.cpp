@@ -43,24 +43,15 @@ bool read_activation(const Node& conv, bool binary, std::string& activation,
   return false;
 }
 
-/// A number attribute (int or float), or nothing.
-std::optional<double> number(const Node& node, const char* name) {
-  const ir::Attr* attr = node.find_attr(name);
-  if (!attr) return std::nullopt;
-  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
-  if (const auto* d = std::get_if<double>(attr)) return *d;
-  return std::nullopt;
-}
-
 bool is_scalar_op(const Node& node, const char* op, double other) {
-  if (node.op() != op || number(node, "other") != other) return false;
-  return !node.find_attr("alpha") || number(node, "alpha") == 1.0;
+  if (node.op() != op || number_attr(node, "other") != other) return false;
+  return !node.find_attr("alpha") || number_attr(node, "alpha") == 1.0;
 }
 
 /// clamp(x) {min=lo, max=None} (hi absent) or {min=None, max=hi} (lo absent).
 bool is_one_sided_clamp(const Node& node, std::optional<double> lo, std::optional<double> hi) {
   if (node.op() != "aten::clamp") return false;
-  return number(node, "min") == lo && number(node, "max") == hi &&
+  return number_attr(node, "min") == lo && number_attr(node, "max") == hi &&
          is_none(node.find_attr(lo ? "max" : "min"));
 }
 

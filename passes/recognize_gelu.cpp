@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include "passes/node_rewriter.h"
+
 namespace kiln {
 namespace {
 
@@ -22,16 +24,8 @@ bool near(double value, double constant) {
   return std::fabs(value - constant) <= 1e-9 * std::fabs(constant) + 1e-10;
 }
 
-std::optional<double> number(const Node& node, const char* name) {
-  const ir::Attr* attr = node.find_attr(name);
-  if (!attr) return std::nullopt;
-  if (const auto* d = std::get_if<double>(attr)) return *d;
-  if (const auto* i = std::get_if<int64_t>(attr)) return static_cast<double>(*i);
-  return std::nullopt;
-}
-
 bool has_number(const Node& node, const char* name, double constant) {
-  const auto value = number(node, name);
+  const auto value = number_attr(node, name);
   return value && near(*value, constant);
 }
 
@@ -58,7 +52,7 @@ class GeluRecognizer {
   }
 
   static bool unit_alpha(const Node& node) {
-    const auto alpha = number(node, "alpha");
+    const auto alpha = number_attr(node, "alpha");
     return !alpha || *alpha == 1.0;
   }
 

@@ -362,13 +362,12 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
     assert not feature_map_copies, feature_map_copies
 
 
-PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "decompose_batch_norm", "decompose_group_norm",
-          "assign_layout", "conv_as_linear", "prepack_linear", "prepack_conv",
-          "winograd_conv", "onednn_conv", "onednn_pool", "bf16_activations",
-          "fold_constants",
-          "eliminate_dead_code",
-          "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue",
-          "fuse_elementwise", "lower_kernels", "split_reductions", "plan_memory"]
+PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "decompose_batch_norm",
+          "decompose_group_norm", "assign_layout", "conv_as_linear", "prepack_linear",
+          "prepack_conv", "winograd_conv", "onednn_conv", "onednn_pool", "bf16_activations",
+          "fold_constants", "eliminate_dead_code", "eliminate_common_subexpressions",
+          "fuse_reductions", "fuse_epilogue", "fuse_elementwise", "lower_kernels",
+          "split_reductions", "plan_memory"]
 
 
 def test_pass_names_are_the_pipelines():
@@ -499,9 +498,7 @@ def test_a_patch_embeddings_tokens_stay_token_major_and_outputs_keep_eagers_stri
         for got, want in zip(scripted(x), expected):
             assert_close(got, want, atol=1e-5, rtol=1e-4)
             assert got.stride() == want.stride()
-    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("assign_layout.kir")]
-    with open(os.path.join(tmp_path, name)) as f:
-        ir = f.read()
+    ir = _final_ir(tmp_path, after="assign_layout")
     tokens = [line for line in ir.splitlines() if re.search(r"= aten::(permute|transpose)", line)]
     assert tokens and " : f32[2,16,32] = " in tokens[0], ir
     assert "memory_format=0" not in ir.split(tokens[0])[0], ir
@@ -555,9 +552,10 @@ class _FeedForward(torch.nn.Module):
         return self.down(torch.nn.functional.gelu(self.up(x))) + x
 
 
-def _final_ir(dump_dir):
-    (final,) = [f for f in os.listdir(dump_dir) if f.endswith("plan_memory.kir")]
-    with open(os.path.join(dump_dir, final)) as f:
+def _final_ir(dump_dir, after="plan_memory"):
+    """The graph dump_dir holds as the pass `after` left it (the last one: the final IR)."""
+    (name,) = [f for f in os.listdir(dump_dir) if f.endswith(f"-{after}.kir")]
+    with open(os.path.join(dump_dir, name)) as f:
         return f.read()
 
 
@@ -619,6 +617,7 @@ class _TokenMixing(torch.nn.Module):
         mixed = self.down(torch.nn.functional.gelu(self.up(x.transpose(1, 2))))
         return mixed.transpose(1, 2) + x
 
+
 class _NewGeluMlp(torch.nn.Module):
     """GPT-2's feed-forward block, its GELU written out in the tanh form (transformers'
     NewGELUActivation)."""
@@ -637,9 +636,7 @@ class _NewGeluMlp(torch.nn.Module):
 def test_a_gelu_written_out_runs_as_the_linears_post_op(tmp_path):
     ir = _compiled_ir(_NewGeluMlp().eval(), torch.randn(2, 64, 256), tmp_path)
     # recognize_gelu makes it one aten::gelu, which prepack_linear makes the first linear's post-op.
-    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("recognize_gelu.kir")]
-    with open(os.path.join(tmp_path, name)) as f:
-        recognized = f.read()
+    recognized = _final_ir(tmp_path, after="recognize_gelu")
     assert 'aten::gelu(' in recognized and "aten::tanh" not in recognized, recognized
     if _OWN_ONEDNN:
         assert 'activation="gelu_tanh"' in ir, ir
@@ -718,8 +715,6 @@ def test_a_traced_number_is_imported_as_the_scalar_ops_argument(tmp_path):
         want = module(x, i)
     assert torch.equal(got[0], want[0])
     assert got[1].dtype == want[1].dtype == torch.float32 and torch.equal(got[1], want[1])
-    (name,) = [f for f in os.listdir(tmp_path) if f.endswith("00-capture.kir")]
-    with open(os.path.join(tmp_path, name)) as f:
-        captured = f.read()
+    captured = _final_ir(tmp_path, after="capture")
     for op in ("aten::mul.Scalar", "aten::add.Scalar", "aten::div.Scalar", "aten::sub.Scalar"):
         assert op in captured, captured
