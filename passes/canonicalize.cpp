@@ -96,6 +96,8 @@ class Canonicalizer {
       Node* inner = produced_by(node.input(0), op.c_str());
       if (inner && is_contiguous(inner->input(0)->type())) {
         replace(node, op, {inner->input(0)}, node.attrs());
+      } else {
+        unflatten_linear(node);
       }
     } else if (op == "aten::max_pool2d_with_indices") {
       // The indices only matter to a backward; without readers this is ATen's (much faster)
@@ -215,6 +217,47 @@ class Canonicalizer {
     } else {
       replace(node, "aten::linear", {node.input(0), w}, {{"bias", ir::NoneAttr{}}});
     }
+  }
+
+  // view(linear(view(x, [-1, K]), w, b), [..., N]) -> linear(x, w, b) for a contiguous x of
+  // sizes [..., K] (a traced GPT-2 Conv1D, or any linear written on flattened rows): ATen's
+  // linear over a contiguous N-D input is that same addmm on the flattened rows, so the bits are
+  // the same, and the activation or bias add after it now meets the linear without a view in
+  // between (prepack_linear makes it the linear's post-op).
+  void unflatten_linear(Node& view) {
+    Node* linear = view.input(0)->producer();
+    if (!linear || linear->op() != "aten::linear" || is_read_elsewhere(linear->output(), view))
+      return;
+    const Node* flatten = linear->input(0)->producer();
+    if (!flatten || (flatten->op() != "aten::view" && flatten->op() != "aten::reshape")) return;
+    Value* x = flatten->input(0);
+    const ir::TensorType& rows = linear->input(0)->type();
+    const ir::TensorType& out = view.output()->type();
+    if (rows.rank() != 2 || x->type().rank() < 2 || !is_contiguous(x->type()) ||
+        !is_contiguous(out) || x->type().sizes.back() != rows.sizes[1]) {
+      return;
+    }
+    std::vector<int64_t> sizes = x->type().sizes;
+    sizes.back() = linear->output()->type().sizes[1];
+    if (sizes != out.sizes) return;
+    std::vector<Value*> inputs = linear->inputs();
+    inputs[0] = x;
+    replace(view, "aten::linear", std::move(inputs), linear->attrs());
+    removed_.insert(linear);
+    // Gone now too where the linear alone read it: passes before dead-code elimination
+    // (bf16_activations) would count it as a reader.
+    if (!is_read_elsewhere(flatten->output(), *linear)) removed_.insert(flatten);
+  }
+
+  // Whether a node other than `reader` reads `v`, or the graph returns it.
+  bool is_read_elsewhere(const Value* v, const Node& reader) const {
+    if (outputs_.contains(v)) return true;
+    for (const Node* node : graph_.nodes()) {
+      if (node == &reader || removed_.contains(node)) continue;
+      for (const Value* in : node->inputs())
+        if (in == v) return true;
+    }
+    return false;
   }
 
   // A 2-D constant right operand `t` of x @ t is a frozen weight stored [K, N]: either a

@@ -10,6 +10,8 @@
 //   %q : f32[4]   = aten::div.Scalar(%a) {other=4}              ==>  aten::mul.Scalar {other=0.25}
 //   aten::t(aten::t(%x)), transpose twice, permute of permute   ==>  %x (or one permute)
 //   aten::view(aten::view(%x)) of a contiguous %x               ==>  one view (reshape likewise)
+//   %y : f32[1,128,N] = aten::view(aten::linear(aten::view(%x) {size=[-1,K]}, %w, %b)) of a
+//     contiguous %x : f32[1,128,K] (a traced GPT-2 Conv1D)     ==>  aten::linear(%x, %w, %b)
 //   aten::to.dtype / type_as to the same dtype, contiguous of a contiguous value  ==>  the input
 //   aten::clone(%x) keeping %x's layout (eval-mode dropout)      ==>  %x (a graph output only
 //     when %x is a fresh result of a computing op)

@@ -81,6 +81,49 @@ TEST(CanonicalizeTest, AddmmOfAFrozenInOutWeightIsLinearOfItsTranspose) {
             "  return (%y)\n");
 }
 
+TEST(CanonicalizeTest, ALinearOnFlattenedRowsTakesTheRowsShape) {
+  // A traced Conv1D: the rows flattened, addmm, the result viewed back. One linear over the
+  // unflattened input computes the same addmm, and its GELU now follows it directly.
+  EXPECT_EQ(canonical("graph(%x : f32[1,3,8], %b : f32[4]):\n"
+                      "  %c : f32[8,4] = prim::Constant() {index=0}\n"
+                      "  %r : f32[3,8] = aten::view(%x) {size=[-1,8]}\n"
+                      "  %m : f32[3,4] = aten::addmm(%b, %r, %c) {beta=1, alpha=1}\n"
+                      "  %y : f32[1,3,4] = aten::view(%m) {size=[1,3,4]}\n"
+                      "  %g : f32[1,3,4] = aten::gelu(%y) {approximate=\"tanh\"}\n"
+                      "  return (%g)\n",
+                      2),
+            "graph(%x : f32[1,3,8], %b : f32[4]):\n"
+            "  %c : f32[8,4] = prim::Constant() {index=0}\n"
+            "  %c_t : f32[4,8]{1,4} = aten::t(%c)\n"
+            "  %y : f32[1,3,4] = aten::linear(%x, %c_t, %b)\n"
+            "  %g : f32[1,3,4] = aten::gelu(%y) {approximate=\"tanh\"}\n"
+            "  return (%g)\n");
+}
+
+TEST(CanonicalizeTest, ALinearOnRowsReadElsewhereOrOtherwiseShapedStays) {
+  // The 2-D product is read beside the view; the rows come from a transposed input; the view
+  // does not restore the input's leading sizes.
+  for (const std::string& text : {
+           std::string("graph(%x : f32[2,3,8], %w : f32[4,8]):\n"
+                       "  %r : f32[6,8] = aten::view(%x) {size=[-1,8]}\n"
+                       "  %m : f32[6,4] = aten::linear(%r, %w) {bias=None}\n"
+                       "  %y : f32[2,3,4] = aten::view(%m) {size=[2,3,4]}\n"
+                       "  return (%y, %m)\n"),
+           std::string("graph(%x : f32[3,2,8]{8,24,1}, %w : f32[4,8]):\n"
+                       "  %r : f32[6,8] = aten::reshape(%x) {shape=[-1,8]}\n"
+                       "  %m : f32[6,4] = aten::linear(%r, %w) {bias=None}\n"
+                       "  %y : f32[3,2,4] = aten::view(%m) {size=[3,2,4]}\n"
+                       "  return (%y)\n"),
+           std::string("graph(%x : f32[2,3,8], %w : f32[4,8]):\n"
+                       "  %r : f32[6,8] = aten::view(%x) {size=[-1,8]}\n"
+                       "  %m : f32[6,4] = aten::linear(%r, %w) {bias=None}\n"
+                       "  %y : f32[3,2,4] = aten::view(%m) {size=[3,2,4]}\n"
+                       "  return (%y)\n"),
+       }) {
+    EXPECT_EQ(canonical(text, 0), text);
+  }
+}
+
 TEST(CanonicalizeTest, MatmulOfAPlainWeightInputStaysMatmul) {
   const std::string text =
       "graph(%x : f32[2,8], %w : f32[8,4]):\n"

@@ -642,6 +642,38 @@ def test_a_gelu_written_out_runs_as_the_linears_post_op(tmp_path):
         assert 'activation="gelu_tanh"' in ir, ir
 
 
+class _Conv1DMlp(_NewGeluMlp):
+    """The same block as transformers writes GPT-2's: each Conv1D multiplies the flattened rows
+    (addmm with an [in, out] weight) and views the result back."""
+
+    def forward(self, x):
+        rows = x.shape[:-1]
+        h = torch.addmm(self.up.bias, x.view(-1, 256), self.up.weight.t()).view(*rows, 512)
+        inner = math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))
+        h = 0.5 * h * (1.0 + torch.tanh(inner))
+        return torch.addmm(self.down.bias, h.view(-1, 512), self.down.weight.t()).view(*rows, 256)
+
+
+def test_a_traced_linear_on_flattened_rows_takes_its_gelu_as_post_op(tmp_path):
+    model, x = _Conv1DMlp().eval(), torch.randn(2, 64, 256)
+    traced = torch.jit.trace(model, (x,))
+    with torch.no_grad():
+        compiled = kiln.compile(traced, options={"dump_dir": str(tmp_path)})
+        assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    # canonicalize makes each view -> addmm -> view one linear over the unflattened input.
+    canonical = _final_ir(tmp_path, after="canonicalize")
+    assert canonical.count("aten::linear(") == 2 and "aten::view" not in canonical, canonical
+    if _OWN_ONEDNN:
+        assert 'activation="gelu_tanh"' in _final_ir(tmp_path), _final_ir(tmp_path)
+    if _OWN_ONEDNN and kiln._C.native_bf16():
+        # No flattening view is left between the two for bf16_activations to count as a reader.
+        compiled = kiln.compile(traced, options={"precision": "bf16"})
+        with torch.no_grad():
+            compiled(x)
+        explained = compiled.explain(x)
+        assert explained.count("multiplying in bf16, writing bf16") == 1, explained
+
+
 @pytest.mark.skipif(not _OWN_ONEDNN, reason="kiln built without its own oneDNN")
 @pytest.mark.parametrize("make_model", [_FeedForward, _TokenMixing])
 def test_a_linears_bias_and_gelu_run_inside_its_onednn_matmul(make_model, tmp_path):
