@@ -172,8 +172,9 @@ class Importer {
   // a constant buffer loses (an integer tensor times 0.5 is float32, not float64).
   bool import_as_scalar_op(const Node* node) {
     const c10::FunctionSchema& schema = node->schema();
+    // rsub: a traced `1 - x` (an attention mask's `1.0 - mask`), the number again second.
     static const std::unordered_set<std::string> binary = {"aten::mul", "aten::div", "aten::add",
-                                                           "aten::sub"};
+                                                           "aten::sub", "aten::rsub"};
     if (schema.overload_name() != "Tensor" || !binary.contains(schema.name()) ||
         node->input(1)->node()->kind() != c10::prim::Constant) {
       return false;
@@ -195,7 +196,7 @@ class Importer {
     const c10::OperatorHandle op =
         c10::Dispatcher::singleton().findSchemaOrThrow(schema.name().c_str(), "Scalar");
     std::vector<ImportArg> args = {self->second, c10::IValue(scalar.item())};
-    for (size_t i = 2; i < schema.arguments().size(); ++i)  // add's and sub's alpha
+    for (size_t i = 2; i < schema.arguments().size(); ++i)  // add's, sub's and rsub's alpha
       args.push_back(argument(node->input(i), schema.arguments()[i]));
     auto outputs = ops_.add_op(
         op.schema(), [op](torch::jit::Stack& stack) { op.callBoxed(stack); }, args);

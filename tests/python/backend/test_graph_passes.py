@@ -738,7 +738,7 @@ def test_a_traced_number_is_imported_as_the_scalar_ops_argument(tmp_path):
     # buffer would lose the wrapped number's rule and make it float64).
     class Numbers(torch.nn.Module):
         def forward(self, x, i):
-            return (x * 0.5 + 1.0) / 3.0 - 2, i * 0.5
+            return (x * 0.5 + 1.0) / 3.0 - 2, i * 0.5, 1.5 - i
 
     x, i = torch.randn(4, 8), torch.arange(6)
     module = torch.jit.trace(Numbers(), (x, i))
@@ -747,6 +747,8 @@ def test_a_traced_number_is_imported_as_the_scalar_ops_argument(tmp_path):
         want = module(x, i)
     assert torch.equal(got[0], want[0])
     assert got[1].dtype == want[1].dtype == torch.float32 and torch.equal(got[1], want[1])
+    assert got[2].dtype == want[2].dtype == torch.float32 and torch.equal(got[2], want[2])
     captured = _final_ir(tmp_path, after="capture")
-    for op in ("aten::mul.Scalar", "aten::add.Scalar", "aten::div.Scalar", "aten::sub.Scalar"):
+    for op in ("aten::mul.Scalar", "aten::add.Scalar", "aten::div.Scalar", "aten::sub.Scalar",
+               "aten::rsub.Scalar"):
         assert op in captured, captured
