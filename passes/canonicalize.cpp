@@ -14,21 +14,6 @@ using ir::Attr;
 using ir::Node;
 using ir::Value;
 
-std::optional<std::vector<int64_t>> ints(const Node& node, const char* name) {
-  const Attr* attr = node.find_attr(name);
-  const auto* v = attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr;
-  return v ? std::optional(*v) : std::nullopt;
-}
-
-bool is_contiguous(const ir::TensorType& type) {
-  int64_t expected = 1;
-  for (int i = static_cast<int>(type.sizes.size()) - 1; i >= 0; --i) {
-    if (type.sizes[i] != 1 && type.strides[i] != expected) return false;
-    expected *= type.sizes[i];
-  }
-  return true;
-}
-
 // The node producing `v` when it is an `op` node, else null.
 Node* produced_by(const Value* v, const char* op) {
   Node* p = v->producer();
@@ -39,7 +24,8 @@ Node* produced_by(const Value* v, const char* op) {
 Value* transposed_from(const Value* t) {
   if (Node* p = produced_by(t, "aten::t")) return p->input(0);
   if (Node* p = produced_by(t, "aten::permute")) {
-    if (ints(*p, "dims") == std::vector<int64_t>{1, 0}) return p->input(0);
+    const auto* dims = int_list_attr(*p, "dims");
+    if (dims && *dims == std::vector<int64_t>{1, 0}) return p->input(0);
   }
   return nullptr;
 }
@@ -94,7 +80,7 @@ class Canonicalizer {
       compose_permutes(node);
     } else if (op == "aten::view" || op == "aten::reshape") {
       Node* inner = produced_by(node.input(0), op.c_str());
-      if (inner && is_contiguous(inner->input(0)->type())) {
+      if (inner && inner->input(0)->type().is_contiguous()) {
         replace(node, op, {inner->input(0)}, node.attrs());
       } else {
         unflatten_linear(node);
@@ -181,8 +167,8 @@ class Canonicalizer {
 
   void compose_permutes(Node& node) {
     Node* inner = produced_by(node.input(0), "aten::permute");
-    auto outer_dims = ints(node, "dims");
-    auto inner_dims = inner ? ints(*inner, "dims") : std::nullopt;
+    const auto* outer_dims = int_list_attr(node, "dims");
+    const auto* inner_dims = inner ? int_list_attr(*inner, "dims") : nullptr;
     if (!outer_dims || !inner_dims || outer_dims->size() != inner_dims->size()) return;
     const auto rank = static_cast<int64_t>(outer_dims->size());
     std::vector<int64_t> dims(rank);
@@ -225,16 +211,15 @@ class Canonicalizer {
   // the same, and the activation or bias add after it now meets the linear without a view in
   // between (prepack_linear makes it the linear's post-op).
   void unflatten_linear(Node& view) {
-    Node* linear = view.input(0)->producer();
-    if (!linear || linear->op() != "aten::linear" || is_read_elsewhere(linear->output(), view))
-      return;
+    Node* linear = produced_by(view.input(0), "aten::linear");
+    if (!linear || is_read_elsewhere(linear->output(), view)) return;
     const Node* flatten = linear->input(0)->producer();
     if (!flatten || (flatten->op() != "aten::view" && flatten->op() != "aten::reshape")) return;
     Value* x = flatten->input(0);
     const ir::TensorType& rows = linear->input(0)->type();
     const ir::TensorType& out = view.output()->type();
-    if (rows.rank() != 2 || x->type().rank() < 2 || !is_contiguous(x->type()) ||
-        !is_contiguous(out) || x->type().sizes.back() != rows.sizes[1]) {
+    if (rows.rank() != 2 || x->type().rank() < 2 || !x->type().is_contiguous() ||
+        !out.is_contiguous() || x->type().sizes.back() != rows.sizes[1]) {
       return;
     }
     std::vector<int64_t> sizes = x->type().sizes;

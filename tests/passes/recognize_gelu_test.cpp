@@ -9,9 +9,9 @@
 namespace kiln {
 namespace {
 
-// transformers' NewGELUActivation as dynamo hands it over, canonicalized; `tail` reads %y.
+// transformers' NewGELUActivation as dynamo hands it over, canonicalized.
 std::string new_gelu(const std::string& dtype, const std::string& pow_input = "x",
-                     const std::string& sum = "%x, %c", const std::string& tail = "") {
+                     const std::string& sum = "%x, %c") {
   const std::string t = dtype + "[2,8]";
   return "graph(%x : " + t + "):\n" + "  %h : " + t + " = aten::mul.Scalar(%x) {other=0.5}\n" +
          "  %p : " + t + " = aten::pow.Tensor_Scalar(%" + pow_input + ") {exponent=3.0}\n" +
@@ -19,7 +19,7 @@ std::string new_gelu(const std::string& dtype, const std::string& pow_input = "x
          " = aten::add.Tensor(" + sum + ") {alpha=1}\n" + "  %u : " + t +
          " = aten::mul.Scalar(%s) {other=0.79788456080286541}\n" + "  %t : " + t +
          " = aten::tanh(%u)\n" + "  %o : " + t + " = aten::add.Scalar(%t) {other=1.0, alpha=1}\n" +
-         "  %y : " + t + " = aten::mul.Tensor(%o, %h)\n" + tail + "  return (%y)\n";
+         "  %y : " + t + " = aten::mul.Tensor(%o, %h)\n" + "  return (%y)\n";
 }
 
 TEST(RecognizeGeluTest, TheTanhFormWrittenOutBecomesOneGelu) {
