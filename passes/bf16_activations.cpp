@@ -2,10 +2,12 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
 #include "passes/fusion_clusters.h"
+#include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
 #include "passes/node_rewriter.h"
 
@@ -45,34 +47,103 @@ bool read_only_as_input(const Node& reader, const Value* y) {
   return true;
 }
 
+/// A view that keeps its input's dtype (a reshape, a permute, a slice: not `aten::to`): the values
+/// it shows are its input's, so it shows them in bf16 where its input is bf16.
+bool is_dtype_keeping_view(const Node& node) {
+  const ir::OpInfo* info = ir::find_op(node.op());
+  return info && info->kind == ir::OpKind::View && node.inputs().size() == 1 &&
+         node.outputs().size() == 1 && !node.op().starts_with("aten::to.");
+}
+
+/// ATen's fused attention on the CPU, which computes bf16 q, k and v as bf16 products with
+/// float32 sums and a float32 softmax, and writes bf16: the inputs 0-2 are q, k and v, a mask the
+/// input after them (a float one, read as it is: bf16 q and a float32 mask are allowed), and the
+/// flash kernel's second output, its log-sum-exp, stays float32 as ATen writes it.
+bool is_bf16_capable_attention(const Node& node) {
+  const bool flash = node.op() == "aten::_scaled_dot_product_flash_attention_for_cpu";
+  if (!flash && node.op() != "aten::scaled_dot_product_attention") return false;
+  const std::optional<double> dropout = number_attr(node, "dropout_p");
+  if (node.inputs().size() < 3 || (dropout && *dropout != 0.0)) return false;
+  if (node.inputs().size() > 3) {
+    const ir::DType mask = node.input(3)->type().dtype;
+    if (mask != ir::DType::Float32 && mask != ir::DType::BFloat16) return false;
+  }
+  return node.outputs().size() == 1 || (flash && node.outputs().size() == 2);
+}
+
 class Bf16Activations {
  public:
   explicit Bf16Activations(ir::Graph& graph) : graph_(graph), readers_(readers_of(graph)) {}
 
   int run() {
+    find_bf16_values();
     int changed = 0;
-    for (Node* product : graph_.nodes()) {
-      if (!multiplies_in_bf16(*product) || !takes_bf16(product->output())) continue;
-      make_bf16(product->output());
-      product->set_attr("out_precision", std::string("bf16"));
-      ++changed;
+    for (Node* node : graph_.nodes()) {
+      if (node->outputs().empty() || !bf16_.contains(node->output())) continue;
+      ir::TensorType type = node->output()->type();
+      type.dtype = ir::DType::BFloat16;
+      node->output()->set_type(std::move(type));
+      if (multiplies_in_bf16(*node)) node->set_attr("out_precision", std::string("bf16"));
+      if (multiplies_in_bf16(*node) || is_bf16_capable_attention(*node)) ++changed;
     }
     return changed + round_kernel_outputs();
   }
 
  private:
-  /// Whether every reader of the float32 `y` reads it in bf16 anyway: a bf16 convolution or
-  /// linear reading it as its input (which it would round to bf16), a oneDNN convolution reading
-  /// it as its residual, or a max pool whose result is read so in turn: a max pool of rounded
-  /// values is the rounding of its max (rounding keeps order), so in bf16 it computes the same
-  /// values.
-  bool takes_bf16(const Value* y) {
-    const auto& readers = readers_[y];
-    if (readers.empty() || y->type().dtype != ir::DType::Float32) return false;
-    for (const Node* reader : readers) {
+  /// The float32 values that become bf16, as the largest set closed under two rules: each one's
+  /// writer can write bf16 (a bf16 convolution or linear; a max pool or view of a value in the
+  /// set; an attention whose q, k and v are all in the set), and each reader reads it in bf16
+  /// anyway (takes_bf16). Starts from every candidate and drops those that break a rule until
+  /// none does: an attention's q, k and v, views of one linear's output, stand or fall together.
+  void find_bf16_values() {
+    for (const Node* node : graph_.nodes()) {
+      if (node->outputs().empty() || node->output()->type().dtype != ir::DType::Float32) continue;
+      if (multiplies_in_bf16(*node) || is_passed_through(*node) ||
+          is_bf16_capable_attention(*node)) {
+        bf16_.insert(node->output());
+      }
+    }
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      std::erase_if(bf16_, [&](const Value* y) {
+        const bool drop = !writes_bf16(*y->producer()) || !takes_bf16(y);
+        dropped = dropped || drop;
+        return drop;
+      });
+    }
+  }
+
+  /// A max pool (rounding keeps order, so the max of rounded values is the rounded max) or a view:
+  /// bf16 where its input is.
+  static bool is_passed_through(const Node& node) {
+    return (is_max_pool(node) && node.inputs().size() == 1 && node.outputs().size() == 1) ||
+           is_dtype_keeping_view(node);
+  }
+
+  bool writes_bf16(const Node& writer) const {
+    if (multiplies_in_bf16(writer)) return true;
+    if (is_passed_through(writer)) return bf16_.contains(writer.input(0));
+    for (size_t i = 0; i < 3; ++i)  // an attention
+      if (!bf16_.contains(writer.input(i))) return false;
+    return true;
+  }
+
+  /// Whether every reader of `y` reads it in bf16 anyway: a bf16 convolution or linear reading it
+  /// as its input (which it would round to bf16), a oneDNN convolution reading it as its residual,
+  /// an attention reading it as q, k or v, or a max pool or view whose result is in the set.
+  bool takes_bf16(const Value* y) const {
+    const auto at = readers_.find(y);
+    if (at == readers_.end() || at->second.empty()) return false;
+    for (const Node* reader : at->second) {
       if (!reader) return false;  // a graph output
-      if (is_max_pool(*reader) && reader->inputs().size() == 1 && reader->outputs().size() == 1 &&
-          takes_bf16(reader->output())) {
+      if (is_passed_through(*reader)) {
+        if (!bf16_.contains(reader->output())) return false;
+        continue;
+      }
+      if (is_bf16_capable_attention(*reader)) {
+        for (size_t i = 3; i < reader->inputs().size(); ++i)
+          if (reader->input(i) == y) return false;  // its mask
+        if (!bf16_.contains(reader->output())) return false;
         continue;
       }
       if (reader->op() == kLinear) {
@@ -86,16 +157,6 @@ class Bf16Activations {
       if (reader->input(0) == y && !multiplies_in_bf16(*reader)) return false;
     }
     return true;
-  }
-
-  /// Types `y`, and the max pools takes_bf16 passed through, bf16.
-  void make_bf16(Value* y) {
-    ir::TensorType type = y->type();
-    type.dtype = ir::DType::BFloat16;
-    y->set_type(std::move(type));
-    for (const Node* reader : readers_[y]) {
-      if (is_max_pool(*reader)) make_bf16(reader->output());
-    }
   }
 
   /// A bf16 linear whose float32 input a generated kernel computes (a layer norm, an activation)
@@ -133,6 +194,7 @@ class Bf16Activations {
 
   ir::Graph& graph_;
   std::unordered_map<const Value*, std::vector<Node*>> readers_;
+  std::unordered_set<const Value*> bf16_;  // the values find_bf16_values makes bf16
 };
 
 }  // namespace

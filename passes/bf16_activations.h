@@ -21,6 +21,14 @@
 // them (ResNet's, after its stem) computes in bf16 too where its result is read so: rounding keeps
 // order, so the max of rounded values is the rounded max, the same values at half the bytes.
 //
+// Views (a reshape, a permute, a slice) pass bf16 through, and so does ATen's fused attention on
+// the CPU where its q, k and v all arrive in bf16 (ViT's and BERT's are views of bf16 linears'
+// outputs) and its output goes to bf16 readers: it then multiplies in bf16 with float32 sums and
+// a float32 softmax, as OpenVINO's default does, instead of in float32. A float32 mask is read as
+// it is. The set of values made bf16 is the largest one where every writer can write bf16 and
+// every reader reads bf16 anyway, found by dropping values that break either rule: an attention's
+// q, k and v stand or fall together.
+//
 // A bf16 linear whose input a generated kernel computes (a layer norm before a transformer's
 // projections) reads a bf16 copy of it, an aten::_to_copy the fusers then put into that kernel:
 // the kernel rounds as it stores, the same rounding the linear would have made.
@@ -42,8 +50,8 @@
 
 namespace kiln {
 
-/// Returns the number of values now bf16: convolutions' and linears' outputs, and kernels'
-/// outputs rounded for the linears that read them.
+/// Returns the number of values now bf16: convolutions', linears' and attentions' outputs, and
+/// kernels' outputs rounded for the linears that read them (views and pools not counted).
 int bf16_activations(ir::Graph& graph);
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // bf16_activations: a bf16 convolution or linear writes bf16 where every reader is a oneDNN
 // convolution or linear that takes it as a bf16 input (one that multiplies in bf16), a
-// convolution that takes it as its residual, or a max pool whose result is read so; otherwise,
-// and for a graph output, its output stays float32. A bf16 linear reads a bf16 copy of an input a
+// convolution that takes it as its residual, or a max pool, view or attention whose result is
+// read so (an attention where its q, k and v all are); otherwise, and for a graph output, its
+// output stays float32. A bf16 linear reads a bf16 copy of an input a
 // kernel computes, which the fusers put into that kernel.
 #include <string>
 
@@ -166,6 +167,95 @@ TEST(Bf16ActivationsTest, ALinearReadingAGraphInputRoundsItItself) {
       "  return (%y)\n");
   EXPECT_EQ(bf16_activations(*g), 0);
   EXPECT_EQ(ir::print_graph(*g).find("bf16["), std::string::npos);
+}
+
+/// A ViT's attention: one linear computes q, k and v, views take them apart, ATen's flash
+/// attention reads them, and the projection reads its output through a permute and a view.
+/// `attention` is the attention node's line after its `= `; `result` the graph's outputs.
+std::string attention_block(const std::string& attention, const std::string& result = "y") {
+  return "graph(%x : f32[1,8,48], %w : f32[48,16], %p : f32[9000], %wo : f32[16,16], "
+         "%po : f32[9000], %m : f32[1,1,8,8]):\n"
+         "  %h : f32[1,8,48] = aten::relu(%x)\n"
+         "  %qkv : f32[1,8,48] = kiln::onednn_linear(%h, %w, %p) {bias=None, precision=\"bf16\"}\n"
+         "  %v5 : f32[1,8,3,2,8] = aten::view(%qkv) {size=[1,8,3,2,8]}\n"
+         "  %t : f32[3,1,2,8,8]{16,384,8,48,1} = aten::permute(%v5) {dims=[2,0,3,1,4]}\n"
+         "  %q : f32[1,2,8,8]{384,8,48,1} = aten::select.int(%t) {dim=0, index=0}\n"
+         "  %k : f32[1,2,8,8]{384,8,48,1} = aten::select.int(%t) {dim=0, index=1}\n"
+         "  %v : f32[1,2,8,8]{384,8,48,1} = aten::select.int(%t) {dim=0, index=2}\n"
+         "  %a : f32[1,2,8,8]{128,8,16,1}, %lse : f32[1,2,8]{16,1,2} = " +
+         attention +
+         "\n"
+         "  %ap : f32[1,8,2,8] = aten::permute(%a) {dims=[0,2,1,3]}\n"
+         "  %av : f32[1,8,16] = aten::view(%ap) {size=[1,8,16]}\n"
+         "  %y : f32[1,8,16] = kiln::onednn_linear(%av, %wo, %po) {bias=None, precision=\"bf16\"}\n"
+         "  return (%" +
+         result + ")\n";
+}
+
+constexpr const char* kFlash = "aten::_scaled_dot_product_flash_attention_for_cpu";
+
+TEST(Bf16ActivationsTest, AttentionBetweenBf16LinearsReadsAndWritesBf16) {
+  const std::string plain = std::string(kFlash) +
+                            "(%q, %k, %v) {dropout_p=0.0, is_causal=false, attn_mask=None, "
+                            "scale=None}";
+  auto g = ir::parse_graph(attention_block(plain));
+  // The q/k/v linear's output, the attention's, and the relu's bf16 copy for the linear.
+  EXPECT_EQ(bf16_activations(*g), 3);
+  std::string printed = ir::print_graph(*g);
+  for (const char* value : {"qkv", "v5", "t", "q", "k", "v", "a", "ap", "av"})
+    EXPECT_EQ(type_of(printed, value), "bf16") << value << "\n" << printed;
+  EXPECT_NE(printed.find("%t : bf16[3,1,2,8,8]{16,384,8,48,1}"), std::string::npos)
+      << printed;  // a view keeps its strides
+  EXPECT_NE(printed.find(", %lse : f32[1,2,8]"), std::string::npos) << printed;  // as ATen has it
+  EXPECT_EQ(type_of(printed, "y"), "f32") << printed;
+  EXPECT_NE(printed.find("precision=\"bf16\", out_precision=\"bf16\"}"), std::string::npos)
+      << printed;
+
+  // A float32 additive mask is read as it is; an attention with its own masked, causal or scaled
+  // softmax computes in bf16 the same way.
+  g = ir::parse_graph(attention_block(
+      std::string(kFlash) +
+      "(%q, %k, %v, %m) {dropout_p=0.0, is_causal=false, scale=0.125}"));
+  EXPECT_EQ(bf16_activations(*g), 3);
+  printed = ir::print_graph(*g);
+  EXPECT_EQ(type_of(printed, "a"), "bf16") << printed;
+  EXPECT_NE(printed.find("(%q, %k, %v, %m)"), std::string::npos) << printed;
+}
+
+TEST(Bf16ActivationsTest, AttentionStaysFloat32UnlessAllItsOperandsAndReadersAreBf16) {
+  const std::string plain = std::string(kFlash) +
+                            "(%q, %k, %v) {dropout_p=0.0, is_causal=false, attn_mask=None, "
+                            "scale=None}";
+  // The attention's output is also the graph's: it stays float32, and so does everything that
+  // feeds it (the linear would round only for an attention that does not).
+  auto g = ir::parse_graph(attention_block(plain, "y, %a"));
+  EXPECT_EQ(bf16_activations(*g), 1);  // the relu's copy for the first linear, nothing else
+  std::string printed = ir::print_graph(*g);
+  for (const char* value : {"qkv", "q", "a", "av"})
+    EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
+
+  // v is a kernel's output, not a bf16 linear's: no operand is made bf16.
+  std::string text = attention_block(plain);
+  text.replace(text.find("(%q, %k, %v)"), 12, "(%q, %k, %r)");
+  text.replace(text.find("  %a : "), 0, "  %r : f32[1,2,8,8]{384,8,48,1} = aten::relu(%v)\n");
+  g = ir::parse_graph(text);
+  EXPECT_EQ(bf16_activations(*g), 1);
+  printed = ir::print_graph(*g);
+  for (const char* value : {"qkv", "q", "k", "a"})
+    EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
+
+  // Dropout draws random numbers: left as it is.
+  g = ir::parse_graph(attention_block(
+      std::string(kFlash) +
+      "(%q, %k, %v) {dropout_p=0.1, is_causal=false, attn_mask=None, scale=None}"));
+  EXPECT_EQ(bf16_activations(*g), 1);
+  EXPECT_EQ(type_of(ir::print_graph(*g), "a"), "f32");
+
+  // A mask that the q/k/v linear's output also feeds keeps that output float32.
+  g = ir::parse_graph(attention_block(
+      std::string(kFlash) + "(%q, %k, %v, %q) {dropout_p=0.0, is_causal=false, scale=None}"));
+  EXPECT_EQ(bf16_activations(*g), 1);
+  EXPECT_EQ(type_of(ir::print_graph(*g), "qkv"), "f32");
 }
 
 TEST(Bf16ActivationsTest, FloatConvolutionsAreLeftAsTheyAre) {

@@ -78,6 +78,25 @@ class FeedForward(nn.Module):
         return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
 
+class Attention(nn.Module):
+    """A ViT's attention half: layer norm, one linear for q, k and v, ATen's fused attention
+    (with a float additive mask where `masked`), the output projection, residual."""
+
+    def __init__(self, masked=False):
+        super().__init__()
+        self.norm = nn.LayerNorm(96)
+        self.qkv = nn.Linear(96, 288)
+        self.proj = nn.Linear(96, 96)
+        mask = torch.zeros(24, 24).masked_fill(torch.rand(24, 24) < 0.3, -1e4) if masked else None
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(self.norm(x)).reshape(b, n, 3, 3, c // 3).permute(2, 0, 3, 1, 4).unbind(0)
+        heads = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+        return x + self.proj(heads.transpose(1, 2).reshape(b, n, c))
+
+
 def _cases():
     torch.manual_seed(0)
     # The last: one row, so kiln computes its linears in its own kernels (reading bf16 weights).
@@ -85,7 +104,9 @@ def _cases():
             (FeedForward().eval(), torch.randn(2, 24, 96)),
             (nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).eval(),
              torch.randn(1, 256)),
-            (BasicBlocks().eval(), torch.randn(2, 3, 32, 32))]
+            (BasicBlocks().eval(), torch.randn(2, 3, 32, 32)),
+            (Attention().eval(), torch.randn(2, 24, 96)),
+            (Attention(masked=True).eval(), torch.randn(2, 24, 96))]
 
 
 def _randomize(model):
@@ -97,8 +118,8 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1, 2, 3],
-                         ids=["mobile_block", "feed_forward", "row_mlp", "basic_blocks"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5], ids=["mobile_block", "feed_forward",
+                         "row_mlp", "basic_blocks", "attention", "masked_attention"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -187,6 +208,28 @@ def test_a_feed_forward_block_hands_its_linears_bf16_activations(tmp_path):
     entries = json.loads(explained)["entries"]
     norm = next(e for e in entries if e["op"] == "aten::layer_norm")
     assert any(e["op"] == "aten::_to_copy" and e["why"] == norm["why"] for e in entries), explained
+
+
+@native
+@pytest.mark.parametrize("case", [4, 5], ids=["attention", "masked_attention"])
+def test_attention_between_bf16_linears_computes_in_bf16_on_both_entry_points(case, tmp_path):
+    model, x = _cases()[case]
+    final = _bf16_plan(model, x, tmp_path / "dynamo")
+    with torch.no_grad():
+        kiln.compile(torch.jit.trace(model, (x,)),
+                     options={"precision": "bf16", "dump_dir": str(tmp_path / "ts")})(x)
+    script = sorted((tmp_path / "ts").glob("*plan_memory.kir"))[-1].read_text()
+    for graph, op in ((final, "aten::_scaled_dot_product_flash_attention_for_cpu("),
+                      (script, "aten::scaled_dot_product_attention(")):
+        attention = next(line.strip() for line in graph.splitlines() if op in line)
+        # q, k and v are views of the first linear's bf16 output; the attention writes bf16 for
+        # the projection, whose output (the residual add reads it) stays float32.
+        assert attention.split(" : ")[1].startswith("bf16["), graph
+        qkv, proj = [line.strip() for line in graph.splitlines() if "= kiln::onednn_linear(" in line]
+        assert " : bf16[" in qkv and 'out_precision="bf16"' in qkv, graph
+        assert " : f32[" in proj and "out_precision" not in proj, graph
+        if case == 5:  # the float32 mask is read as it is: no bf16 copy of it
+            assert "f32[24,24]" in graph and "bf16[24,24]" not in graph, graph
 
 
 @native
