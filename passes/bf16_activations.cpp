@@ -1,5 +1,6 @@
 #include "passes/bf16_activations.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -80,6 +81,11 @@ class Bf16Activations {
     int changed = 0;
     for (Node* node : graph_.nodes()) {
       if (node->outputs().empty() || !bf16_.contains(node->output())) continue;
+      if (is_computed(*node)) {
+        round_in_kernel(node->output());
+        ++changed;
+        continue;
+      }
       ir::TensorType type = node->output()->type();
       type.dtype = ir::DType::BFloat16;
       node->output()->set_type(std::move(type));
@@ -91,15 +97,16 @@ class Bf16Activations {
 
  private:
   /// The float32 values that become bf16, as the largest set closed under two rules: each one's
-  /// writer can write bf16 (a bf16 convolution or linear; a max pool or view of a value in the
-  /// set; an attention whose q, k and v are all in the set), and each reader reads it in bf16
-  /// anyway (takes_bf16). Starts from every candidate and drops those that break a rule until
-  /// none does: an attention's q, k and v, views of one linear's output, stand or fall together.
+  /// writer can write bf16 (a bf16 convolution or linear; a generated kernel, which rounds as it
+  /// stores; a max pool or view of a value in the set; an attention whose q, k and v are all in
+  /// the set), and each reader reads it in bf16 anyway (takes_bf16). Starts from every candidate
+  /// and drops those that break a rule until none does: an attention's q, k and v, views of one
+  /// linear's output, stand or fall together.
   void find_bf16_values() {
     for (const Node* node : graph_.nodes()) {
       if (node->outputs().empty() || node->output()->type().dtype != ir::DType::Float32) continue;
       if (multiplies_in_bf16(*node) || is_passed_through(*node) ||
-          is_bf16_capable_attention(*node)) {
+          is_bf16_capable_attention(*node) || is_computed(*node)) {
         bf16_.insert(node->output());
       }
     }
@@ -113,6 +120,24 @@ class Bf16Activations {
     }
   }
 
+  /// An op a generated kernel computes (a layer norm, a rotary embedding, an SE block's product),
+  /// with one output: where every reader takes bf16, the kernel writes bf16 in place of float32
+  /// (round_in_kernel), the rounding its readers would have made, at no pass of its own.
+  static bool is_computed(const Node& node) {
+    return node.op() != ir::kFusedOp && node.outputs().size() == 1 &&
+           !is_dtype_keeping_view(node) && !is_max_pool(node) && !multiplies_in_bf16(node) &&
+           kernel::can_lower(node) && runs_on_one_device(node);
+  }
+
+  /// Every reader of the kernel-computed `y` reads a bf16 copy instead: an aten::_to_copy right
+  /// after its producer, which the fusers put into that kernel as its output.
+  void round_in_kernel(Value* y) {
+    Node* cast = append_bf16_copy(graph_, y);
+    graph_.move_after(cast, y->producer());  // no extern op between them to keep them apart
+    graph_.replace_all_uses(y, cast->output());
+    cast->replace_input(0, y);
+  }
+
   /// A max pool (rounding keeps order, so the max of rounded values is the rounded max) or a view:
   /// bf16 where its input is.
   static bool is_passed_through(const Node& node) {
@@ -121,7 +146,7 @@ class Bf16Activations {
   }
 
   bool writes_bf16(const Node& writer) const {
-    if (multiplies_in_bf16(writer)) return true;
+    if (multiplies_in_bf16(writer) || is_computed(writer)) return true;
     if (is_passed_through(writer)) return bf16_.contains(writer.input(0));
     for (size_t i = 0; i < 3; ++i)  // an attention
       if (!bf16_.contains(writer.input(i))) return false;
@@ -129,8 +154,9 @@ class Bf16Activations {
   }
 
   /// Whether every reader of `y` reads it in bf16 anyway: a bf16 convolution or linear reading it
-  /// as its input (which it would round to bf16), a oneDNN convolution reading it as its residual,
-  /// an attention reading it as q, k or v, or a max pool or view whose result is in the set.
+  /// as its input (which it would round to bf16; a linear's dense), a oneDNN convolution reading
+  /// it as its residual, an attention reading it as q, k or v, or a max pool or view whose result
+  /// is in the set.
   bool takes_bf16(const Value* y) const {
     const auto at = readers_.find(y);
     if (at == readers_.end() || at->second.empty()) return false;
@@ -147,7 +173,12 @@ class Bf16Activations {
         continue;
       }
       if (reader->op() == kLinear) {
-        if (!multiplies_in_bf16(*reader) || !read_only_as_input(*reader, y)) return false;
+        // A strided input gets a dense bf16 copy of its own (round_kernel_outputs), one pass
+        // where the linear would copy the bf16 value densely after its writer rounded it.
+        if (!multiplies_in_bf16(*reader) || !read_only_as_input(*reader, y) ||
+            !y->type().is_contiguous()) {
+          return false;
+        }
         continue;
       }
       if (reader->op() != kConv) return false;

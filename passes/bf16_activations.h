@@ -23,11 +23,16 @@
 //
 // Views (a reshape, a permute, a slice) pass bf16 through, and so does ATen's fused attention on
 // the CPU where its q, k and v all arrive in bf16 (ViT's and BERT's are views of bf16 linears'
-// outputs) and its output goes to bf16 readers: it then multiplies in bf16 with float32 sums and
+// outputs, or kernels compute them for it) and its output goes to bf16 readers: it then multiplies
+// in bf16 with float32 sums and
 // a float32 softmax, as OpenVINO's default does, instead of in float32. A float32 mask is read as
 // it is. The set of values made bf16 is the largest one where every writer can write bf16 and
 // every reader reads bf16 anyway, found by dropping values that break either rule: an attention's
 // q, k and v stand or fall together.
+//
+// A generated kernel whose output only such readers read (a rotary embedding's q and k for the
+// attention; an SE block's product for a 1x1 convolution) writes it in bf16 instead: an
+// aten::_to_copy right after it, which the fusers put into that kernel as its output.
 //
 // A bf16 linear whose input a generated kernel computes (a layer norm before a transformer's
 // projections) reads a bf16 copy of it, an aten::_to_copy the fusers then put into that kernel:
@@ -51,7 +56,7 @@
 namespace kiln {
 
 /// Returns the number of values now bf16: convolutions', linears' and attentions' outputs, and
-/// kernels' outputs rounded for the linears that read them (views and pools not counted).
+/// kernels' outputs rounded for their readers (views and pools not counted).
 int bf16_activations(ir::Graph& graph);
 
 }  // namespace kiln

@@ -84,6 +84,14 @@ std::vector<Node*> Graph::nodes() const {
 }
 
 void Graph::move_before(const Node* moved, const Node* anchor) {
+  place(moved, anchor, /*after=*/false);
+}
+
+void Graph::move_after(const Node* moved, const Node* anchor) {
+  place(moved, anchor, /*after=*/true);
+}
+
+void Graph::place(const Node* moved, const Node* anchor, bool after) {
   Node* mover = nullptr;
   for (const auto& node : nodes_) {
     if (node.get() == moved) mover = node.get();
@@ -91,8 +99,9 @@ void Graph::move_before(const Node* moved, const Node* anchor) {
   std::vector<Node*> order;
   for (const auto& node : nodes_) {
     if (node.get() == moved) continue;
-    if (node.get() == anchor) order.push_back(mover);
+    if (node.get() == anchor && !after) order.push_back(mover);
     order.push_back(node.get());
+    if (node.get() == anchor && after) order.push_back(mover);
   }
   set_node_order(order);
 }

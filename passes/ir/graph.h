@@ -105,6 +105,8 @@ class Graph {
   void set_node_order(const std::vector<Node*>& order);
   /// Moves `moved` to just before `anchor` (passes append new nodes, then put them in place).
   void move_before(const Node* moved, const Node* anchor);
+  /// Moves `moved` to just after `anchor`.
+  void move_after(const Node* moved, const Node* anchor);
   /// Removes the nodes for which remove(node) is true; their outputs must be unused.
   template <typename Pred>
   void remove_nodes_if(Pred remove) {
@@ -113,6 +115,7 @@ class Graph {
 
  private:
   Value* new_value(TensorType type, Node* producer);
+  void place(const Node* moved, const Node* anchor, bool after);
 
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;

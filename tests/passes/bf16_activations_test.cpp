@@ -64,16 +64,19 @@ TEST(Bf16ActivationsTest, ConvolutionsHandEachOtherBf16ThroughInputsAndResiduals
 TEST(Bf16ActivationsTest, AReaderThatIsNotABf16ConvolutionKeepsItsInputFloat32) {
   // b multiplies in float32 (a depthwise one would), r is not a convolution, and d's output is
   // also a graph output: a, c and d stay float32; e's input is read by bf16 convolutions alone.
+  // r's kernel writes a bf16 copy for d, its only reader (the rounding d's reorder would make).
   auto g =
       ir::parse_graph(graph(conv("a", "x", true) + conv("b", "a", false) + conv("c", "b", true) +
                                 "  %r : f32" + kCl + " = aten::relu(%c)\n" + conv("d", "r", true) +
                                 conv("e", "d", true) + conv("f", "e", true),
                             "d, %f"));
-  EXPECT_EQ(bf16_activations(*g), 1);
+  EXPECT_EQ(bf16_activations(*g), 2);
   const std::string printed = ir::print_graph(*g);
   for (const char* value : {"a", "b", "c", "r", "d", "f"})
     EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
   EXPECT_EQ(type_of(printed, "e"), "bf16") << printed;
+  EXPECT_EQ(type_of(printed, "r_bf16"), "bf16") << printed;
+  EXPECT_NE(printed.find("kiln::onednn_conv2d(%r_bf16, %w, %p)"), std::string::npos) << printed;
 }
 
 TEST(Bf16ActivationsTest, AMaxPoolBetweenThemComputesInBf16Too) {
@@ -214,8 +217,7 @@ TEST(Bf16ActivationsTest, AttentionBetweenBf16LinearsReadsAndWritesBf16) {
   // A float32 additive mask is read as it is; an attention with its own masked, causal or scaled
   // softmax computes in bf16 the same way.
   g = ir::parse_graph(attention_block(
-      std::string(kFlash) +
-      "(%q, %k, %v, %m) {dropout_p=0.0, is_causal=false, scale=0.125}"));
+      std::string(kFlash) + "(%q, %k, %v, %m) {dropout_p=0.0, is_causal=false, scale=0.125}"));
   EXPECT_EQ(bf16_activations(*g), 3);
   printed = ir::print_graph(*g);
   EXPECT_EQ(type_of(printed, "a"), "bf16") << printed;
@@ -245,9 +247,9 @@ TEST(Bf16ActivationsTest, AttentionStaysFloat32UnlessAllItsOperandsAndReadersAre
     EXPECT_EQ(type_of(printed, value), "f32") << value << "\n" << printed;
 
   // Dropout draws random numbers: left as it is.
-  g = ir::parse_graph(attention_block(
-      std::string(kFlash) +
-      "(%q, %k, %v) {dropout_p=0.1, is_causal=false, attn_mask=None, scale=None}"));
+  g = ir::parse_graph(
+      attention_block(std::string(kFlash) +
+                      "(%q, %k, %v) {dropout_p=0.1, is_causal=false, attn_mask=None, scale=None}"));
   EXPECT_EQ(bf16_activations(*g), 1);
   EXPECT_EQ(type_of(ir::print_graph(*g), "a"), "f32");
 

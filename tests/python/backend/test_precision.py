@@ -97,6 +97,29 @@ class Attention(nn.Module):
         return x + self.proj(heads.transpose(1, 2).reshape(b, n, c))
 
 
+class RotaryAttention(nn.Module):
+    """A Llama's attention half: q, k and v linears, a rotary embedding of q and k (a generated
+    kernel), causal attention, the output projection."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(96, 96, bias=False) for _ in range(4))
+        angles = torch.arange(24)[:, None] * 0.1 ** torch.linspace(0, 1, 16)[None]
+        self.register_buffer("cos", torch.cat([angles, angles], -1).cos())
+        self.register_buffer("sin", torch.cat([angles, angles], -1).sin())
+
+    def rotate(self, x):
+        half = x.shape[-1] // 2
+        return x * self.cos + torch.cat([-x[..., half:], x[..., :half]], -1) * self.sin
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = (f(x).view(b, n, 3, c // 3).transpose(1, 2) for f in (self.q, self.k, self.v))
+        heads = nn.functional.scaled_dot_product_attention(self.rotate(q), self.rotate(k), v,
+                                                           is_causal=True)
+        return x + self.o(heads.transpose(1, 2).reshape(b, n, c))
+
+
 def _cases():
     torch.manual_seed(0)
     # The last: one row, so kiln computes its linears in its own kernels (reading bf16 weights).
@@ -106,7 +129,8 @@ def _cases():
              torch.randn(1, 256)),
             (BasicBlocks().eval(), torch.randn(2, 3, 32, 32)),
             (Attention().eval(), torch.randn(2, 24, 96)),
-            (Attention(masked=True).eval(), torch.randn(2, 24, 96))]
+            (Attention(masked=True).eval(), torch.randn(2, 24, 96)),
+            (RotaryAttention().eval(), torch.randn(2, 24, 96))]
 
 
 def _randomize(model):
@@ -118,8 +142,8 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5], ids=["mobile_block", "feed_forward",
-                         "row_mlp", "basic_blocks", "attention", "masked_attention"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5, 6], ids=["mobile_block", "feed_forward",
+                         "row_mlp", "basic_blocks", "attention", "masked_attention", "rotary"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -230,6 +254,23 @@ def test_attention_between_bf16_linears_computes_in_bf16_on_both_entry_points(ca
         assert " : f32[" in proj and "out_precision" not in proj, graph
         if case == 5:  # the float32 mask is read as it is: no bf16 copy of it
             assert "f32[24,24]" in graph and "bf16[24,24]" not in graph, graph
+
+
+@native
+def test_rotary_kernels_write_bf16_for_the_attention_they_feed(tmp_path):
+    model, x = _cases()[6]
+    final = _bf16_plan(model, x, tmp_path)
+    attention = next(line.strip() for line in final.splitlines()
+                     if "aten::_scaled_dot_product_flash_attention_for_cpu(" in line)
+    assert attention.split(" : ")[1].startswith("bf16["), final
+    # q and k: the rotary kernels write them in bf16 alone (nothing else reads them); v: a view
+    # of its bf16 linear's output.
+    operands = attention.split("(")[1].split(")")[0].split(", ")
+    written = {line.split(" : ")[0].strip(): line.split(" : ")[1][:5]
+               for line in final.splitlines() if " = kiln::fused(" in line}
+    assert [written.get(name) for name in operands[:2]] == ["bf16[", "bf16["], final
+    linears = [line.strip() for line in final.splitlines() if "= kiln::onednn_linear(" in line]
+    assert sum('out_precision="bf16"' in line for line in linears) == 1, final  # v's
 
 
 @native
