@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "passes/eliminate_dead_code.h"
 #include "passes/fusion_clusters.h"
 #include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
@@ -81,7 +82,8 @@ class Bf16Activations {
     int changed = 0;
     for (Node* node : graph_.nodes()) {
       if (node->outputs().empty() || !bf16_.contains(node->output())) continue;
-      if (is_computed(*node)) {
+      const bool copies_bf16 = is_passed_through(*node) && bf16_.contains(node->input(0));
+      if (is_computed(*node) && !copies_bf16) {
         round_in_kernel(node->output());
         ++changed;
         continue;
@@ -138,11 +140,13 @@ class Bf16Activations {
     cast->replace_input(0, y);
   }
 
-  /// A max pool (rounding keeps order, so the max of rounded values is the rounded max) or a view:
-  /// bf16 where its input is.
+  /// A max pool (rounding keeps order, so the max of rounded values is the rounded max), a view or
+  /// a copy (a transposed attention output made dense for its projection): bf16 where its input
+  /// is.
   static bool is_passed_through(const Node& node) {
     return (is_max_pool(node) && node.inputs().size() == 1 && node.outputs().size() == 1) ||
-           is_dtype_keeping_view(node);
+           is_dtype_keeping_view(node) ||
+           (node.op() == "aten::clone" && node.inputs().size() == 1 && node.outputs().size() == 1);
   }
 
   bool writes_bf16(const Node& writer) const {
@@ -231,6 +235,9 @@ class Bf16Activations {
 }  // namespace
 
 int bf16_activations(ir::Graph& graph) {
+  // An unread view left by an earlier rewrite would count as a reader that keeps its input
+  // float32.
+  eliminate_dead_code(graph);
   return Bf16Activations(graph).run();
 }
 

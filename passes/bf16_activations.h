@@ -21,14 +21,13 @@
 // them (ResNet's, after its stem) computes in bf16 too where its result is read so: rounding keeps
 // order, so the max of rounded values is the rounded max, the same values at half the bytes.
 //
-// Views (a reshape, a permute, a slice) pass bf16 through, and so does ATen's fused attention on
-// the CPU where its q, k and v all arrive in bf16 (ViT's and BERT's are views of bf16 linears'
-// outputs, or kernels compute them for it) and its output goes to bf16 readers: it then multiplies
-// in bf16 with float32 sums and
-// a float32 softmax, as OpenVINO's default does, instead of in float32. A float32 mask is read as
-// it is. The set of values made bf16 is the largest one where every writer can write bf16 and
-// every reader reads bf16 anyway, found by dropping values that break either rule: an attention's
-// q, k and v stand or fall together.
+// Views (a reshape, a permute, a slice) and clones pass bf16 through, and so does ATen's fused
+// attention on the CPU where its q, k and v all arrive in bf16 (ViT's and BERT's are views of bf16
+// linears' outputs, or kernels compute them for it) and its output goes to bf16 readers: it then
+// multiplies in bf16 with float32 sums and a float32 softmax, as OpenVINO's default does, instead
+// of in float32. A float32 mask is read as it is. The set of values made bf16 is the largest one
+// where every writer can write bf16 and every reader reads bf16 anyway, found by dropping values
+// that break either rule: an attention's q, k and v stand or fall together.
 //
 // A generated kernel whose output only such readers read (a rotary embedding's q and k for the
 // attention; an SE block's product for a 1x1 convolution) writes it in bf16 instead: an

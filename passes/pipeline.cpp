@@ -29,6 +29,7 @@
 #include "passes/onednn_pool.h"
 #include "passes/prepack_conv.h"
 #include "passes/prepack_linear.h"
+#include "passes/recognize_attention.h"
 #include "passes/recognize_gelu.h"
 #include "passes/split_reductions.h"
 #include "passes/winograd_conv.h"
@@ -148,18 +149,29 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {
-      "canonicalize",         "recognize_gelu",
-      "fold_batch_norm",      "decompose_batch_norm",
-      "decompose_group_norm", "assign_layout",
-      "conv_as_linear",       "prepack_linear",
-      "prepack_conv",         "winograd_conv",
-      "onednn_conv",          "onednn_pool",
-      "bf16_activations",     "fold_constants",
-      "eliminate_dead_code",  "eliminate_common_subexpressions",
-      "fuse_reductions",      "fuse_epilogue",
-      "fuse_elementwise",     "lower_kernels",
-      "split_reductions",     "plan_memory"};
+  static const std::vector<std::string> names = {"canonicalize",
+                                                 "recognize_gelu",
+                                                 "fold_batch_norm",
+                                                 "decompose_batch_norm",
+                                                 "decompose_group_norm",
+                                                 "assign_layout",
+                                                 "conv_as_linear",
+                                                 "prepack_linear",
+                                                 "prepack_conv",
+                                                 "winograd_conv",
+                                                 "onednn_conv",
+                                                 "onednn_pool",
+                                                 "recognize_attention",
+                                                 "bf16_activations",
+                                                 "fold_constants",
+                                                 "eliminate_dead_code",
+                                                 "eliminate_common_subexpressions",
+                                                 "fuse_reductions",
+                                                 "fuse_epilogue",
+                                                 "fuse_elementwise",
+                                                 "lower_kernels",
+                                                 "split_reductions",
+                                                 "plan_memory"};
   return names;
 }
 
@@ -205,9 +217,12 @@ void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, Pipeline
     // The rest on primitives kiln keeps, not ATen's op that creates one every call.
     if (options.own_onednn) passes.run("onednn_conv", "", [&] { onednn_conv(graph, bf16); });
     if (options.own_onednn) passes.run("onednn_pool", "", [&] { onednn_pool(graph); });
-    // Between those that multiply in bf16, their activations in bf16.
-    if (bf16 && options.own_onednn)
+    // Between those that multiply in bf16, their activations in bf16, and attention written out
+    // as ATen's fused one first, so that it can multiply in bf16 too.
+    if (bf16 && options.own_onednn) {
+      passes.run("recognize_attention", "", [&] { recognize_attention(graph); });
       passes.run("bf16_activations", "", [&] { bf16_activations(graph); });
+    }
   }
   if (options.evaluate_constant) {
     passes.run("fold_constants", "", [&] { fold_constants(graph, options.evaluate_constant); });

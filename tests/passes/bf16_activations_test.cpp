@@ -214,6 +214,16 @@ TEST(Bf16ActivationsTest, AttentionBetweenBf16LinearsReadsAndWritesBf16) {
   EXPECT_NE(printed.find("precision=\"bf16\", out_precision=\"bf16\"}"), std::string::npos)
       << printed;
 
+  // An unread view of the linear's output (dead code an earlier rewrite left) changes nothing.
+  std::string with_dead_view = attention_block(plain);
+  with_dead_view.replace(with_dead_view.find("  %v5 : "), 0,
+                         "  %dead : f32[1,8,48] = aten::view(%qkv) {size=[1,8,48]}\n");
+  g = ir::parse_graph(with_dead_view);
+  EXPECT_EQ(bf16_activations(*g), 3);
+  printed = ir::print_graph(*g);
+  EXPECT_EQ(type_of(printed, "a"), "bf16") << printed;
+  EXPECT_EQ(printed.find("%dead"), std::string::npos) << printed;
+
   // A float32 additive mask is read as it is; an attention with its own masked, causal or scaled
   // softmax computes in bf16 the same way.
   g = ir::parse_graph(attention_block(

@@ -364,10 +364,10 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
 
 PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "decompose_batch_norm",
           "decompose_group_norm", "assign_layout", "conv_as_linear", "prepack_linear",
-          "prepack_conv", "winograd_conv", "onednn_conv", "onednn_pool", "bf16_activations",
-          "fold_constants", "eliminate_dead_code", "eliminate_common_subexpressions",
-          "fuse_reductions", "fuse_epilogue", "fuse_elementwise", "lower_kernels",
-          "split_reductions", "plan_memory"]
+          "prepack_conv", "winograd_conv", "onednn_conv", "onednn_pool", "recognize_attention",
+          "bf16_activations", "fold_constants", "eliminate_dead_code",
+          "eliminate_common_subexpressions", "fuse_reductions", "fuse_epilogue", "fuse_elementwise",
+          "lower_kernels", "split_reductions", "plan_memory"]
 
 
 def test_pass_names_are_the_pipelines():

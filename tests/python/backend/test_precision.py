@@ -120,6 +120,24 @@ class RotaryAttention(nn.Module):
         return x + self.o(heads.transpose(1, 2).reshape(b, n, c))
 
 
+class WrittenAttention(nn.Module):
+    """BERT's eager attention: q, k and v linears, q k^T / sqrt(d) plus an additive mask, softmax,
+    the product with v, the output projection."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(96, 96) for _ in range(4))
+        self.register_buffer("mask", torch.zeros(2, 1, 1, 24).index_fill_(3, torch.arange(18, 24),
+                                                                          -1e4))
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = (f(x).view(b, n, 3, c // 3).transpose(1, 2) for f in (self.q, self.k, self.v))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / (c // 3) ** 0.5 + self.mask[:b]
+        heads = torch.matmul(scores.softmax(dim=-1), v)
+        return x + self.o(heads.transpose(1, 2).reshape(b, n, c))
+
+
 def _cases():
     torch.manual_seed(0)
     # The last: one row, so kiln computes its linears in its own kernels (reading bf16 weights).
@@ -130,7 +148,8 @@ def _cases():
             (BasicBlocks().eval(), torch.randn(2, 3, 32, 32)),
             (Attention().eval(), torch.randn(2, 24, 96)),
             (Attention(masked=True).eval(), torch.randn(2, 24, 96)),
-            (RotaryAttention().eval(), torch.randn(2, 24, 96))]
+            (RotaryAttention().eval(), torch.randn(2, 24, 96)),
+            (WrittenAttention().eval(), torch.randn(2, 24, 96))]
 
 
 def _randomize(model):
@@ -142,8 +161,9 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5, 6], ids=["mobile_block", "feed_forward",
-                         "row_mlp", "basic_blocks", "attention", "masked_attention", "rotary"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5, 6, 7], ids=["mobile_block", "feed_forward",
+                         "row_mlp", "basic_blocks", "attention", "masked_attention", "rotary",
+                         "written_attention"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -271,6 +291,22 @@ def test_rotary_kernels_write_bf16_for_the_attention_they_feed(tmp_path):
     assert [written.get(name) for name in operands[:2]] == ["bf16[", "bf16["], final
     linears = [line.strip() for line in final.splitlines() if "= kiln::onednn_linear(" in line]
     assert sum('out_precision="bf16"' in line for line in linears) == 1, final  # v's
+
+
+@native
+def test_attention_written_out_becomes_the_fused_one_in_bf16_only(tmp_path):
+    model, x = _cases()[7]
+    final = _bf16_plan(model, x, tmp_path / "bf16")
+    attention = [line.strip() for line in final.splitlines()
+                 if "= aten::scaled_dot_product_attention(" in line]
+    assert len(attention) == 1 and attention[0].split(" : ")[1].startswith("bf16["), final
+    assert "aten::bmm(" not in final and "softmax" not in final, final
+    with torch.no_grad():  # in float32 the products stay as written
+        torch._dynamo.reset()
+        torch.compile(model, backend="kiln",
+                      options={"precision": "fp32", "dump_dir": str(tmp_path / "fp32")})(x)
+    fp32 = sorted((tmp_path / "fp32").glob("*plan_memory.kir"))[-1].read_text()
+    assert "aten::bmm(" in fp32 and "scaled_dot_product" not in fp32, fp32
 
 
 @native

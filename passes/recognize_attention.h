@@ -1,0 +1,30 @@
+// Under precision=bf16: attention written out as a matrix product, a scale, an additive mask, a
+// softmax and a second product becomes ATen's fused attention, which bf16_activations can then
+// run in bf16 (`Q K^T` and `P V` as bf16 products with float32 sums, the softmax in float32):
+//
+//   %s = aten::matmul(%q, %kt)                  (q [B, H, L, D], kt [B, H, D, S])
+//   %c = aten::mul.Scalar(%s) {other=0.125}     (or div.Scalar by 8; or none)
+//   %m = aten::add.Tensor(%c, %mask)            (a float32 mask that broadcasts; or none)
+//   %p = aten::softmax.int(%m) {dim=-1}         (or aten::_softmax)
+//   %o = aten::matmul(%p, %v)                   (v [B, H, S, Dv])
+// becomes
+//   %k = aten::transpose.int(%kt) {dim0=2, dim1=3}
+//   %o = aten::scaled_dot_product_attention(%q, %k, %v, %mask) {scale=0.125, ...}
+//
+// BERT's and GPT-2's eager attention, and any model that writes its own. Dynamo's graphs write
+// each 4-D product as a view of an aten::bmm of views of no-op expands; both forms are taken.
+// ATen's attention computes softmax(q k^T * scale + mask) v, the same function: in float32 its
+// results move by rounding only. Every intermediate must be read by the pattern alone (an
+// attention's probabilities returned to the caller keep it as written), all of q, k, v and the
+// scores float32, B and H the same for all three (no broadcast). Run only under bf16: in float32
+// ATen's fused attention is no faster than kiln's products around a fused softmax kernel.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+namespace kiln {
+
+/// Returns the number of attentions recognized.
+int recognize_attention(ir::Graph& graph);
+
+}  // namespace kiln
