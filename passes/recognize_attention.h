@@ -11,8 +11,9 @@
 //   %k = aten::transpose.int(%kt) {dim0=2, dim1=3}
 //   %o = aten::scaled_dot_product_attention(%q, %k, %v, %mask) {scale=0.125, ...}
 //
-// BERT's and GPT-2's eager attention, and any model that writes its own. Dynamo's graphs write
-// each 4-D product as a view of an aten::bmm of views of no-op expands; both forms are taken.
+// BERT's eager attention (and GPT-2's where no causal mask is applied), and any model that writes
+// its own. Dynamo's graphs write each 4-D product as a view of an aten::bmm of views of
+// no-op expands; both forms are taken.
 // ATen's attention computes softmax(q k^T * scale + mask) v, the same function: in float32 its
 // results move by rounding only. Every intermediate must be read by the pattern alone (an
 // attention's probabilities returned to the caller keep it as written), all of q, k, v and the
