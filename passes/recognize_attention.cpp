@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "passes/fusion_clusters.h"
 #include "passes/node_rewriter.h"
 
 namespace kiln {
@@ -19,16 +20,6 @@ using ir::Value;
 
 bool is_float32(const Value* v, size_t rank) {
   return v->type().dtype == ir::DType::Float32 && v->type().sizes.size() == rank;
-}
-
-/// `sizes` broadcasts to `to` (numpy rules, from the right).
-bool broadcasts_to(const std::vector<int64_t>& sizes, const std::vector<int64_t>& to) {
-  if (sizes.size() > to.size()) return false;
-  for (size_t i = 1; i <= sizes.size(); ++i) {
-    const int64_t from = sizes[sizes.size() - i];
-    if (from != 1 && from != to[to.size() - i]) return false;
-  }
-  return true;
 }
 
 class AttentionRecognizer {
@@ -45,12 +36,15 @@ class AttentionRecognizer {
   }
 
  private:
+  bool read_once(const Value* v) const {
+    const auto uses = uses_.find(v);
+    return uses != uses_.end() && uses->second == 1;
+  }
+
   /// The node that makes `v` when it is one of `ops` and only the pattern reads `v`.
   Node* inner(const Value* v, std::initializer_list<const char*> ops) const {
     Node* p = v->producer();
-    if (!p || p->outputs().size() != 1) return nullptr;
-    const auto uses = uses_.find(v);
-    if (uses == uses_.end() || uses->second != 1) return nullptr;
+    if (!p || p->outputs().size() != 1 || !read_once(v)) return nullptr;
     for (const char* op : ops)
       if (p->op() == op) return p;
     return nullptr;
@@ -80,8 +74,7 @@ class AttentionRecognizer {
   std::pair<Value*, Value*> product(const Value* y, std::vector<Node*>& pattern,
                                     bool y_read_once) const {
     Node* p = y->producer();
-    if (!p || !is_float32(y, 4) || (y_read_once && !inner(y, {p->op().c_str()})))
-      return {nullptr, nullptr};
+    if (!p || !is_float32(y, 4) || (y_read_once && !read_once(y))) return {nullptr, nullptr};
     std::vector<Node*> found = {p};
     Value* a = nullptr;
     Value* b = nullptr;
@@ -107,7 +100,7 @@ class AttentionRecognizer {
     return {a, b};
   }
 
-  /// The softmax over the last dim of `x` that makes `p`, or null.
+  /// The softmax over the last dim that makes `p`, read by the pattern alone; or null.
   Node* softmax(const Value* p) const {
     Node* s = inner(p, {"aten::softmax.int", "aten::_softmax"});
     if (!s) return nullptr;
@@ -141,7 +134,7 @@ class AttentionRecognizer {
   }
 
   bool rewrite(Node& node) {
-    if (dead_.contains(&node)) return false;
+    if (node.outputs().size() != 1 || dead_.contains(&node)) return false;
     std::vector<Node*> pattern;
     const auto [probabilities, v] = product(node.output(), pattern, /*y_read_once=*/false);
     Node* soft = probabilities ? softmax(probabilities) : nullptr;
