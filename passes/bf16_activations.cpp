@@ -107,6 +107,7 @@ class Bf16Activations {
   void find_bf16_values() {
     for (const Node* node : graph_.nodes()) {
       if (node->outputs().empty() || node->output()->type().dtype != ir::DType::Float32) continue;
+      computed_[node] = kernel_computes(*node);
       if (multiplies_in_bf16(*node) || is_passed_through(*node) ||
           is_bf16_capable_attention(*node) || is_computed(*node)) {
         bf16_.insert(node->output());
@@ -124,8 +125,16 @@ class Bf16Activations {
 
   /// An op a generated kernel computes (a layer norm, a rotary embedding, an SE block's product),
   /// with one output: where every reader takes bf16, the kernel writes bf16 in place of float32
-  /// (round_in_kernel), the rounding its readers would have made, at no pass of its own.
-  static bool is_computed(const Node& node) {
+  /// (round_in_kernel), the rounding its readers would have made, at no pass of its own. Asked
+  /// once per float32 node, in graph order: `can_lower` may make size decisions, which a shape
+  /// class needs in the same number and order at every binding, however many rounds the fixed
+  /// point takes.
+  bool is_computed(const Node& node) const {
+    const auto at = computed_.find(&node);
+    return at != computed_.end() && at->second;
+  }
+
+  static bool kernel_computes(const Node& node) {
     return node.op() != ir::kFusedOp && node.outputs().size() == 1 &&
            !is_dtype_keeping_view(node) && !is_max_pool(node) && !multiplies_in_bf16(node) &&
            kernel::can_lower(node) && runs_on_one_device(node);
@@ -229,7 +238,8 @@ class Bf16Activations {
 
   ir::Graph& graph_;
   std::unordered_map<const Value*, std::vector<Node*>> readers_;
-  std::unordered_set<const Value*> bf16_;  // the values find_bf16_values makes bf16
+  std::unordered_set<const Value*> bf16_;           // the values find_bf16_values makes bf16
+  std::unordered_map<const Node*, bool> computed_;  // kernel_computes of each float32 node
 };
 
 }  // namespace

@@ -372,3 +372,48 @@ def test_a_model_under_autocast_runs_its_bf16_ops_as_eager_does():
     # Both round the same products to bf16; kiln's fused elementwise ops may keep float32 where
     # eager rounds after each: within bf16's own resolution of eager.
     assert norm_relative_error(got, want) < BF16_BOUND
+
+
+
+class DecodeStep(nn.Module):
+    """One token through a decoder layer with a key/value cache: its linears have one row, so kiln
+    computes them in kernels of its own, and the cache grows by a row a call."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(96)
+        self.q, self.k, self.v, self.o = (nn.Linear(96, 96) for _ in range(4))
+        self.feed_forward = FeedForward()
+
+    def forward(self, x, past_k, past_v):
+        heads = lambda t: t.view(1, 1, 3, 32).transpose(1, 2)  # noqa: E731
+        h = self.norm(x)
+        k = torch.cat([past_k, heads(self.k(h))], dim=2)
+        v = torch.cat([past_v, heads(self.v(h))], dim=2)
+        att = nn.functional.scaled_dot_product_attention(heads(self.q(h)), k, v)
+        return self.feed_forward(x + self.o(att.transpose(1, 2).reshape(1, 1, 96))), k, v
+
+
+@native
+def test_a_decoding_stream_under_bf16_compiles_one_shape_class():
+    """The passes that choose bf16 decide by sizes (a linear of a few rows computed in a kernel)
+    the same way at every binding of a shape class, however their search goes, so a decoder's
+    growing cache never runs out of specializations into eager PyTorch."""
+    torch.manual_seed(0)
+    model = DecodeStep().eval()
+    compiled = torch.compile(model, backend="kiln", options={"precision": "bf16"})
+    torch._dynamo.reset()
+    kiln.reset_stats()
+    with torch.no_grad():
+        k, v = torch.randn(1, 3, 4, 32), torch.randn(1, 3, 4, 32)
+        for _ in range(16):
+            x = torch.randn(1, 1, 96)
+            got, want = compiled(x, k, v), model(x, k, v)
+            for a, b in zip(got, want):
+                assert a.shape == b.shape and norm_relative_error(a, b) < BF16_BOUND
+            assert ROUNDED < norm_relative_error(got[0], want[0])
+            k, v = want[1], want[2]
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0, stats
+    # The first length on its own, then one class for dynamo's graph with symbolic sizes.
+    assert stats["specializations"] <= 3 and stats["shape_classes"] >= 1, stats
