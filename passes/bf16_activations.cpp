@@ -12,6 +12,7 @@
 #include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
 #include "passes/node_rewriter.h"
+#include "passes/onednn_conv.h"
 
 namespace kiln {
 namespace {
@@ -33,12 +34,10 @@ bool multiplies_in_bf16(const Node& node) {
   return precision && *precision == "bf16";
 }
 
-/// The residual a convolution adds (`other`), or null. Its inputs are x, weight, packed[, bias]
-/// [, other]; an absent one is the attribute None instead.
+/// The residual a convolution adds (`other`), or null.
 const Value* other_of(const Node& conv) {
-  if (is_none(conv.find_attr("other"))) return nullptr;
-  const size_t at = is_none(conv.find_attr("bias")) ? 3 : 4;
-  return at < conv.inputs().size() ? conv.input(at) : nullptr;
+  const std::optional<size_t> at = conv_residual_input(conv);
+  return at ? conv.input(*at) : nullptr;
 }
 
 /// Whether `y` is `reader`'s input x (its first) and nothing else: not its weight or bias.

@@ -279,4 +279,24 @@ int onednn_conv(ir::Graph& graph, bool bf16) {
   return OneDnnConvRewriter(graph, bf16).run();
 }
 
+std::optional<size_t> conv_residual_input(const ir::Node& conv) {
+  if (conv.op() != "kiln::onednn_conv2d" || is_none(conv.find_attr("other"))) return std::nullopt;
+  const size_t at = is_none(conv.find_attr("bias")) ? 3 : 4;
+  if (at >= conv.inputs().size()) return std::nullopt;
+  return at;
+}
+
+std::vector<std::pair<int, int>> conv_in_place_candidates(const ir::Node& conv) {
+  const std::optional<size_t> other = conv_residual_input(conv);
+  if (!other || conv.outputs().size() != 1) return {};
+  const ir::TensorType& residual = conv.input(*other)->type();
+  const ir::TensorType& output = conv.output()->type();
+  // oneDNN reads and writes the one buffer in the output's layout and type.
+  if (residual.sizes != output.sizes || residual.strides != output.strides ||
+      residual.dtype != output.dtype) {
+    return {};
+  }
+  return {{static_cast<int>(*other), 0}};
+}
+
 }  // namespace kiln

@@ -28,6 +28,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "passes/ir/graph.h"
 
@@ -45,5 +48,15 @@ inline constexpr int64_t kMinBf16UsesPerInput = 96;
 /// for it (above) get {precision="bf16"}: the weight is packed in bf16 and the convolution
 /// multiplies in bf16, summing in float32 (the compile option precision=bf16).
 int onednn_conv(ir::Graph& graph, bool bf16 = false);
+
+/// The index among a `kiln::onednn_conv2d`'s inputs of its residual `other` (inputs x, weight,
+/// packed[, bias][, other]; an absent one is the attribute None), or nullopt where it has none.
+std::optional<size_t> conv_residual_input(const ir::Node& conv);
+
+/// Where a convolution's residual dies at it and has the output's exact type (sizes, strides,
+/// dtype), plan_memory may place the output over it: the runtime then adds the convolution into
+/// the residual where it lies (oneDNN's sum post-op) instead of reading it beside the output
+/// (a binary post-op), one buffer and one stream of bytes fewer. As (input, output) pairs.
+std::vector<std::pair<int, int>> conv_in_place_candidates(const ir::Node& conv);
 
 }  // namespace kiln

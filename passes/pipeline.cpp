@@ -133,12 +133,12 @@ std::optional<int64_t> kernel_index(const ir::Node& node) {
 }
 
 /// In node terms (input index, output index): a fused node's buffers are its inputs, then its
-/// outputs, in order.
+/// outputs, in order. A oneDNN convolution may write over its residual (conv_in_place_candidates).
 std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
                                                      const std::vector<kernel::Kernel>& kernels) {
   std::vector<std::pair<int, int>> pairs;
   const auto index = kernel_index(node);
-  if (!index) return pairs;
+  if (!index) return conv_in_place_candidates(node);
   const kernel::Kernel& k = kernels.at(*index);
   if (k.num_inputs() != static_cast<int>(node.inputs().size())) return pairs;
   for (const auto& [in, out] : kernel::in_place_candidates(k))
@@ -260,7 +260,9 @@ MemoryPlan plan_kernel_memory(const ir::Graph& graph, const PipelineOptions& opt
       graph, can_write, [&](const ir::Node& node) { return in_place_candidates(node, kernels); });
   // The kernels learn which of their buffers now share memory, so codegen keeps them ordered.
   for (const InPlaceWrite& write : memory.in_place) {
-    kernel::Kernel& k = kernels.at(*kernel_index(*write.node));
+    const auto index = kernel_index(*write.node);
+    if (!index) continue;  // a convolution adding into its residual
+    kernel::Kernel& k = kernels.at(*index);
     k.in_place.emplace_back(write.input, k.num_inputs() + write.output);
   }
   return memory;

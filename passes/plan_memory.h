@@ -8,7 +8,8 @@
 // whose lifetime overlaps.
 //
 // A node may also write an output over one of its inputs (in place) when the caller says it can
-// (a kernel that reads and writes each element at the same place, see kernel/in_place.h) and
+// (a kernel that reads and writes each element at the same place, see kernel/in_place.h; a
+// oneDNN convolution that adds into its residual, see onednn_conv.h) and
 // the input is a planned intermediate that dies at that node: the output then takes the input's
 // offset and extends its lifetime.
 //

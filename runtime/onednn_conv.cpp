@@ -1,6 +1,7 @@
 #include "runtime/onednn_conv.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -137,10 +138,6 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), "kiln::onednn_conv2d: out must be a ",
               bf16_output ? "bf16" : "float32", " CPU tensor (out_precision \"", out_precision,
               "\"), got ", out.scalar_type(), " on ", out.device());
-  auto primitive = ConvPrimitive::get(spec);
-  at::Tensor repacked;
-  const void* weight_data =
-      packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
   // A dense NCHW float32 input (a network's image, whose channels-last copy onednn_conv took out
   // of the graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
   const bool bf16_input = input.scalar_type() == at::kBFloat16;
@@ -154,10 +151,24 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   }
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
   if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
+  // The memory plan may have put the output over a residual that dies here: the convolution then
+  // adds into it where it lies. Any other overlap with an operand goes through a buffer of its own.
+  const bool over_residual = has_other && residual.scalar_type() == out_type &&
+                             out.data_ptr() == residual.data_ptr() &&
+                             out.strides() == residual.strides();
+  const auto overlaps = [&](const at::Tensor& t) {
+    return at::get_overlap_status(out, t) != at::MemOverlapStatus::No;
+  };
   at::Tensor target = out;
-  if (!dense_channels_last(out) || (has_other && out.is_same(residual)) || out.is_same(x)) {
+  if (!dense_channels_last(out) || overlaps(x) ||
+      (has_other && !over_residual && overlaps(residual))) {
     target = at::empty(out_sizes, out.options().memory_format(at::MemoryFormat::ChannelsLast));
   }
+  spec.accumulate = over_residual && target.is_same(out);
+  auto primitive = ConvPrimitive::get(spec);
+  at::Tensor repacked;
+  const void* weight_data =
+      packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
   using Source = ConvPrimitive::Source;
   primitive->run(x.const_data_ptr(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
                  has_other ? residual.const_data_ptr() : nullptr, target.data_ptr(),

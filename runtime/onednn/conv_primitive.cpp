@@ -45,8 +45,8 @@ struct SpecHash {
       h = mix(h, v);
     h = mix(h, s.groups);
     h = mix(h, (s.bias ? 1 : 0) | (s.residual ? 2 : 0) | (s.bf16 ? 4 : 0) |
-                   (s.bf16_output ? 8 : 0) | (s.bf16_residual ? 16 : 0) |
-                   (static_cast<int>(s.activation) << 5));
+                   (s.bf16_output ? 8 : 0) | (s.bf16_residual ? 16 : 0) | (s.accumulate ? 32 : 0) |
+                   (static_cast<int>(s.activation) << 6));
     h = mix(h, std::hash<float>()(s.lo));
     h = mix(h, std::hash<float>()(s.hi));
     return mix(h, s.threads);
@@ -82,6 +82,8 @@ std::string ConvSpec::problem() const {
   if ((bf16_output || bf16_residual) && !bf16)
     return "only a convolution that multiplies in bf16 writes or adds bf16";
   if (bf16_residual && !residual) return "a bf16 residual needs a residual";
+  if (accumulate && (!residual || bf16_residual != bf16_output))
+    return "accumulating into the output needs a residual of the output's type";
   return "";
 }
 
@@ -119,7 +121,11 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   any_weights = memory::desc(any_weights.get_dims(), product_type(spec), Tag::any);
 
   dnnl::post_ops post_ops;
-  if (spec.residual) post_ops.append_binary(dnnl::algorithm::binary_add, state->residual);
+  if (spec.accumulate) {
+    post_ops.append_sum(1.0f);
+  } else if (spec.residual) {
+    post_ops.append_binary(dnnl::algorithm::binary_add, state->residual);
+  }
   append_activation(post_ops, spec.activation, spec.lo, spec.hi);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
@@ -190,7 +196,10 @@ void ConvPrimitive::run(const void* input, const void* packed_weight, const floa
                       {DNNL_ARG_DST, &s.destination, output}};
   size_t count = 3;
   if (s.spec.bias) args[count++] = {DNNL_ARG_BIAS, &s.bias, bias};
-  if (s.spec.residual) {
+  if (s.spec.accumulate && residual != output)
+    throw std::invalid_argument(
+        "oneDNN convolution: accumulating needs the residual in the output");
+  if (s.spec.residual && !s.spec.accumulate) {
     args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &s.residual, residual};
   }
   execute(s.primitive, s.scratchpad, std::span<const Argument>(args, count));

@@ -33,6 +33,10 @@ struct ConvSpec {
   /// reader multiplies in bf16 anyway, they read half the bytes and round nothing themselves.
   bool bf16_output = false;
   bool bf16_residual = false;
+  /// The residual lies in the output buffer already (the memory plan put the output over it):
+  /// oneDNN adds the convolution into it (a sum post-op), where otherwise it reads the residual
+  /// beside the output (a binary post-op). The same values; one buffer and one stream fewer.
+  bool accumulate = false;
   int threads = 1;
 
   /// N, K, output height, output width.
@@ -72,7 +76,8 @@ class ConvPrimitive {
   };
   /// output = activation(conv(input, packed weight) + bias + residual). `bias` (K floats) and
   /// `residual` (output-shaped, NHWC, bf16 where spec.bf16_residual) are read only where the
-  /// spec says so; `output` is bf16 where spec.bf16_output. A dense NCHW input is converted by a
+  /// spec says so; `output` is bf16 where spec.bf16_output. Where spec.accumulate, `residual`
+  /// must be `output`, which holds the residual on entry. A dense NCHW input is converted by a
   /// oneDNN reorder first (6x faster than kiln's generated copy for 3 channels; oneDNN's
   /// convolutions of an NCHW input into an NHWC output run its reference code). A bf16
   /// primitive converts a float32 input to bf16 the same way, in the one reorder.

@@ -2,12 +2,14 @@
 // packing left for fold_constants and ATen's packing chain removed; and prepack_conv's
 // residual_anywhere, which that makes possible.
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "passes/ir/parser.h"
 #include "passes/ir/printer.h"
 #include "passes/onednn_conv.h"
+#include "passes/plan_memory.h"
 #include "passes/prepack_conv.h"
 #include "passes/winograd_conv.h"
 
@@ -265,6 +267,57 @@ TEST(OneDnnConvTest, UnderBf16OnlyConvolutionsBoundByTheirMultipliesRoundTheirIn
   EXPECT_TRUE(multiplies_in_bf16(48, 3, 4, 1));    // 48 * 16 / 4, as ConvNeXt's 96 * 16 / 16
   EXPECT_FALSE(multiplies_in_bf16(32, 1, 3, 32));  // depthwise: 9
   EXPECT_FALSE(multiplies_in_bf16(64, 8, 3, 8));   // 8-wide groups: 8 * 9
+}
+
+// conv(%x) -> %a, conv(%a) -> %b, then conv(%b) adding %a -> %y (its residual), then `rest`.
+std::string residual_chain(const std::string& residual_type, const std::string& rest) {
+  const std::string attrs =
+      "stride=[1,1], padding=[0,0], dilation=[1,1], groups=1, "
+      "activation=\"relu\", scalars=[]}\n";
+  return "graph(%x : " + cl(16) +
+         "):\n"
+         "  %w : f32[16,16,1,1] = prim::Constant() {index=0}\n"
+         "  %p : f32[400] = prim::Constant() {index=1}\n"
+         "  %a : " +
+         residual_type + " = kiln::onednn_conv2d(%x, %w, %p) {bias=None, other=None, " + attrs +
+         "  %b : " + cl(16) + " = kiln::onednn_conv2d(%a, %w, %p) {bias=None, other=None, " +
+         attrs + "  %y : " + cl(16) + " = kiln::onednn_conv2d(%b, %w, %p, %a) {bias=None, " +
+         attrs + rest;
+}
+
+/// plan_memory's in-place writes, as "written value: input index -> output index".
+std::vector<std::string> written_in_place(const std::string& text) {
+  auto g = ir::parse_graph(text);
+  const MemoryPlan plan = plan_memory(
+      *g, [](const ir::Node& node) { return node.op() == "kiln::onednn_conv2d"; },
+      conv_in_place_candidates);
+  std::vector<std::string> writes;
+  for (const InPlaceWrite& write : plan.in_place) {
+    writes.push_back(write.node->output(write.output)->name() + ": " + std::to_string(write.input) +
+                     " -> " + std::to_string(write.output));
+  }
+  return writes;
+}
+
+TEST(OneDnnConvTest, AConvolutionIsPlannedOverTheResidualThatDiesThere) {
+  const std::string last = "  %r : " + cl(16) +
+                           " = kiln::onednn_conv2d(%y, %w, %p) {bias=None, other=None, "
+                           "stride=[1,1], padding=[0,0], dilation=[1,1], groups=1, "
+                           "activation=\"none\", scalars=[]}\n  return (%r)\n";
+  EXPECT_EQ(written_in_place(residual_chain(cl(16), last)), std::vector<std::string>{"y: 3 -> 0"});
+
+  // Not where the residual is read after it, nor where its type is not the output's.
+  const std::string read_later = "  %r : " + cl(16) +
+                                 " = kiln::onednn_conv2d(%y, %w, %p, %a) {bias=None, "
+                                 "stride=[1,1], padding=[0,0], dilation=[1,1], groups=1, "
+                                 "activation=\"none\", scalars=[]}\n  return (%r)\n";
+  // (%r, a graph output, is not planned at all.)
+  EXPECT_TRUE(written_in_place(residual_chain(cl(16), read_later)).empty());
+  std::string bf16 = cl(16);
+  bf16.replace(0, 3, "bf16");
+  EXPECT_TRUE(written_in_place(residual_chain(bf16, last)).empty());
+  std::string nchw = "f32[1,16,8,8]";
+  EXPECT_TRUE(written_in_place(residual_chain(nchw, last)).empty());
 }
 
 }  // namespace
