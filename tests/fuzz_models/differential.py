@@ -14,6 +14,17 @@ Modes:
 - `trace` / `script`: kiln.compile of torch.jit.trace / torch.jit.script of the eval model (the
   C++ TorchScript path). A module that TorchScript itself cannot script is not kiln's concern:
   that mode is skipped for it.
+- `bf16` / `trace_bf16`: torch.compile / kiln.compile of the traced eval model with
+  precision="bf16", judged against float32 eager by the norm-relative error of each float
+  output, ||kiln - eager|| / ||eager||: at most 4x that of eager's own bf16 autocast
+  (torch.autocast("cpu", torch.bfloat16), which rounds more: its products' outputs too), and
+  never more than BF16_LIMIT where that is larger (a model whose output cancels); at most
+  BF16_FLOOR always passes. An output that is rounding noise (its float64 value is within 10x
+  float32 eager's error of zero: a layer norm's output summed over its normalized dim) has no
+  digit to judge by: it passes where kiln's RMS error from float64 is at most BF16_FLOOR times
+  the output's scale. Where the CPU has no native bf16, kiln runs float32 (warned) and the
+  check is that of float32. Non-float outputs are not judged (a rounded value may flip an
+  argmax).
 - `script_stream`: the scripted module through kiln.compile on the same stream of batch sizes:
   the module's second batch compiles a size-generic specialization (a module shape class,
   backend/api/module_classes.h) that later batches run. The detail counts the module's compiles
@@ -46,7 +57,12 @@ TOLERANCES = {
     torch.bfloat16: (1e-2, 1e-2),
 }
 
-MODES = ("infer", "train", "trace", "script", "stream", "script_stream")
+MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16")
+
+# The bf16 modes' bounds on the norm-relative error (above).
+BF16_FACTOR = 4.0
+BF16_FLOOR = 2e-2
+BF16_LIMIT = 0.5
 
 # After the case's own batch: sizes both sides of it, a size seen before, and 1 (which dynamo
 # specializes, as kiln does: a class of its own).
@@ -162,6 +178,8 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
         return _train_step(case, inputs, options)
     if mode in ("stream", "script_stream"):
         return _stream(case, options, mode)
+    if mode in ("bf16", "trace_bf16"):
+        return _bf16(case, inputs, options, mode)
     model = case["make_model"]().eval()
     with torch.no_grad():
         want = model(*inputs)
@@ -220,6 +238,73 @@ def _stream(case: dict, options: dict, mode: str) -> Outcome:
     plans = after["class_plans"] - before["class_plans"]
     compiles = f"{compiled.num_specializations} module compiles, " if mode == "script_stream" else ""
     return Outcome(mode, "pass", f"batches {list(batches)}: {compiles}{classes} classes, {plans} plans")
+
+
+def _float_outputs(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _float_outputs(v)]
+    return []
+
+
+def norm_relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    g, w = got.detach().double(), want.detach().double()
+    return ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
+
+
+def _bf16(case: dict, inputs: tuple, options: dict, mode: str) -> Outcome:
+    model = case["make_model"]().eval()
+    options = dict(options, precision="bf16")
+    with torch.no_grad():
+        want = model(*inputs)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            autocast = model(*inputs)
+        if mode == "bf16":
+            torch._dynamo.reset()
+            compiled = torch.compile(model, backend="kiln", options=options)
+        else:
+            try:
+                traced = torch.jit.trace(model, inputs)
+            except Exception as e:  # TorchScript's own limits, not kiln's
+                reason = next((line for line in str(e).splitlines() if line.strip()), "")
+                return Outcome(mode, "skip", f"torch.jit.trace: {reason.strip()}")
+            compiled = kiln.compile(traced, options=options)
+        got = compiled(*inputs)
+    wants, gots, autocasts = map(_float_outputs, (want, got, autocast))
+    if len(gots) != len(wants):
+        return Outcome(mode, "fail", f"{len(gots)} float outputs where eager gives {len(wants)}")
+    errors = []
+    for i, (g, w, a) in enumerate(zip(gots, wants, autocasts)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return Outcome(mode, "fail", f"output {i}: {g.dtype}{list(g.shape)} where eager "
+                                         f"gives {w.dtype}{list(w.shape)}")
+        if not torch.equal(g.isnan(), w.isnan()):
+            return Outcome(mode, "fail", f"output {i}: NaN where eager has none, or the reverse")
+        g, w, a = (t.nan_to_num(0.0) for t in (g, w, a.to(w.dtype)))
+        error, eager_error = norm_relative_error(g, w), norm_relative_error(a, w)
+        allowed = max(BF16_FLOOR, min(BF16_FACTOR * eager_error, BF16_LIMIT))
+        if error > allowed and not _bf16_noise_passes(case, inputs, i, g, w):
+            return Outcome(mode, "fail", f"output {i}: norm-relative error {error:.3g} from float32"
+                                         f" eager, above {allowed:.3g} (eager's bf16 autocast: "
+                                         f"{eager_error:.3g})")
+        errors.append(f"{error:.2g}" if error <= allowed else "noise")
+    return Outcome(mode, "pass", "error " + ", ".join(errors))
+
+
+def _bf16_noise_passes(case: dict, inputs: tuple, index: int, got, want) -> bool:
+    """Whether float output `index` is rounding noise that `got` stays within (above)."""
+    try:
+        with torch.no_grad():
+            exact = case["make_model"]().double().eval()(*map(as_float64, inputs))
+    except Exception:  # a module that cannot run in float64: the relative verdict stands
+        return False
+    exact = _float_outputs(exact)[index].nan_to_num(0.0)
+    rms = lambda t: t.double().square().mean().sqrt().item()  # noqa: E731
+    if rms(exact) > 10 * rms(want.double() - exact):
+        return False
+    scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
+    return rms(got.double() - exact) <= BF16_FLOOR * scale
 
 
 def _train_step(case: dict, inputs: tuple, options: dict) -> Outcome:
@@ -292,6 +377,8 @@ def reproducer(source: str, mode: str, detail: str) -> str:
         "infer": 'compiled = torch.compile(model.eval(), backend="kiln", options=STRICT)',
         "trace": "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=STRICT)",
         "script": "compiled = kiln.compile(torch.jit.script(model.eval()), options=STRICT)",
+        "bf16": 'compiled = torch.compile(model.eval(), backend="kiln", options=BF16)',
+        "trace_bf16": "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=BF16)",
     }.get(mode)
     lines = [f"# kiln model fuzzer: mode {mode}", "# " + detail.replace("\n", "\n# "), source]
     if call:
@@ -299,6 +386,7 @@ def reproducer(source: str, mode: str, detail: str) -> str:
             "if __name__ == '__main__':\n"
             "    import kiln\n"
             "    STRICT = {'strict': True}\n"
+            "    BF16 = {'strict': True, 'precision': 'bf16'}\n"
             "    model, inputs = make_model(), make_inputs()\n"
             "    with torch.no_grad():\n"
             "        want = model.eval()(*inputs)\n"

@@ -1,6 +1,6 @@
 """The model fuzzer's command line: `make fuzz-models SEEDS=a:b` runs it.
 
-    python tests/fuzz_models/run.py --seeds 0:200 [--modes infer,train,trace,script,stream,script_stream]
+    python tests/fuzz_models/run.py --seeds 0:200 [--modes infer,train,trace,script,stream,script_stream,bf16,trace_bf16]
                                     [--out DIR] [--lenient] [--file CASE.py]
 
 kiln compiles with strict=True unless --lenient: a fallback (to eager, the interpreter or ATen)
@@ -25,7 +25,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-MODES = ("infer", "train", "trace", "script", "stream", "script_stream")
+MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16")
 LINE = re.compile(r"^seed (\d+) ")
 
 
@@ -51,7 +51,7 @@ def worker(seeds: range, modes: list, out: pathlib.Path, strict: bool, eager_onl
             continue
         wanted = [m for m in modes if m != "train" or case.trainable]
         outcomes = check(case.source, wanted, strict=strict)
-        shown = [f"{o.mode}:{o.status}" + (f" ({o.detail})" if o.mode.endswith("stream") and o.status == "pass" else "")
+        shown = [f"{o.mode}:{o.status}" + (f" ({o.detail})" if o.mode.endswith(("stream", "bf16")) and o.status == "pass" else "")
                  for o in outcomes]
         print(f"seed {seed} {case.family}: " + " ".join(shown))
         for o in (o for o in outcomes if o.status == "fail"):
