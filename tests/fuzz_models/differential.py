@@ -378,7 +378,8 @@ def reproducer(source: str, mode: str, detail: str) -> str:
         "trace": "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=STRICT)",
         "script": "compiled = kiln.compile(torch.jit.script(model.eval()), options=STRICT)",
         "bf16": 'compiled = torch.compile(model.eval(), backend="kiln", options=BF16)',
-        "trace_bf16": "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=BF16)",
+        "trace_bf16":
+            "compiled = kiln.compile(torch.jit.trace(model.eval(), inputs), options=BF16)",
     }.get(mode)
     lines = [f"# kiln model fuzzer: mode {mode}", "# " + detail.replace("\n", "\n# "), source]
     if call:
