@@ -133,6 +133,75 @@ class AttentionRecognizer {
     return s;
   }
 
+  /// Scores filled where a bool mask says (`masked_fill`, or a `where` between the scores and a
+  /// value) with a value no score survives beside: -inf, or float32's lowest finite values
+  /// (`finfo.min`, as transformers fills). `scores` + an additive mask holding that value where
+  /// they are filled and 0 elsewhere gives the same probabilities.
+  struct Fill {
+    Value* scores = nullptr;
+    Value* condition = nullptr;
+    bool where_true = true;  // filled where the condition holds (else where it does not)
+    double value = 0.0;
+  };
+  static bool fills_out(std::optional<double> value) {
+    constexpr double kLowest = -1e38;  // x + v rounds to v for any |x| below ~1e31
+    return value && *value <= kLowest;
+  }
+  /// The value of a 0-d float32 tensor made from a number (dynamo's `where` operand), or nullopt.
+  static std::optional<double> scalar_tensor_value(const Value* v) {
+    const Node* p = v->producer();
+    if (!p || p->op() != "aten::scalar_tensor" || !v->type().sizes.empty() ||
+        v->type().dtype != ir::DType::Float32) {
+      return std::nullopt;
+    }
+    return number_attr(*p, "s");
+  }
+  std::optional<Fill> fill(const Value* x, std::vector<Node*>& pattern) const {
+    Node* f = inner(x, {"aten::masked_fill.Scalar", "aten::where.self", "aten::where.ScalarSelf",
+                        "aten::where.ScalarOther"});
+    if (!f) return std::nullopt;
+    Fill found;
+    if (f->op() == "aten::masked_fill.Scalar" && f->inputs().size() == 2) {
+      found = {f->input(0), f->input(1), true, number_attr(*f, "value").value_or(0.0)};
+      if (!fills_out(number_attr(*f, "value"))) return std::nullopt;
+    } else if (f->op() == "aten::where.self" && f->inputs().size() == 3) {
+      const auto self = scalar_tensor_value(f->input(1));
+      const auto other = scalar_tensor_value(f->input(2));
+      if (fills_out(self)) {
+        found = {f->input(2), f->input(0), true, *self};
+      } else if (fills_out(other)) {
+        found = {f->input(1), f->input(0), false, *other};
+      } else {
+        return std::nullopt;
+      }
+    } else if (f->inputs().size() == 2) {
+      const bool self = f->op() == "aten::where.ScalarSelf";
+      const auto value = number_attr(*f, self ? "self" : "other");
+      if (!fills_out(value)) return std::nullopt;
+      found = {f->input(1), f->input(0), self, *value};
+    } else {
+      return std::nullopt;
+    }
+    if (found.condition->type().dtype != ir::DType::Bool ||
+        !broadcasts_to(found.condition->type().sizes, x->type().sizes)) {
+      return std::nullopt;
+    }
+    pattern.push_back(f);
+    return found;
+  }
+
+  /// The additive float32 mask that does what `f` does: its value where filled, 0 elsewhere.
+  Value* additive_mask(const Fill& f, Node& before) {
+    const double zero = 0.0;
+    Node* mask = graph_.append(
+        "aten::where.Scalar", {f.condition},
+        {ir::make_contiguous(ir::DType::Float32, f.condition->type().sizes,
+                             f.condition->type().device)},
+        {{"self", f.where_true ? f.value : zero}, {"other", f.where_true ? zero : f.value}});
+    graph_.move_before(mask, &before);
+    return mask->output();
+  }
+
   bool rewrite(Node& node) {
     if (node.outputs().size() != 1 || dead_.contains(&node)) return false;
     std::vector<Node*> pattern;
@@ -142,9 +211,12 @@ class AttentionRecognizer {
     pattern.push_back(soft);
     Value* mask = nullptr;
     std::optional<Scores> s;
-    Node* add = inner(soft->input(0), {"aten::add.Tensor"});
+    std::optional<Fill> filled = fill(soft->input(0), pattern);
+    Node* add = filled ? nullptr : inner(soft->input(0), {"aten::add.Tensor"});
     const auto alpha = add ? number_attr(*add, "alpha") : std::nullopt;
-    if (add && (!alpha || *alpha == 1.0)) {
+    if (filled) {
+      s = scores(filled->scores, pattern);
+    } else if (add && (!alpha || *alpha == 1.0)) {
       const auto& sizes = soft->input(0)->type().sizes;
       for (int side = 0; side < 2 && !s; ++side) {  // the mask on either side of the add
         mask = add->input(1 - side);
@@ -161,6 +233,7 @@ class AttentionRecognizer {
     }
     for (const Node* n : pattern)
       if (dead_.contains(n)) return false;
+    if (filled) mask = additive_mask(*filled, node);
     replace(node, pattern, s->q, s->kt, v, mask, s->scale);
     return true;
   }

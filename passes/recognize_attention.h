@@ -11,6 +11,10 @@
 //   %k = aten::transpose.int(%kt) {dim0=2, dim1=3}
 //   %o = aten::scaled_dot_product_attention(%q, %k, %v, %mask) {scale=0.125, ...}
 //
+// Scores masked by a fill instead of an add (nanoGPT's `masked_fill(mask, -inf)`, transformers'
+// `where(mask, scores, finfo.min)`, dynamo's `where` with a 0-d fill) take an additive mask made
+// from the bool one: `aten::where.Scalar(%mask) {self=-inf, other=0}` (which fold_constants
+// computes where the mask is a weight's), the same probabilities for any fill at or below -1e38.
 // BERT's eager attention (and GPT-2's where no causal mask is applied), and any model that writes
 // its own. Dynamo's graphs write each 4-D product as a view of an aten::bmm of views of
 // no-op expands; both forms are taken.

@@ -1,6 +1,7 @@
 // recognize_attention: matmul -> scale -> additive mask -> softmax -> matmul, as TorchScript and
 // dynamo write it, becomes one aten::scaled_dot_product_attention; anything else stays.
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +85,57 @@ TEST(RecognizeAttentionTest, WhatIsNotExactlyAttentionStaysAsItIs) {
     const std::string before = ir::print_graph(*g);
     EXPECT_EQ(recognize_attention(*g), 0) << text;
     EXPECT_EQ(ir::print_graph(*g), before);
+  }
+}
+
+/// Scores masked by a fill: `fill` is the line that reads the scaled scores `%c` and writes `%a`
+/// for the softmax, with a bool mask %b [1,1,8,8] and, for dynamo's where, a 0-d fill %f.
+std::string filled(const std::string& fill) {
+  return "graph(%q : f32[1,2,8,4], %kt : f32[1,2,4,8], %v : f32[1,2,8,4], %b : b8[1,1,8,8]):\n"
+         "  %s : f32[1,2,8,8] = aten::matmul(%q, %kt)\n"
+         "  %c : f32[1,2,8,8] = aten::div.Scalar(%s) {other=2.0}\n"
+         "  %f : f32[] = aten::scalar_tensor() {s=-inf, dtype=6, layout=0, device=\"cpu\", "
+         "pin_memory=None}\n" +
+         fill +
+         "  %p : f32[1,2,8,8] = aten::softmax.int(%a) {dim=-1, dtype=None}\n"
+         "  %o : f32[1,2,8,4] = aten::matmul(%p, %v)\n"
+         "  return (%o)\n";
+}
+
+TEST(RecognizeAttentionTest, ScoresFilledWhereMaskedTakeAnAdditiveMask) {
+  const std::string masked =
+      "  %a : f32[1,2,8,8] = aten::masked_fill.Scalar(%c, %b) {value=-inf}\n";
+  const std::string dynamo_where = "  %a : f32[1,2,8,8] = aten::where.self(%b, %f, %c)\n";
+  const std::string kept_where = "  %a : f32[1,2,8,8] = aten::where.self(%b, %c, %f)\n";
+  const std::string finfo_min =
+      "  %a : f32[1,2,8,8] = aten::where.ScalarOther(%b, %c) {other=-3.4028234663852886e+38}\n";
+  const std::string sdpa = "aten::scaled_dot_product_attention(%q, %kt_t, %v, %";
+  for (const auto& [fill, mask] :
+       {std::pair{masked, "{self=-inf, other=0.0}"},
+        std::pair{dynamo_where, "{self=-inf, other=0.0}"},
+        std::pair{kept_where, "{self=0.0, other=-inf}"},
+        std::pair{finfo_min, "{self=0.0, other=-3.4028234663852886e+38}"}}) {
+    auto g = ir::parse_graph(filled(fill));
+    EXPECT_EQ(recognize_attention(*g), 1) << fill;
+    const std::string printed = ir::print_graph(*g);
+    // The bool mask becomes an additive one that the attention reads; the fill is gone.
+    EXPECT_NE(printed.find(" : f32[1,1,8,8] = aten::where.Scalar(%b) " + std::string(mask)),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find(sdpa), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("masked_fill"), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("softmax"), std::string::npos) << printed;
+  }
+  // A fill that a score can outweigh (-1e9: a row masked everywhere would softmax the scores, not
+  // the fills), one that is not a constant fill, and a mask that is not bool stay as they are.
+  const std::string outweighed =
+      "  %a : f32[1,2,8,8] = aten::masked_fill.Scalar(%c, %b) {value=-1000000000.0}\n";
+  const std::string tensor_fill = "  %a : f32[1,2,8,8] = aten::where.self(%b, %s, %c)\n";
+  std::string float_mask = filled(masked);
+  float_mask.replace(float_mask.find("%b : b8"), 7, "%b : f32");
+  for (const std::string& text : {filled(outweighed), filled(tensor_fill), float_mask}) {
+    auto g = ir::parse_graph(text);
+    EXPECT_EQ(recognize_attention(*g), 0) << text;
   }
 }
 

@@ -138,6 +138,23 @@ class WrittenAttention(nn.Module):
         return x + self.o(heads.transpose(1, 2).reshape(b, n, c))
 
 
+class CausalAttention(WrittenAttention):
+    """nanoGPT's attention without flash: the scores filled with -inf above the diagonal of a
+    lower-triangular buffer (`masked_fill`; dynamo writes it as a `where`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("causal", torch.tril(torch.ones(24, 24)).view(1, 1, 24, 24))
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = (f(x).view(b, n, 3, c // 3).transpose(1, 2) for f in (self.q, self.k, self.v))
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (c // 3) ** -0.5
+        scores = scores.masked_fill(self.causal[:, :, :n, :n] == 0, float("-inf"))
+        heads = torch.matmul(scores.softmax(dim=-1), v)
+        return x + self.o(heads.transpose(1, 2).reshape(b, n, c))
+
+
 def _cases():
     torch.manual_seed(0)
     # The last: one row, so kiln computes its linears in its own kernels (reading bf16 weights).
@@ -149,7 +166,8 @@ def _cases():
             (Attention().eval(), torch.randn(2, 24, 96)),
             (Attention(masked=True).eval(), torch.randn(2, 24, 96)),
             (RotaryAttention().eval(), torch.randn(2, 24, 96)),
-            (WrittenAttention().eval(), torch.randn(2, 24, 96))]
+            (WrittenAttention().eval(), torch.randn(2, 24, 96)),
+            (CausalAttention().eval(), torch.randn(2, 24, 96))]
 
 
 def _randomize(model):
@@ -161,9 +179,9 @@ def _randomize(model):
 
 
 @native
-@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5, 6, 7], ids=["mobile_block", "feed_forward",
-                         "row_mlp", "basic_blocks", "attention", "masked_attention", "rotary",
-                         "written_attention"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 5, 6, 7, 8], ids=["mobile_block",
+                         "feed_forward", "row_mlp", "basic_blocks", "attention", "masked_attention",
+                         "rotary", "written_attention", "causal_attention"])
 def test_bf16_stays_within_its_bound_of_float32_eager_on_both_entry_points(case):
     model, x = _cases()[case]
     _randomize(model)
@@ -294,13 +312,21 @@ def test_rotary_kernels_write_bf16_for_the_attention_they_feed(tmp_path):
 
 
 @native
-def test_attention_written_out_becomes_the_fused_one_in_bf16_only(tmp_path):
-    model, x = _cases()[7]
+@pytest.mark.parametrize("case", [7, 8], ids=["additive_mask", "causal_fill"])
+def test_attention_written_out_becomes_the_fused_one_in_bf16_only(case, tmp_path):
+    model, x = _cases()[case]
     final = _bf16_plan(model, x, tmp_path / "bf16")
-    attention = [line.strip() for line in final.splitlines()
-                 if "= aten::scaled_dot_product_attention(" in line]
-    assert len(attention) == 1 and attention[0].split(" : ")[1].startswith("bf16["), final
-    assert "aten::bmm(" not in final and "softmax" not in final, final
+    with torch.no_grad():
+        kiln.compile(torch.jit.trace(model, (x,)),
+                     options={"precision": "bf16", "dump_dir": str(tmp_path / "ts")})(x)
+    script = sorted((tmp_path / "ts").glob("*plan_memory.kir"))[-1].read_text()
+    for graph in (final, script):
+        attention = [line.strip() for line in graph.splitlines()
+                     if "= aten::scaled_dot_product_attention(" in line]
+        assert len(attention) == 1 and attention[0].split(" : ")[1].startswith("bf16["), graph
+        assert "aten::bmm(" not in graph and "softmax" not in graph, graph
+        # The causal fill became an additive float32 mask, computed once from the buffer.
+        assert "where" not in graph and "masked_fill" not in graph, graph
     with torch.no_grad():  # in float32 the products stay as written
         torch._dynamo.reset()
         torch.compile(model, backend="kiln",
