@@ -200,8 +200,9 @@ def test_the_dynamic_shapes_bench_measures_a_stream_and_writes_its_page():
     rows = [dict(base, case="bert", backend="eager", steady_s=3.0),
             dict(base, case="bert", backend="kiln", steady_s=1.5),
             dict(base, case="bert", backend="inductor", steady_s=2.1),
+            dict(base, case="bert", backend="kiln_bf16", steady_s=1.2),
             {"case": "gpt", "backend": "kiln", "error": "RuntimeError: boom"}]
     text = dynamic_shapes.page({"date": "D", "machine": "M", "threads": 2, "results": rows})
     assert "| bert | kiln | 9.00 s | 1.500 s | 3 (1) | 47 | 0 | 1.50 | 2 | 0.0e+00 | - |" in text
-    assert "| bert | 2.00x | 1.40x | - |" in text
+    assert "| bert | 2.00x | 1.40x | - | 2.50x |" in text
     assert "fails: `RuntimeError: boom`" in text
