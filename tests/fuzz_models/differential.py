@@ -170,6 +170,21 @@ def load(source: str) -> dict:
     return namespace
 
 
+def _compiled(model, inputs: tuple, how: str, options: dict, mode: str):
+    """`model` compiled by kiln: through torch.compile where `how` is "infer", else through
+    kiln.compile of torch.jit.trace or torch.jit.script (`how`). Where TorchScript itself cannot
+    take the module (not kiln's concern), the Outcome that skips `mode` instead."""
+    if how == "infer":
+        torch._dynamo.reset()
+        return torch.compile(model, backend="kiln", options=options)
+    try:
+        scripted = torch.jit.trace(model, inputs) if how == "trace" else torch.jit.script(model)
+    except Exception as e:  # TorchScript's own limits, not kiln's
+        reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        return Outcome(mode, "skip", f"torch.jit.{how}: {reason.strip()}")
+    return kiln.compile(scripted, options=options)
+
+
 def _run(mode: str, source: str, strict: bool) -> Outcome:
     case = load(source)
     inputs = case["make_inputs"]()
@@ -183,16 +198,9 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
     model = case["make_model"]().eval()
     with torch.no_grad():
         want = model(*inputs)
-    if mode == "infer":
-        torch._dynamo.reset()
-        compiled = torch.compile(model, backend="kiln", options=options)
-    else:
-        try:
-            scripted = torch.jit.trace(model, inputs) if mode == "trace" else torch.jit.script(model)
-        except Exception as e:  # TorchScript's own limits, not kiln's
-            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-            return Outcome(mode, "skip", f"torch.jit.{mode}: {reason.strip()}")
-        compiled = kiln.compile(scripted, options=options)
+    compiled = _compiled(model, inputs, mode, options, mode)
+    if isinstance(compiled, Outcome):
+        return compiled
     with torch.no_grad():
         got = compiled(*inputs)
         again = compiled(*inputs)
@@ -209,15 +217,10 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
 
 def _stream(case: dict, options: dict, mode: str) -> Outcome:
     model = case["make_model"]().eval()
-    if mode == "script_stream":
-        try:
-            compiled = kiln.compile(torch.jit.script(model), options=options)
-        except Exception as e:  # TorchScript's own limits, not kiln's
-            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-            return Outcome(mode, "skip", f"torch.jit.script: {reason.strip()}")
-    else:
-        torch._dynamo.reset()
-        compiled = torch.compile(model, backend="kiln", options=options)
+    how = "script" if mode == "script_stream" else "infer"
+    compiled = _compiled(model, case["make_inputs"](), how, options, mode)
+    if isinstance(compiled, Outcome):
+        return compiled
     before = kiln.stats()
     batches = (case["make_inputs"]()[0].shape[0], *STREAM_BATCHES)
     for batch in batches:
@@ -260,16 +263,9 @@ def _bf16(case: dict, inputs: tuple, options: dict, mode: str) -> Outcome:
         want = model(*inputs)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             autocast = model(*inputs)
-        if mode == "bf16":
-            torch._dynamo.reset()
-            compiled = torch.compile(model, backend="kiln", options=options)
-        else:
-            try:
-                traced = torch.jit.trace(model, inputs)
-            except Exception as e:  # TorchScript's own limits, not kiln's
-                reason = next((line for line in str(e).splitlines() if line.strip()), "")
-                return Outcome(mode, "skip", f"torch.jit.trace: {reason.strip()}")
-            compiled = kiln.compile(traced, options=options)
+        compiled = _compiled(model, inputs, "infer" if mode == "bf16" else "trace", options, mode)
+        if isinstance(compiled, Outcome):
+            return compiled
         got = compiled(*inputs)
     wants, gots, autocasts = map(_float_outputs, (want, got, autocast))
     if len(gots) != len(wants):
