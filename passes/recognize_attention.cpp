@@ -147,14 +147,16 @@ class AttentionRecognizer {
     constexpr double kLowest = -1e38;  // x + v rounds to v for any |x| below ~1e31
     return value && *value <= kLowest;
   }
-  /// The value of a 0-d float32 tensor made from a number (dynamo's `where` operand), or nullopt.
+  /// The value of a 0-d float32 tensor made from a number (dynamo's `where` operand: -inf as
+  /// `aten::scalar_tensor`, transformers' `torch.full([], finfo.min)` as `aten::full`), or
+  /// nullopt.
   static std::optional<double> scalar_tensor_value(const Value* v) {
     const Node* p = v->producer();
-    if (!p || p->op() != "aten::scalar_tensor" || !v->type().sizes.empty() ||
-        v->type().dtype != ir::DType::Float32) {
+    if (!p || !v->type().sizes.empty() || v->type().dtype != ir::DType::Float32)
       return std::nullopt;
-    }
-    return number_attr(*p, "s");
+    if (p->op() == "aten::scalar_tensor") return number_attr(*p, "s");
+    if (p->op() == "aten::full") return number_attr(*p, "fill_value");
+    return std::nullopt;
   }
   std::optional<Fill> fill(const Value* x, std::vector<Node*>& pattern) const {
     Node* f = inner(x, {"aten::masked_fill.Scalar", "aten::where.self", "aten::where.ScalarSelf",

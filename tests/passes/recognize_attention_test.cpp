@@ -109,12 +109,17 @@ TEST(RecognizeAttentionTest, ScoresFilledWhereMaskedTakeAnAdditiveMask) {
   const std::string kept_where = "  %a : f32[1,2,8,8] = aten::where.self(%b, %c, %f)\n";
   const std::string finfo_min =
       "  %a : f32[1,2,8,8] = aten::where.ScalarOther(%b, %c) {other=-3.4028234663852886e+38}\n";
+  const std::string full_fill =  // transformers' torch.where(mask, scores, torch.full([], min))
+      "  %m : f32[] = aten::full() {size=[], fill_value=-3.4028234663852886e+38, dtype=6, "
+      "layout=None, device=\"cpu\", pin_memory=false}\n"
+      "  %a : f32[1,2,8,8] = aten::where.self(%b, %c, %m)\n";
   const std::string sdpa = "aten::scaled_dot_product_attention(%q, %kt_t, %v, %";
   for (const auto& [fill, mask] :
        {std::pair{masked, "{self=-inf, other=0.0}"},
         std::pair{dynamo_where, "{self=-inf, other=0.0}"},
         std::pair{kept_where, "{self=0.0, other=-inf}"},
-        std::pair{finfo_min, "{self=0.0, other=-3.4028234663852886e+38}"}}) {
+        std::pair{finfo_min, "{self=0.0, other=-3.4028234663852886e+38}"},
+        std::pair{full_fill, "{self=0.0, other=-3.4028234663852886e+38}"}}) {
     auto g = ir::parse_graph(filled(fill));
     EXPECT_EQ(recognize_attention(*g), 1) << fill;
     const std::string printed = ir::print_graph(*g);
