@@ -164,8 +164,9 @@ class AttentionRecognizer {
     if (!f) return std::nullopt;
     Fill found;
     if (f->op() == "aten::masked_fill.Scalar" && f->inputs().size() == 2) {
-      found = {f->input(0), f->input(1), true, number_attr(*f, "value").value_or(0.0)};
-      if (!fills_out(number_attr(*f, "value"))) return std::nullopt;
+      const auto value = number_attr(*f, "value");
+      if (!fills_out(value)) return std::nullopt;
+      found = {f->input(0), f->input(1), true, *value};
     } else if (f->op() == "aten::where.self" && f->inputs().size() == 3) {
       const auto self = scalar_tensor_value(f->input(1));
       const auto other = scalar_tensor_value(f->input(2));
@@ -194,12 +195,11 @@ class AttentionRecognizer {
 
   /// The additive float32 mask that does what `f` does: its value where filled, 0 elsewhere.
   Value* additive_mask(const Fill& f, Node& before) {
-    const double zero = 0.0;
     Node* mask = graph_.append(
         "aten::where.Scalar", {f.condition},
         {ir::make_contiguous(ir::DType::Float32, f.condition->type().sizes,
                              f.condition->type().device)},
-        {{"self", f.where_true ? f.value : zero}, {"other", f.where_true ? zero : f.value}});
+        {{"self", f.where_true ? f.value : 0.0}, {"other", f.where_true ? 0.0 : f.value}});
     graph_.move_before(mask, &before);
     return mask->output();
   }

@@ -400,6 +400,24 @@ def test_a_model_under_autocast_runs_its_bf16_ops_as_eager_does():
     assert norm_relative_error(got, want) < BF16_BOUND
 
 
+@native
+def test_a_stream_of_sequence_lengths_under_bf16_compiles_one_shape_class():
+    """An encoder under bf16 over a serving stream of lengths: one class for dynamo's graph with
+    symbolic sizes serves them all, each within bf16's bound, none in eager PyTorch."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Attention(), FeedForward()).eval()
+    compiled = torch.compile(model, backend="kiln", options={"precision": "bf16"})
+    torch._dynamo.reset()
+    kiln.reset_stats()
+    with torch.no_grad():
+        for tokens in (24, 17, 30, 9, 41, 12, 33, 20, 27, 15, 38, 6):
+            x = torch.randn(2, tokens, 96)
+            error = norm_relative_error(compiled(x), model(x))
+            assert ROUNDED < error < BF16_BOUND, (tokens, error)
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0, stats
+    assert stats["specializations"] <= 3 and stats["shape_classes"] >= 1, stats
+
 
 class DecodeStep(nn.Module):
     """One token through a decoder layer with a key/value cache: its linears have one row, so kiln
