@@ -166,7 +166,7 @@ class Bf16Activations {
   }
 
   /// Whether every reader of `y` reads it in bf16 anyway: a bf16 convolution or linear reading it
-  /// as its input (which it would round to bf16; a linear's dense), a oneDNN convolution reading
+  /// as its input (which it would round to bf16; a linear's dense), a bf16 convolution reading
   /// it as its residual, an attention reading it as q, k or v, or a max pool or view whose result
   /// is in the set.
   bool takes_bf16(const Value* y) const {
@@ -193,11 +193,11 @@ class Bf16Activations {
         }
         continue;
       }
-      if (reader->op() != kConv) return false;
+      // A float32 convolution (a depthwise one) takes float32 operands only, its residual too.
+      if (reader->op() != kConv || !multiplies_in_bf16(*reader)) return false;
       for (size_t i = 1; i < reader->inputs().size(); ++i) {
         if (reader->input(i) == y && y != other_of(*reader)) return false;  // a weight or bias
       }
-      if (reader->input(0) == y && !multiplies_in_bf16(*reader)) return false;
     }
     return true;
   }

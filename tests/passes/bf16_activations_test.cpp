@@ -1,6 +1,6 @@
 // bf16_activations: a bf16 convolution or linear writes bf16 where every reader is a oneDNN
 // convolution or linear that takes it as a bf16 input (one that multiplies in bf16), a
-// convolution that takes it as its residual, or a max pool, view or attention whose result is
+// bf16 convolution that takes it as its residual, or a max pool, view or attention whose result is
 // read so (an attention where its q, k and v all are); otherwise, and for a graph output, its
 // output stays float32. A bf16 linear reads a bf16 copy of an input a
 // kernel computes, which the fusers put into that kernel.
@@ -77,6 +77,17 @@ TEST(Bf16ActivationsTest, AReaderThatIsNotABf16ConvolutionKeepsItsInputFloat32) 
   EXPECT_EQ(type_of(printed, "e"), "bf16") << printed;
   EXPECT_EQ(type_of(printed, "r_bf16"), "bf16") << printed;
   EXPECT_NE(printed.find("kiln::onednn_conv2d(%r_bf16, %w, %p)"), std::string::npos) << printed;
+}
+
+TEST(Bf16ActivationsTest, AFloat32ConvolutionsResidualStaysFloat32) {
+  // RepVGG's branches: a feeds b alone, and c adds it as its residual; c multiplies in float32
+  // (a depthwise one would), so a stays float32 although b would read it in bf16.
+  auto g = ir::parse_graph(
+      graph(conv("a", "x", true) + conv("b", "a", true) + conv("c", "b", false, "a"), "c"));
+  bf16_activations(*g);
+  const std::string printed = ir::print_graph(*g);
+  EXPECT_EQ(type_of(printed, "a"), "f32") << printed;
+  EXPECT_EQ(type_of(printed, "c"), "f32") << printed;
 }
 
 TEST(Bf16ActivationsTest, AMaxPoolBetweenThemComputesInBf16Too) {
