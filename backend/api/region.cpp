@@ -106,22 +106,27 @@ int RegionRunner::num_specializations() const {
   return cache_.size();
 }
 
-std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
-    const Tensors& inputs) const {
+std::optional<SignatureKey> RegionRunner::key_of(const Tensors& inputs) const {
   SignatureKey key = signature_of(inputs);
   if (may_freeze(inputs)) {
     int64_t set = 0;
-    if (!admit_weight_set(inputs, set)) {
-      return unfreeze(inputs, "its graph is called with more than " +
-                                  std::to_string(kMaxWeightSets) +
-                                  " sets of weights (model instances)");
-    }
+    if (!admit_weight_set(inputs, set)) return std::nullopt;
     key.push_back(set);
   }
-  if (auto compiled = cache_.find(key)) return remember(compiled);
+  return key;
+}
+
+std::shared_ptr<const RegionRunner::Specialization> RegionRunner::specialize(
+    const Tensors& inputs) const {
+  const std::optional<SignatureKey> key = key_of(inputs);
+  if (!key) {
+    return unfreeze(inputs, "its graph is called with more than " + std::to_string(kMaxWeightSets) +
+                                " sets of weights (model instances)");
+  }
+  if (auto compiled = cache_.find(*key)) return remember(compiled);
   if (auto plan = classes_.plan(inputs)) return remember(plan);
   return remember(cache_.get(
-      key, options_.max_specializations, [&](int) { return compile_specialization(inputs); },
+      *key, options_.max_specializations, [&](int) { return compile_specialization(inputs); },
       [&] { return past_limit(); }));
 }
 
@@ -277,7 +282,9 @@ Tensors RegionRunner::recover(const Tensors& inputs, const CompiledRegion& compi
   record_fallback();
   log(LogLevel::Warn, name_ + " runs in " + fallback_phrase(source_.fallback_in) +
                           " for these inputs from now on; " + why);
-  cache_.put(signature_of(inputs), failed);
+  // Under the key the plan was found by (with its weight set where it froze them), so that the
+  // next call finds the failure, not the plan.
+  if (const std::optional<SignatureKey> key = key_of(inputs)) cache_.put(*key, failed);
   remember(failed);
   return outputs;
 }

@@ -83,6 +83,9 @@ class KILN_INTERNAL RegionRunner {
   using FrozenWeight = kiln::FrozenWeight;
   using Specialization = RegionSpecialization;
   std::shared_ptr<const Specialization> specialize(const Tensors& inputs) const;
+  /// The key of these inputs' specialization in the cache: their signature, and where it would
+  /// freeze their weights, the set of weights they hold; none past kMaxWeightSets sets.
+  std::optional<SignatureKey> key_of(const Tensors& inputs) const;
   /// Whether a specialization compiled for these inputs would freeze their weights.
   bool may_freeze(const Tensors& inputs) const;
   /// Which set of weights `inputs` hold (the index of their TensorImpls among the sets met so

@@ -12,12 +12,12 @@ import kiln
 from kiln import _C
 
 
-def region(strict: bool, fallback):
+def region(strict: bool, fallback, weights=()):
     program = _C.FxProgram(2)  # x, idx
     (out,) = program.call("aten::index_select", [("ref", 0), ("const", 0), ("ref", 1)])
     program.set_outputs([out])
     options = {"strict": "true"} if strict else {}
-    return _C.Region(program, options, "gather", fallback)
+    return _C.Region(program, options, "gather", fallback, list(weights))
 
 
 def clamped_gather(x, idx):
@@ -28,18 +28,22 @@ X = torch.arange(12.0).view(4, 3)
 OUT_OF_RANGE = torch.tensor([1, 7])
 
 
-def test_a_plan_that_fails_when_it_runs_falls_back_and_stays_on_the_fallback():
+# With x a weight, the plan freezes it and is found by its signature and its set of weights.
+@pytest.mark.parametrize("weights", [(), (0,)], ids=["no_weights", "frozen_weight"])
+def test_a_plan_that_fails_when_it_runs_falls_back_and_stays_on_the_fallback(weights):
     kiln.reset_stats()
-    gather = region(False, clamped_gather)
+    gather = region(False, clamped_gather, weights)
     (got,) = gather.run([X, OUT_OF_RANGE])
     torch.testing.assert_close(got, clamped_gather(X, OUT_OF_RANGE)[0])
     assert kiln.stats()["fallbacks"] == 1
+    assert kiln.stats()["frozen_weights"] == len(weights)
     explained = gather.explain()
     assert "compiled plan failed where eager PyTorch did not" in explained
     # The signature stays on the fallback: no second failure, no second count.
     (again,) = gather.run([X, OUT_OF_RANGE])
     torch.testing.assert_close(again, got)
     assert kiln.stats()["fallbacks"] == 1
+    assert "compiled plan failed" in gather.explain()
 
 
 def test_strict_raises_an_internal_error_naming_the_plan_failure():
