@@ -45,7 +45,7 @@ def _image_layer(w: Writer, rng: random.Random, x: Tensor, seen: list) -> Tensor
         same = [s for s in seen if s.shape == x.shape and s.name != x.name]
         if same:
             return w.binary(rng.choice(["+", "+", "*", "-"]), x, rng.choice(same))
-        return w.residual_block(rng, x)
+        return w.residual_block(rng, x) if rng.random() < 0.6 else w.parallel_branches(rng, x)
     if pick < 0.75:
         alike = [s for s in seen if s.shape[2:] == x.shape[2:] and s.shape[0] == n]
         return w.cat([x, rng.choice(alike)]) if alike else x

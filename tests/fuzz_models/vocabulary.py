@@ -206,7 +206,10 @@ class Writer:
 
     def batch_norm(self, rng: random.Random, x: Tensor) -> Tensor:
         c = x.shape[1]
-        if x.shape[0] * math.prod(x.shape[2:]) < 2:  # training-mode statistics need two values
+        # Training-mode statistics need two values per channel; over a handful the normalized
+        # values are nearly +-1 whatever the input, and a last-bit difference upstream (kiln's
+        # sums in another order) comes out hundreds of times larger: no real net trains so.
+        if x.shape[0] * math.prod(x.shape[2:]) < 8:
             return x
         dims = max(1, len(x.shape) - 2)
         norm = self._module(f"nn.BatchNorm{dims}d({c})")
@@ -260,6 +263,20 @@ class Writer:
         if rng.random() < 0.7:
             y = self.unary(rng.choice(ACTIVATIONS), y)
         return y
+
+    def parallel_branches(self, rng: random.Random, x: Tensor) -> Tensor:
+        """Two convolutions of x (of any kinds: a dense 3x3 beside a 1x1 or a depthwise one)
+        summed, each maybe normalized: a RepVGG or Inception block, where convolutions that kiln
+        runs in different precisions under bf16 meet in one add."""
+        out = rng.choice([x.shape[1], 8, 16, 24])
+        a = self.conv(rng, x, out=out, same=True)
+        b = self.conv(rng, x, out=out, same=True)
+        if a.shape != b.shape:
+            return a
+        if rng.random() < 0.5:
+            a, b = self.batch_norm(rng, a), self.batch_norm(rng, b)
+        y = self.binary("+", a, b)
+        return self.unary(rng.choice(ACTIVATIONS), y) if rng.random() < 0.6 else y
 
     def squeeze_excite(self, rng: random.Random, x: Tensor) -> Tensor:
         c, dims = x.shape[1], len(x.shape) - 2
