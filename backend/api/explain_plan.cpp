@@ -77,8 +77,10 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
       const auto* activation = std::get_if<std::string>(node.find_attr("activation"));
       if (activation && *activation != "none") entry.why += ", with its " + *activation + " inside";
       entry.why += precision_note(node);
-    } else if (node.op() == "kiln::onednn_max_pool2d") {
-      entry.why = "pooling: kiln's oneDNN max pool, made once";
+    } else if (node.op() == "kiln::onednn_max_pool2d" || node.op() == "kiln::onednn_avg_pool2d") {
+      entry.why = node.op() == "kiln::onednn_max_pool2d"
+                      ? "pooling: kiln's oneDNN max pool, made once"
+                      : "pooling: kiln's oneDNN average pool, made once";
       if (node.output()->type().dtype == ir::DType::BFloat16) entry.why += ", in bf16";
     } else if (info->kind == ir::OpKind::Gemm || info->kind == ir::OpKind::Convolution) {
       entry.why = std::string(ir::op_kind_name(info->kind)) + ": ATen's BLAS/oneDNN kernel";

@@ -136,10 +136,12 @@ constexpr OpInfo kOps[] = {
     {"kiln::onednn_linear", K::Gemm, 3, 4, 1, kPlanned},
     {"kiln::onednn_matmul", K::Gemm, 2, 3, 1, kPlanned},
     {"kiln::onednn_max_pool2d", K::Pooling, 1, 1, 1, kPlanned},
+    {"kiln::onednn_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records
     {"aten::max_pool2d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::avg_pool2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::adaptive_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     // Views and layout.
     {"aten::view", K::View, 1, 1, 1, kOwn},

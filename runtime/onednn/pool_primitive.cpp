@@ -19,7 +19,8 @@ struct SpecHash {
       h = mix(h, pair[0]);
       h = mix(h, pair[1]);
     }
-    h = mix(h, (s.ceil_mode ? 1 : 0) | (s.bf16 ? 2 : 0) | (s.nchw ? 4 : 0));
+    h = mix(h, (s.ceil_mode ? 1 : 0) | (s.bf16 ? 2 : 0) | (s.nchw ? 4 : 0) | (s.average ? 8 : 0) |
+                   (s.include_padding ? 16 : 0));
     return mix(h, s.threads);
   }
 };
@@ -44,6 +45,23 @@ std::array<int64_t, 4> PoolSpec::output() const {
   return out;
 }
 
+std::array<int64_t, 2> PoolSpec::right_padding() const {
+  const auto out = output();
+  std::array<int64_t, 2> right{};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = dilation[d] * (kernel[d] - 1) + 1;
+    right[d] =
+        std::max<int64_t>(0, (out[2 + d] - 1) * stride[d] + extent - input[2 + d] - padding[d]);
+  }
+  return right;
+}
+
+bool PoolSpec::divides_as_pytorch() const {
+  if (!average || !include_padding) return true;
+  const auto right = right_padding();
+  return right[0] <= padding[0] && right[1] <= padding[1];
+}
+
 std::string PoolSpec::problem() const {
   for (auto v : input)
     if (v <= 0) return "every input size must be positive";
@@ -56,6 +74,7 @@ std::string PoolSpec::problem() const {
   const auto out = output();
   if (out[2] <= 0 || out[3] <= 0) return "the output would be empty";
   if (threads <= 0) return "the thread count must be positive";
+  if (average && (dilation[0] != 1 || dilation[1] != 1)) return "an average pool has no dilation";
   return "";
 }
 
@@ -72,8 +91,9 @@ PoolPrimitive::~PoolPrimitive() = default;
 std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
   static PrimitiveCache<PoolSpec, PoolPrimitive, SpecHash> cache;
   if (auto found = cache.find(spec)) return found;
+  const char* what = spec.average ? "oneDNN average pool: " : "oneDNN max pool: ";
   if (std::string problem = spec.problem(); !problem.empty())
-    throw std::invalid_argument("oneDNN max pool: " + problem);
+    throw std::invalid_argument(what + problem);
   const auto type = spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const auto tag = spec.nchw ? memory::format_tag::nchw : memory::format_tag::nhwc;
   const auto out = spec.output();
@@ -82,24 +102,24 @@ std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
   state->source = memory::desc(memory::dims(spec.input.begin(), spec.input.end()), type, tag);
   state->destination = memory::desc(memory::dims(out.begin(), out.end()), type, tag);
   // oneDNN's right padding is whatever the last window needs: ceil_mode's extra window reads
-  // past the input, which a max pool skips as PyTorch does. Its dilation counts the gaps.
-  memory::dims right(2);
-  for (int d = 0; d < 2; ++d) {
-    const int64_t extent = spec.dilation[d] * (spec.kernel[d] - 1) + 1;
-    right[d] = std::max<int64_t>(
-        0, (out[2 + d] - 1) * spec.stride[d] + extent - spec.input[2 + d] - spec.padding[d]);
-  }
+  // past the input, which a max pool skips as PyTorch does, and an average without the padding
+  // does not count. Its dilation counts the gaps.
+  const auto right_pad = spec.right_padding();
+  const memory::dims right(right_pad.begin(), right_pad.end());
+  const auto algorithm = !spec.average          ? dnnl::algorithm::pooling_max
+                         : spec.include_padding ? dnnl::algorithm::pooling_avg_include_padding
+                                                : dnnl::algorithm::pooling_avg_exclude_padding;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
     state->descriptor = dnnl::pooling_forward::primitive_desc(
-        cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
-        state->source, state->destination, {spec.stride[0], spec.stride[1]},
-        {spec.kernel[0], spec.kernel[1]}, {spec.dilation[0] - 1, spec.dilation[1] - 1},
-        {spec.padding[0], spec.padding[1]}, right, attr);
+        cpu_engine(), dnnl::prop_kind::forward_inference, algorithm, state->source,
+        state->destination, {spec.stride[0], spec.stride[1]}, {spec.kernel[0], spec.kernel[1]},
+        {spec.dilation[0] - 1, spec.dilation[1] - 1}, {spec.padding[0], spec.padding[1]}, right,
+        attr);
     state->primitive = dnnl::pooling_forward(state->descriptor);
   } catch (const dnnl::error& e) {
-    throw std::runtime_error(std::string("oneDNN has no max pool for this case: ") + e.what());
+    throw std::runtime_error(std::string(what) + "no implementation for this case: " + e.what());
   }
   state->scratchpad = state->descriptor.scratchpad_desc();
   return cache.keep(spec,

@@ -1,6 +1,8 @@
 // kiln::onednn_max_pool2d (runtime/onednn_pool.h) against ATen's max_pool2d: the same values
 // exactly (a max rounds nothing), in float32 and bf16, channels-last and NCHW, with padding,
-// strides, dilation and ceil_mode; the out= form into any layout; the errors.
+// strides, dilation and ceil_mode; the out= form into any layout; the errors. And
+// kiln::onednn_avg_pool2d against ATen's avg_pool2d, counting the padding or not, within float32's
+// rounding (the sums may add in another order).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -98,6 +100,67 @@ TEST(OneDnnMaxPool, BadArgumentsAreClearErrors) {
   fails_with(x, {1, 4, 8, 8, 9, 1, 0, 1, false}, "empty");
   at::Tensor wrong = at::empty({0}, at::kBFloat16);
   EXPECT_THROW(onednn_max_pool2d_out(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, wrong), c10::Error);
+}
+
+struct AverageCase {
+  int64_t n, c, h, w, kernel, stride, padding;
+  bool ceil_mode, include_padding;
+};
+
+TEST(OneDnnAvgPool, GivesAtensValuesInEveryLayoutAndType) {
+  at::manual_seed(2);
+  for (const AverageCase& s : {
+           AverageCase{1, 64, 56, 56, 3, 1, 1, false, false},  // PoolFormer's token mixer
+           AverageCase{1, 64, 56, 56, 3, 1, 1, false, true},   // the same, counting the padding
+           AverageCase{2, 16, 7, 7, 2, 2, 0, false, true},     // DenseNet's transition, odd size
+           AverageCase{2, 16, 7, 7, 2, 2, 0, true, false},     // ceil_mode: a last window of one
+           AverageCase{1, 8, 10, 9, 3, 2, 1, true, false},     // ceil_mode and padding
+           // ceil_mode's last window reaches past the padding: ATen divides by the cells up to
+           // the padding's end, oneDNN by the kernel's size, so ATen's op runs inside.
+           AverageCase{1, 8, 6, 6, 3, 2, 1, true, true},
+           AverageCase{3, 5, 4, 4, 4, 4, 0, false, false},  // one output pixel, few channels
+       }) {
+    SCOPED_TRACE(::testing::Message()
+                 << s.n << "x" << s.c << "x" << s.h << "x" << s.w << " k" << s.kernel << " s"
+                 << s.stride << " p" << s.padding << (s.ceil_mode ? " ceil" : "")
+                 << (s.include_padding ? " counting the padding" : ""));
+    for (const auto type : {at::kFloat, at::kBFloat16}) {
+      for (const auto format : {at::MemoryFormat::ChannelsLast, at::MemoryFormat::Contiguous}) {
+        const at::Tensor x = at::randn({s.n, s.c, s.h, s.w}).to(type).contiguous(format);
+        const at::Tensor want =
+            at::avg_pool2d(x, s.kernel, s.stride, s.padding, s.ceil_mode, s.include_padding);
+        at::Tensor got = at::empty({0}, x.options());
+        onednn_avg_pool2d_out(x, {s.kernel, s.kernel}, {s.stride, s.stride}, {s.padding, s.padding},
+                              s.ceil_mode, s.include_padding, got);
+        ASSERT_EQ(got.sizes(), want.sizes());
+        EXPECT_EQ(got.scalar_type(), type);
+        EXPECT_TRUE(got.is_contiguous(format));
+        // float32: a few roundings of a sum of at most 16 values; bf16: one bf16 rounding apart.
+        const double tolerance = type == at::kFloat ? 1e-6 : 8e-3;
+        EXPECT_TRUE(at::allclose(got.to(at::kFloat), want.to(at::kFloat), tolerance, tolerance))
+            << (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();
+      }
+    }
+  }
+}
+
+TEST(OneDnnAvgPool, PropagatesNansAndRejectsBadArguments) {
+  at::Tensor x = at::randn({1, 4, 6, 6}).contiguous(at::MemoryFormat::ChannelsLast);
+  x[0][1][2][2] = std::nan("");
+  at::Tensor got = at::empty({0}, x.options());
+  onednn_avg_pool2d_out(x, {3, 3}, {2, 2}, {1, 1}, false, false, got);
+  const at::Tensor want = at::avg_pool2d(x, 3, 2, 1, false, false);
+  EXPECT_TRUE(at::equal(got.isnan(), want.isnan()));
+  EXPECT_GT(got.isnan().sum().item<int64_t>(), 0);
+  try {
+    onednn_avg_pool2d_out(x, {2, 2}, {2, 2}, {2, 2}, false, false, got);
+    ADD_FAILURE() << "no error for a padding over half the kernel";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "kiln::onednn_avg_pool2d: padding must be at least 0 and at most half"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 #else

@@ -539,6 +539,44 @@ def test_max_pools_run_on_kilns_onednn_pool_with_atens_values(nan, tmp_path):
     assert final.count("kiln::onednn_max_pool2d(") == 3 and "aten::max_pool2d" not in final, final
 
 
+class _AveragePools(torch.nn.Module):
+    """Average pools as networks write them, between convolutions (which keep the layout
+    channels-last): PoolFormer's token mixer, DenseNet's transition, Inception's branch pool,
+    a ceil_mode window past the padding, and a divisor_override (ATen's alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        y = torch.relu(self.stem(x))
+        y = F.avg_pool2d(y, 3, 1, 1, count_include_pad=False) - y
+        y = F.avg_pool2d(self.conv(y), 2)
+        a = F.avg_pool2d(y, 3, 1, 1)
+        b = F.avg_pool2d(y, 3, 2, 1, ceil_mode=True)
+        c = F.avg_pool2d(y, 2, divisor_override=3)
+        return self.conv(a), b, c
+
+
+def test_average_pools_run_on_kilns_onednn_pool_channels_last(tmp_path):
+    model = _AveragePools().eval()
+    x = torch.randn(2, 3, 14, 14)
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        dumped = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
+            for got, want in zip(compiled(x), expected):
+                assert_close(got, want, atol=1e-5, rtol=1e-5)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    pools = [line for line in final.splitlines() if "= kiln::onednn_avg_pool2d(" in line]
+    assert len(pools) == 4 and final.count("aten::avg_pool2d(") == 1, final
+    # Channels-last: the channel dim's stride is 1 (f32[n,c,h,w]{s0,1,s2,s3}).
+    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in pools), pools
+
+
 class _FeedForward(torch.nn.Module):
     """A transformer feed-forward block with products big enough for prepack_linear (64 rows of
     256 x 512 multiply-adds)."""
