@@ -142,6 +142,14 @@ constexpr OpInfo kOps[] = {
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records
     {"aten::max_pool2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::avg_pool2d", K::Pooling, 1, 1, 1, kOwn},
+    // Upsampling reads windows of its input as a pool does; in the table so that a feature map
+    // keeps its layout through it (assign_layout) where ATen's kernels take channels-last.
+    {"aten::upsample_nearest2d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_nearest2d.vec", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_bilinear2d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_bilinear2d.vec", K::Pooling, 1, 1, 1, kOwn},
+    {"kiln::interpolate", K::Pooling, 1, 1, 1,
+     kOwn},  // torch.compile's F.interpolate (kiln/_decompositions.py)
     {"aten::adaptive_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     // Views and layout.
     {"aten::view", K::View, 1, 1, 1, kOwn},

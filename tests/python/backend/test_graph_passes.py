@@ -577,6 +577,39 @@ def test_average_pools_run_on_kilns_onednn_pool_channels_last(tmp_path):
     assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in pools), pools
 
 
+class _Upsampling(torch.nn.Module):
+    """An FPN's or HRNet's upsampling between convolutions: nearest and bilinear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.fuse = torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        y = torch.relu(self.conv(x))
+        near = F.interpolate(y, scale_factor=2.0, mode="nearest")
+        smooth = F.interpolate(y, size=(16, 16), mode="bilinear", align_corners=False)
+        return self.fuse(near + smooth)
+
+
+def test_upsampling_keeps_the_feature_maps_channels_last(tmp_path):
+    model = _Upsampling().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        dumped = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
+        for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
+            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
+    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    upsampled = [line for line in final.splitlines() if "= kiln::interpolate(" in line]
+    # Channels-last (the channel dim's stride 1), with no copy back to NCHW before them.
+    assert len(upsampled) == 2, final
+    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in upsampled), final
+    assert "memory_format=0" not in final.split("kiln::interpolate(")[0], final
+
+
 class _FeedForward(torch.nn.Module):
     """A transformer feed-forward block with products big enough for prepack_linear (64 rows of
     256 x 512 multiply-adds)."""
