@@ -148,8 +148,11 @@ constexpr OpInfo kOps[] = {
     {"aten::upsample_nearest2d.vec", K::Pooling, 1, 1, 1, kOwn},
     {"aten::upsample_bilinear2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::upsample_bilinear2d.vec", K::Pooling, 1, 1, 1, kOwn},
-    {"kiln::interpolate", K::Pooling, 1, 1, 1,
-     kOwn},  // torch.compile's F.interpolate (kiln/_decompositions.py)
+    // torch.compile's F.interpolate (kiln/_decompositions.py).
+    {"kiln::interpolate", K::Pooling, 1, 1, 1, kOwn},
+    // Padding (TensorFlow's 'same' convolutions pad first): it keeps a feature map's layout too.
+    {"aten::constant_pad_nd", K::Copy, 1, 1, 1, kOwn},
+    {"aten::pad", K::Copy, 1, 1, 1, kOwn},
     {"aten::adaptive_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     // Views and layout.
     {"aten::view", K::View, 1, 1, 1, kOwn},

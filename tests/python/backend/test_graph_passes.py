@@ -578,7 +578,8 @@ def test_average_pools_run_on_kilns_onednn_pool_channels_last(tmp_path):
 
 
 class _Upsampling(torch.nn.Module):
-    """An FPN's or HRNet's upsampling between convolutions: nearest and bilinear."""
+    """An FPN's or HRNet's upsampling between convolutions, nearest and bilinear, and a padding
+    (TensorFlow's 'same' convolutions')."""
 
     def __init__(self):
         super().__init__()
@@ -590,10 +591,10 @@ class _Upsampling(torch.nn.Module):
         y = torch.relu(self.conv(x))
         near = F.interpolate(y, scale_factor=2.0, mode="nearest")
         smooth = F.interpolate(y, size=(16, 16), mode="bilinear", align_corners=False)
-        return self.fuse(near + smooth)
+        return self.fuse(F.pad(near + smooth, (0, 1, 0, 1)))
 
 
-def test_upsampling_keeps_the_feature_maps_channels_last(tmp_path):
+def test_upsampling_and_padding_keep_the_feature_maps_channels_last(tmp_path):
     model = _Upsampling().eval()
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
@@ -603,11 +604,13 @@ def test_upsampling_keeps_the_feature_maps_channels_last(tmp_path):
         for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
             assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
     final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
-    upsampled = [line for line in final.splitlines() if "= kiln::interpolate(" in line]
-    # Channels-last (the channel dim's stride 1), with no copy back to NCHW before them.
-    assert len(upsampled) == 2, final
-    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in upsampled), final
-    assert "memory_format=0" not in final.split("kiln::interpolate(")[0], final
+    ops = ("= kiln::interpolate(", "= aten::constant_pad_nd(")
+    resampled = [line for line in final.splitlines() if any(op in line for op in ops)]
+    # Channels-last (the channel dim's stride 1), with no copy back to NCHW before the last
+    # convolution (after it, the output's for the caller).
+    assert len(resampled) == 3, final
+    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in resampled), final
+    assert "memory_format=0" not in final.rsplit("kiln::onednn_conv2d(", 1)[0], final
 
 
 class _FeedForward(torch.nn.Module):
