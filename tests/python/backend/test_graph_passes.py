@@ -560,21 +560,29 @@ class _AveragePools(torch.nn.Module):
         return self.conv(a), b, c
 
 
-def test_average_pools_run_on_kilns_onednn_pool_channels_last(tmp_path):
-    model = _AveragePools().eval()
-    x = torch.randn(2, 3, 14, 14)
+# A channels-last 4-D float32 value as the plan prints it: the channel dim's stride is 1
+# (f32[n,c,h,w]{s0,1,s2,s3}).
+_CHANNELS_LAST = re.compile(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,")
+
+
+def _final_plan_checked_on_both_paths(model, x, tmp_path) -> str:
+    """Runs `model` through torch.compile and the TorchScript path against eager (float32
+    tolerances) and returns torch.compile's final plan."""
     with torch.no_grad():
         expected = model(x)
         torch._dynamo.reset()
         dumped = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
         for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
-            for got, want in zip(compiled(x), expected):
-                assert_close(got, want, atol=1e-5, rtol=1e-5)
-    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
+    return sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+
+
+def test_average_pools_run_on_kilns_onednn_pool_channels_last(tmp_path):
+    final = _final_plan_checked_on_both_paths(_AveragePools().eval(), torch.randn(2, 3, 14, 14),
+                                              tmp_path)
     pools = [line for line in final.splitlines() if "= kiln::onednn_avg_pool2d(" in line]
     assert len(pools) == 4 and final.count("aten::avg_pool2d(") == 1, final
-    # Channels-last: the channel dim's stride is 1 (f32[n,c,h,w]{s0,1,s2,s3}).
-    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in pools), pools
+    assert all(_CHANNELS_LAST.search(line) for line in pools), pools
 
 
 class _Upsampling(torch.nn.Module):
@@ -595,21 +603,14 @@ class _Upsampling(torch.nn.Module):
 
 
 def test_upsampling_and_padding_keep_the_feature_maps_channels_last(tmp_path):
-    model = _Upsampling().eval()
-    x = torch.randn(2, 3, 16, 16)
-    with torch.no_grad():
-        expected = model(x)
-        torch._dynamo.reset()
-        dumped = torch.compile(model, backend="kiln", options={"dump_dir": str(tmp_path)})
-        for compiled in (dumped, kiln.compile(torch.jit.trace(model, (x,)))):
-            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
-    final = sorted(tmp_path.glob("*plan_memory.kir"))[-1].read_text()
+    final = _final_plan_checked_on_both_paths(_Upsampling().eval(), torch.randn(2, 3, 16, 16),
+                                              tmp_path)
     ops = ("= kiln::interpolate(", "= aten::constant_pad_nd(")
     resampled = [line for line in final.splitlines() if any(op in line for op in ops)]
-    # Channels-last (the channel dim's stride 1), with no copy back to NCHW before the last
-    # convolution (after it, the output's for the caller).
+    # Channels-last, with no copy back to NCHW before the last convolution (after it, the
+    # output's for the caller).
     assert len(resampled) == 3, final
-    assert all(re.search(r"f32\[\d+,\d+,\d+,\d+\]\{\d+,1,", line) for line in resampled), final
+    assert all(_CHANNELS_LAST.search(line) for line in resampled), final
     assert "memory_format=0" not in final.rsplit("kiln::onednn_conv2d(", 1)[0], final
 
 
