@@ -1,4 +1,5 @@
-// Layout assignment (CPU): convolutional regions run channels-last (NHWC).
+// Layout assignment (CPU): convolutional regions run channels-last (NHWC; NDHWC around 3-D
+// convolutions, the same in every respect below).
 //
 // oneDNN runs a convolution on a channels-last input without reordering the activations, and
 // ATen's channels-last max pooling is vectorized over channels (on ResNet-18's first pool, 20x
@@ -55,12 +56,19 @@ using TypeInferrer = std::function<std::optional<std::vector<ir::TensorType>>(
 /// c10::MemoryFormat's values, as `_to_copy`'s memory_format attribute holds them.
 inline constexpr int64_t kContiguousFormat = 0;
 inline constexpr int64_t kChannelsLastFormat = 2;
+inline constexpr int64_t kChannelsLast3dFormat = 3;
+
+/// The channels-last memory format of a tensor of this rank: channels_last for 4-D (NHWC),
+/// channels_last_3d for 5-D (NDHWC).
+inline int64_t channels_last_format(size_t rank) {
+  return rank == 5 ? kChannelsLast3dFormat : kChannelsLastFormat;
+}
 
 /// Returns the number of layout conversions that run on every call (weights converted at compile
 /// time are not counted; 0 when the graph is left as it was).
 int assign_layout(ir::Graph& graph, const TypeInferrer& infer);
 
-/// Strides of a dense channels-last (NHWC) tensor of these 4-D sizes.
+/// Strides of a dense channels-last tensor of these 4-D (NHWC) or 5-D (NDHWC) sizes.
 std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 
 }  // namespace kiln

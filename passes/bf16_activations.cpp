@@ -20,7 +20,6 @@ namespace {
 using ir::Node;
 using ir::Value;
 
-constexpr const char* kConv = "kiln::onednn_conv2d";
 constexpr const char* kLinear = "kiln::onednn_linear";
 
 bool is_max_pool(const Node& node) {
@@ -29,7 +28,7 @@ bool is_max_pool(const Node& node) {
 
 /// A kiln oneDNN convolution or linear that multiplies in bf16.
 bool multiplies_in_bf16(const Node& node) {
-  if (node.op() != kConv && node.op() != kLinear) return false;
+  if (!is_onednn_conv(node) && node.op() != kLinear) return false;
   const auto* precision = std::get_if<std::string>(node.find_attr("precision"));
   return precision && *precision == "bf16";
 }
@@ -194,7 +193,7 @@ class Bf16Activations {
         continue;
       }
       // A float32 convolution (a depthwise one) takes float32 operands only, its residual too.
-      if (reader->op() != kConv || !multiplies_in_bf16(*reader)) return false;
+      if (!is_onednn_conv(*reader) || !multiplies_in_bf16(*reader)) return false;
       for (size_t i = 1; i < reader->inputs().size(); ++i) {
         if (reader->input(i) == y && y != other_of(*reader)) return false;  // a weight or bias
       }

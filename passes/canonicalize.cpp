@@ -85,10 +85,13 @@ class Canonicalizer {
       } else {
         unflatten_linear(node);
       }
-    } else if (op == "aten::max_pool2d_with_indices") {
+    } else if (op == "aten::max_pool2d_with_indices" || op == "aten::max_pool3d_with_indices") {
       // The indices only matter to a backward; without readers this is ATen's (much faster)
-      // max_pool2d, whose arguments have the same names.
-      if (!is_read(node.output(1))) replace_first_output(node, "aten::max_pool2d", node.attrs());
+      // max_pool2d (max_pool3d), whose arguments have the same names.
+      const bool three_d = op == "aten::max_pool3d_with_indices";
+      if (!is_read(node.output(1))) {
+        replace_first_output(node, three_d ? "aten::max_pool3d" : "aten::max_pool2d", node.attrs());
+      }
     } else if (op == "aten::_native_batch_norm_legit_no_training") {
       // AOTAutograd's eval-mode batch norm; its saved mean/invstd outputs are for a backward.
       if (!is_read(node.output(1)) && !is_read(node.output(2))) {
@@ -97,16 +100,19 @@ class Canonicalizer {
         attrs.push_back({"cudnn_enabled", false});
         replace_first_output(node, "aten::batch_norm", std::move(attrs));
       }
-    } else if (op == "aten::adaptive_avg_pool2d") {
+    } else if (op == "aten::adaptive_avg_pool2d" || op == "aten::adaptive_avg_pool3d") {
       // To one value per channel (a classifier's pooling, a squeeze-excitation gate): a mean,
       // which the fusers take; ATen's pooling runs as a step of its own. AOTAutograd's
       // decomposition does the same for torch.compile's graphs.
       const auto& sizes = node.output()->type().sizes;
-      const size_t rank = sizes.size();
-      if (rank >= 3 && sizes[rank - 1] == 1 && sizes[rank - 2] == 1) {
-        replace(
-            node, "aten::mean.dim", node.inputs(),
-            {{"dim", std::vector<int64_t>{-1, -2}}, {"keepdim", true}, {"dtype", ir::NoneAttr{}}});
+      const int64_t pooled = op == "aten::adaptive_avg_pool3d" ? 3 : 2;
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      std::vector<int64_t> dims;
+      for (int64_t d = 1; d <= pooled && rank > pooled && sizes[rank - d] == 1; ++d)
+        dims.push_back(-d);
+      if (static_cast<int64_t>(dims.size()) == pooled) {
+        replace(node, "aten::mean.dim", node.inputs(),
+                {{"dim", dims}, {"keepdim", true}, {"dtype", ir::NoneAttr{}}});
       }
     } else if (op == "aten::clone") {
       drop_clone(node);

@@ -16,6 +16,7 @@
 //   aten::clone(%x) keeping %x's layout (eval-mode dropout)      ==>  %x (a graph output only
 //     when %x is a fresh result of a computing op)
 //   %p, %i = aten::max_pool2d_with_indices(%x) {...}, %i unread  ==>  %p = aten::max_pool2d(%x)
+//     (and max_pool3d_with_indices likewise)
 //   %y, %m, %s = aten::_native_batch_norm_legit_no_training(%x, %w, %b, %mean, %var) {...}, %m
 //     and %s unread (AOTAutograd's eval batch norm)  ==>  %y = aten::batch_norm(...)
 //     {training=false}

@@ -22,7 +22,7 @@ bool is_cpu_float32(const TensorType& type) {
 // a float32 [N, C, 1, 1] input: each output is a dot product of the input's channels with a row
 // of the weight (stride and dilation do not matter over one pixel).
 bool sees_one_pixel(const Node& node) {
-  if (!is_forward_conv2d(node)) return false;
+  if (!is_forward_conv(node)) return false;
   const auto* groups = std::get_if<int64_t>(node.find_attr("groups"));
   const auto* padding = int_list_attr(node, "padding");
   if (!groups || *groups != 1 || !padding ||

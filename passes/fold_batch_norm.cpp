@@ -21,7 +21,7 @@ class Folder final : public BatchNormRewriter {
     Node* op = bn.input(0)->producer();
     if (!op || uses_[bn.input(0)] != 1) return false;
     const bool linear = op->op() == "aten::linear";
-    const bool conv = op->op() == "aten::conv2d" ||
+    const bool conv = op->op() == "aten::conv2d" || op->op() == "aten::conv3d" ||
                       ((op->op() == "aten::convolution" || op->op() == "aten::_convolution") &&
                        is_false_attr(*op, "transposed"));
     if (!linear && !conv) return false;

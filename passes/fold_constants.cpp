@@ -25,7 +25,7 @@ int64_t bytes(const ir::TensorType& type) {
 // prepack_linear) padded to whole blocks.
 bool grows_by_design(const ir::Node& node) {
   return node.op() == "kiln::winograd_weight" || node.op() == "kiln::onednn_conv2d_weight" ||
-         node.op() == "kiln::onednn_linear_weight";
+         node.op() == "kiln::onednn_conv3d_weight" || node.op() == "kiln::onednn_linear_weight";
 }
 
 }  // namespace

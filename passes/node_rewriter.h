@@ -45,11 +45,12 @@ inline const std::vector<int64_t>* int_list_attr(const ir::Node& node, const cha
   return std::get_if<std::vector<int64_t>>(node.find_attr(name));
 }
 
-/// A plain 2-D convolution: conv2d, or convolution (tracing's _convolution) not transposed and
-/// without output padding.
-inline bool is_forward_conv2d(const ir::Node& node) {
+/// A plain convolution: conv2d, conv3d, mkldnn_convolution (assign_layout's), or convolution
+/// (tracing's _convolution) not transposed and without output padding. Its rank is the caller's
+/// to check.
+inline bool is_forward_conv(const ir::Node& node) {
   const std::string& op = node.op();
-  if (op == "aten::conv2d") return true;
+  if (op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::mkldnn_convolution") return true;
   if (op != "aten::convolution" && op != "aten::_convolution") return false;
   const auto* transposed = std::get_if<bool>(node.find_attr("transposed"));
   const auto* output_padding = int_list_attr(node, "output_padding");

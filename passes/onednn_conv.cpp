@@ -76,21 +76,30 @@ struct Activation {
   Value* result = nullptr;
 };
 
-/// Whether a convolution with this [K, C / groups, kh, kw] weight, `groups` and `stride`
+/// Whether a convolution with this [K, C / groups, [kd,] kh, kw] weight, `groups` and `stride`
 /// multiplies each input value into enough outputs for bf16 to pay. A depthwise or
 /// narrow-grouped one (MobileNet's, EfficientNet's, RegNet's 8-wide groups) is bound by memory,
 /// not multiplies; kiln's activations are float32, so in bf16 it would only add the rounding of
 /// its input, a pass over it, and error. A dense one over few channels (a network's 3-channel
-/// stem) pays where each input value meets many weights: K / groups * kh * kw / (sh * sw), 784
+/// stem) pays where each input value meets many weights: K / groups * kh * kw / (sh * sw) (and
+/// likewise over a 3-D convolution's depth), 784
 /// for ResNet's 7x7 stride-2 stem, 192 for a ViT's 16x16 patches, 96 for ConvNeXt's 4x4 ones,
 /// against 72 for MobileNet's 3x3 stride-2 stem, which bf16 does not speed up (docs/precision.md).
 bool multiplies_enough_for_bf16(const ir::TensorType& weight, int64_t groups,
                                 const std::vector<int64_t>& stride) {
-  if (weight.rank() != 4 || groups < 1 || stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
+  if ((weight.rank() != 4 && weight.rank() != 5) || groups < 1 ||
+      static_cast<int64_t>(stride.size()) != weight.rank() - 2) {
     return false;
+  }
   if (weight.sizes[1] >= kMinBf16ChannelsPerGroup) return true;
-  const int64_t uses = weight.sizes[0] / groups * weight.sizes[2] * weight.sizes[3];
-  return uses / (stride[0] * stride[1]) >= kMinBf16UsesPerInput;
+  int64_t uses = weight.sizes[0] / groups;
+  int64_t step = 1;
+  for (size_t d = 0; d < stride.size(); ++d) {
+    if (stride[d] < 1) return false;
+    uses *= weight.sizes[2 + d];
+    step *= stride[d];
+  }
+  return uses / step >= kMinBf16UsesPerInput;
 }
 
 class OneDnnConvRewriter : public NodeRewriter {
@@ -142,8 +151,9 @@ class OneDnnConvRewriter : public NodeRewriter {
     const bool bf16 =
         bf16_ && groups && stride && multiplies_enough_for_bf16(weight->type(), *groups, *stride);
     if (bf16) pack_attrs.emplace_back("precision", std::string("bf16"));
-    Node* pack =
-        graph_.append("kiln::onednn_conv2d_weight", {weight}, {packed_type}, std::move(pack_attrs));
+    const std::string op =
+        weight->type().rank() == 5 ? "kiln::onednn_conv3d" : "kiln::onednn_conv2d";
+    Node* pack = graph_.append(op + "_weight", {weight}, {packed_type}, std::move(pack_attrs));
     pack->output()->set_name(weight->name() + "_onednn");
 
     std::vector<Value*> inputs = {image_behind(conv.input(0)), weight, pack->output()};
@@ -163,8 +173,7 @@ class OneDnnConvRewriter : public NodeRewriter {
     attrs.emplace_back("activation", activation);
     attrs.emplace_back("scalars", scalars);
     if (bf16) attrs.emplace_back("precision", std::string("bf16"));
-    Node* onednn = graph_.append("kiln::onednn_conv2d", std::move(inputs), {conv.output()->type()},
-                                 std::move(attrs));
+    Node* onednn = graph_.append(op, std::move(inputs), {conv.output()->type()}, std::move(attrs));
     Value* result = after ? after->result : conv.output();
     onednn->output()->set_name(result->name());
     graph_.move_before(pack, &conv);
@@ -176,10 +185,10 @@ class OneDnnConvRewriter : public NodeRewriter {
     return true;
   }
 
-  /// The dense NCHW tensor that `input` is the channels-last copy of (assign_layout's, read by
-  /// this convolution alone), taking the copy out of the graph: the op converts it with oneDNN's
-  /// reorder, several times faster for a network's 3-channel image than the copy kernel kiln
-  /// generates. Otherwise `input` itself.
+  /// The dense NCHW (NCDHW) tensor that `input` is the channels-last copy of (assign_layout's,
+  /// read by this convolution alone), taking the copy out of the graph: the op converts it with
+  /// oneDNN's reorder, several times faster for a network's 3-channel image than the copy kernel
+  /// kiln generates. Otherwise `input` itself.
   Value* image_behind(Value* input) {
     Node* copy = input->producer();
     if (!copy || copy->op() != "aten::_to_copy" || users(input).size() != 1) return input;
@@ -189,9 +198,9 @@ class OneDnnConvRewriter : public NodeRewriter {
     }
     Value* image = copy->input(0);
     const ir::TensorType& type = image->type();
-    if (!format || *format != kChannelsLastFormat || type.rank() != 4 ||
-        type.dtype != ir::DType::Float32 || type.sizes != input->type().sizes ||
-        type.strides != ir::contiguous_strides(type.sizes)) {
+    if (!format || (type.rank() != 4 && type.rank() != 5) ||
+        *format != channels_last_format(type.rank()) || type.dtype != ir::DType::Float32 ||
+        type.sizes != input->type().sizes || type.strides != ir::contiguous_strides(type.sizes)) {
       return input;
     }
     removed_.insert(copy);
@@ -279,8 +288,12 @@ int onednn_conv(ir::Graph& graph, bool bf16) {
   return OneDnnConvRewriter(graph, bf16).run();
 }
 
+bool is_onednn_conv(const ir::Node& node) {
+  return node.op() == "kiln::onednn_conv2d" || node.op() == "kiln::onednn_conv3d";
+}
+
 std::optional<size_t> conv_residual_input(const ir::Node& conv) {
-  if (conv.op() != "kiln::onednn_conv2d" || is_none(conv.find_attr("other"))) return std::nullopt;
+  if (!is_onednn_conv(conv) || is_none(conv.find_attr("other"))) return std::nullopt;
   const size_t at = is_none(conv.find_attr("bias")) ? 3 : 4;
   if (at >= conv.inputs().size()) return std::nullopt;
   return at;

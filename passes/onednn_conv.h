@@ -1,5 +1,6 @@
 // kiln's own oneDNN convolutions (CPU, float32, channels-last): the oneDNN convolutions that
-// prepack_conv made and winograd_conv left run as kiln::onednn_conv2d (runtime/onednn_conv.h),
+// prepack_conv made and winograd_conv left run as kiln::onednn_conv2d (runtime/onednn_conv.h;
+// kiln::onednn_conv3d and kiln::onednn_conv3d_weight for 3-D ones, in every respect the same),
 // whose oneDNN primitive is created once per shape instead of on every call. ATen's
 // `mkldnn::_convolution_pointwise` spends ~25 us a call creating it: measured on 2 threads, a
 // 120->32-channel 1x1 convolution of one pixel (a squeeze-excitation gate) took 30 us through
@@ -49,8 +50,13 @@ inline constexpr int64_t kMinBf16UsesPerInput = 96;
 /// multiplies in bf16, summing in float32 (the compile option precision=bf16).
 int onednn_conv(ir::Graph& graph, bool bf16 = false);
 
-/// The index among a `kiln::onednn_conv2d`'s inputs of its residual `other` (inputs x, weight,
-/// packed[, bias][, other]; an absent one is the attribute None), or nullopt where it has none.
+/// Whether `node` is kiln::onednn_conv2d or kiln::onednn_conv3d (a 3-D convolution, rewritten
+/// the same way from NDHWC inputs).
+bool is_onednn_conv(const ir::Node& node);
+
+/// The index among a `kiln::onednn_conv2d`'s (or `_conv3d`'s) inputs of its residual `other`
+/// (inputs x, weight, packed[, bias][, other]; an absent one is the attribute None), or nullopt
+/// where it has none.
 std::optional<size_t> conv_residual_input(const ir::Node& conv);
 
 /// Where a convolution's residual dies at it and has the output's exact type (sizes, strides,

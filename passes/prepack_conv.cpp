@@ -17,28 +17,34 @@ using ir::Node;
 using ir::TensorType;
 using ir::Value;
 
-bool is_channels_last_float32_cpu(const TensorType& type) {
-  return type.rank() == 4 && type.dtype == ir::DType::Float32 &&
+bool is_channels_last_float32_cpu(const TensorType& type, int64_t rank) {
+  return type.rank() == rank && type.dtype == ir::DType::Float32 &&
          type.device.kind == ir::DeviceKind::CPU &&
          type.strides == channels_last_strides(type.sizes);
 }
 
-// A plain 2-D convolution (conv2d, or convolution / tracing's _convolution not transposed and
-// without output padding) with numeric padding, a frozen 4-D weight and channels-last float32
-// input and output.
+// A plain 2-D or 3-D convolution (conv2d, conv3d, or convolution / tracing's _convolution not
+// transposed and without output padding) with numeric padding, a frozen 4-D or 5-D weight and
+// channels-last (NHWC, NDHWC) float32 input and output.
 bool can_prepack(const Node& node) {
-  if (!is_forward_conv2d(node)) return false;
-  for (const char* name : {"stride", "padding", "dilation"}) {
-    const auto* list = int_list_attr(node, name);
-    if (!list || list->size() != 2) return false;
-  }
-  if (!std::get_if<int64_t>(node.find_attr("groups"))) return false;
+  if (!is_forward_conv(node)) return false;
   if (node.inputs().size() < 2 || !from_constants(node.input(1))) return false;
   const TensorType& w = node.input(1)->type();
-  if (w.rank() != 4 || w.dtype != ir::DType::Float32) return false;
+  if ((w.rank() != 4 && w.rank() != 5) || w.dtype != ir::DType::Float32) return false;
+  for (const char* name : {"stride", "padding", "dilation"}) {
+    const auto* list = int_list_attr(node, name);
+    if (!list || static_cast<int64_t>(list->size()) != w.rank() - 2) return false;
+  }
+  if (!std::get_if<int64_t>(node.find_attr("groups"))) return false;
   if (node.inputs().size() > 2 && node.input(2)->type().rank() != 1) return false;
-  return is_channels_last_float32_cpu(node.input(0)->type()) &&
-         is_channels_last_float32_cpu(node.output()->type());
+  return is_channels_last_float32_cpu(node.input(0)->type(), w.rank()) &&
+         is_channels_last_float32_cpu(node.output()->type(), w.rank());
+}
+
+// ATen's reorder of a dense weight into oneDNN's layout, by the convolution's rank.
+const char* reorder_op(const TensorType& weight) {
+  return weight.rank() == 5 ? "aten::mkldnn_reorder_conv3d_weight"
+                            : "aten::mkldnn_reorder_conv2d_weight";
 }
 
 // The post-op oneDNN applies for `user`, or "" when it has none: relu, and hardtanh (relu6 and
@@ -79,13 +85,12 @@ class ConvPrepacker {
     Node* dense =
         graph_.append("aten::to_mkldnn", {weight}, {weight->type()}, {{"dtype", ir::NoneAttr{}}});
     dense->output()->set_name(weight->name() + "_mkldnn");
-    Node* packed =
-        graph_.append("aten::mkldnn_reorder_conv2d_weight", {dense->output()}, {weight->type()},
-                      {{"padding", attr("padding")},
-                       {"stride", attr("stride")},
-                       {"dilation", attr("dilation")},
-                       {"groups", attr("groups")},
-                       {"input_size", conv.input(0)->type().sizes}});
+    Node* packed = graph_.append(reorder_op(weight->type()), {dense->output()}, {weight->type()},
+                                 {{"padding", attr("padding")},
+                                  {"stride", attr("stride")},
+                                  {"dilation", attr("dilation")},
+                                  {"groups", attr("groups")},
+                                  {"input_size", conv.input(0)->type().sizes}});
     packed->output()->set_name(weight->name() + "_packed");
 
     // A residual add that alone reads the convolution's output (the other operand alike in
@@ -231,7 +236,10 @@ void release_packed_weight(ir::Value& packed, std::unordered_map<const ir::Value
 
 ir::Value* prepacked_dense_weight(const ir::Value& packed) {
   const Node* reorder = packed.producer();
-  if (!reorder || reorder->op() != "aten::mkldnn_reorder_conv2d_weight") return nullptr;
+  if (!reorder || (reorder->op() != "aten::mkldnn_reorder_conv2d_weight" &&
+                   reorder->op() != "aten::mkldnn_reorder_conv3d_weight")) {
+    return nullptr;
+  }
   const Node* to_mkldnn = reorder->input(0)->producer();
   if (!to_mkldnn || to_mkldnn->op() != "aten::to_mkldnn") return nullptr;
   Value* weight = to_mkldnn->input(0);

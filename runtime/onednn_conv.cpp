@@ -17,23 +17,35 @@ using onednn::Activation;
 using onednn::ConvPrimitive;
 using onednn::ConvSpec;
 
+/// Which of the two ops is running: kiln::onednn_conv2d (NHWC) or kiln::onednn_conv3d (NDHWC).
+struct ConvOp {
+  const char* name;
+  int spatial;
+  int rank() const { return 2 + spatial; }
+  at::MemoryFormat channels_last() const {
+    return spatial == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+  }
+};
+
+constexpr ConvOp kConv2d{"kiln::onednn_conv2d", 2};
+constexpr ConvOp kConv3d{"kiln::onednn_conv3d", 3};
+
+/// `values` into the front of `out` (its other entries keep their defaults); exactly `n` of them.
 template <size_t N>
-std::array<int64_t, N> fixed(at::IntArrayRef values, const char* what) {
-  TORCH_CHECK(values.size() == N, "kiln::onednn_conv2d: ", what, " must have ", N, " values, got ",
-              values);
-  std::array<int64_t, N> out{};
+void fill(std::array<int64_t, N>& out, at::IntArrayRef values, size_t n, const ConvOp& op,
+          const char* what) {
+  TORCH_CHECK(values.size() == n, op.name, ": ", what, " must have ", n, " values, got ", values);
   std::copy(values.begin(), values.end(), out.begin());
-  return out;
 }
 
-void set_activation(ConvSpec& spec, std::string_view activation,
-                    const std::vector<double>& scalars) {
+void set_activation(ConvSpec& spec, std::string_view activation, const std::vector<double>& scalars,
+                    const ConvOp& op) {
   if (activation == "none") {
     spec.activation = Activation::None;
   } else if (activation == "relu") {
     spec.activation = Activation::Relu;
   } else if (activation == "hardtanh") {
-    TORCH_CHECK(scalars.size() == 2, "kiln::onednn_conv2d: hardtanh takes scalars [min, max], got ",
+    TORCH_CHECK(scalars.size() == 2, op.name, ": hardtanh takes scalars [min, max], got ",
                 scalars.size(), " values");
     spec.activation = Activation::Clip;
     spec.lo = static_cast<float>(scalars[0]);
@@ -47,107 +59,108 @@ void set_activation(ConvSpec& spec, std::string_view activation,
   } else if (activation == "hardsigmoid") {
     spec.activation = Activation::Hardsigmoid;
   } else {
-    TORCH_CHECK(false,
-                "kiln::onednn_conv2d: activation must be \"none\", \"relu\", \"hardtanh\", "
+    TORCH_CHECK(false, op.name,
+                ": activation must be \"none\", \"relu\", \"hardtanh\", "
                 "\"silu\", \"sigmoid\", \"hardswish\" or \"hardsigmoid\", got \"",
                 activation, "\"");
   }
 }
 
-ConvSpec make_spec(at::IntArrayRef input_size, const at::Tensor& weight, at::IntArrayRef stride,
-                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
-                   bool residual, std::string_view activation, const std::vector<double>& scalars,
-                   bool bf16) {
-  TORCH_CHECK(weight.dim() == 4 && weight.scalar_type() == at::kFloat && weight.is_cpu(),
-              "kiln::onednn_conv2d: weight must be a 4-D float32 CPU tensor, got ", weight.sizes(),
-              " ", weight.scalar_type());
+ConvSpec make_spec(const ConvOp& op, at::IntArrayRef input_size, const at::Tensor& weight,
+                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                   int64_t groups, bool bias, bool residual, std::string_view activation,
+                   const std::vector<double>& scalars, bool bf16) {
+  TORCH_CHECK(weight.dim() == op.rank() && weight.scalar_type() == at::kFloat && weight.is_cpu(),
+              op.name, ": weight must be a ", op.rank(), "-D float32 CPU tensor, got ",
+              weight.sizes(), " ", weight.scalar_type());
   ConvSpec spec;
-  spec.input = fixed<4>(input_size, "the input size");
-  spec.weight = fixed<4>(weight.sizes(), "the weight's size");
-  spec.stride = fixed<2>(stride, "stride");
-  spec.padding = fixed<2>(padding, "padding");
-  spec.dilation = fixed<2>(dilation, "dilation");
+  spec.spatial = op.spatial;
+  fill(spec.input, input_size, op.rank(), op, "the input size");
+  fill(spec.weight, weight.sizes(), op.rank(), op, "the weight's size");
+  fill(spec.stride, stride, op.spatial, op, "stride");
+  fill(spec.padding, padding, op.spatial, op, "padding");
+  fill(spec.dilation, dilation, op.spatial, op, "dilation");
   spec.groups = groups;
   spec.bias = bias;
   spec.residual = residual;
   spec.bf16 = bf16;
-  set_activation(spec, activation, scalars);
+  set_activation(spec, activation, scalars, op);
   spec.threads = at::get_num_threads();
   const std::string problem = spec.problem();
-  TORCH_CHECK(problem.empty(), "kiln::onednn_conv2d: ", problem, " (input ", input_size,
-              ", weight ", weight.sizes(), ", groups ", groups, ")");
+  TORCH_CHECK(problem.empty(), op.name, ": ", problem, " (input ", input_size, ", weight ",
+              weight.sizes(), ", groups ", groups, ")");
   return spec;
 }
 
-bool dense_channels_last(const at::Tensor& t) {
-  return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+bool dense_channels_last(const at::Tensor& t, const ConvOp& op) {
+  return t.dim() == op.rank() && t.is_contiguous(op.channels_last());
 }
 
-}  // namespace
+/// The output's sizes, as the out= form checks and writes them.
+std::vector<int64_t> output_sizes(const ConvSpec& spec) {
+  const auto sizes = spec.output();
+  return std::vector<int64_t>(sizes.begin(), sizes.begin() + spec.rank());
+}
 
-at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
-                                at::IntArrayRef stride, at::IntArrayRef padding,
-                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars,
-                                std::string_view precision) {
+at::Tensor pack_weight(const ConvOp& op, const at::Tensor& weight, at::IntArrayRef input_size,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                       int64_t groups, bool bias, bool residual, std::string_view activation,
+                       const std::vector<double>& scalars, std::string_view precision) {
   const ConvSpec spec =
-      make_spec(input_size, weight, stride, padding, dilation, groups, bias, residual, activation,
-                scalars, multiplies_in_bf16(precision, "kiln::onednn_conv2d_weight"));
+      make_spec(op, input_size, weight, stride, padding, dilation, groups, bias, residual,
+                activation, scalars, multiplies_in_bf16(precision, op.name));
   return pack_for(*ConvPrimitive::get(spec), weight);
 }
 
-at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
-                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
-                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                              std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, std::string_view out_precision,
-                              at::Tensor& out) {
-  const bool bf16 = multiplies_in_bf16(precision, "kiln::onednn_conv2d");
-  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_conv2d (out_precision)");
-  TORCH_CHECK(!bf16_output || bf16, "kiln::onednn_conv2d: out_precision \"bf16\" needs precision ",
-              "\"bf16\"");
+at::Tensor& run_conv(const ConvOp& op, const at::Tensor& input, const at::Tensor& weight,
+                     const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                     const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                     std::string_view activation, const std::vector<double>& scalars,
+                     std::string_view precision, std::string_view out_precision, at::Tensor& out) {
+  const bool bf16 = multiplies_in_bf16(precision, op.name);
+  const bool bf16_output = multiplies_in_bf16(out_precision, op.name);
+  TORCH_CHECK(!bf16_output || bf16, op.name, ": out_precision \"bf16\" needs precision \"bf16\"");
   // bf16 tensors are a bf16 convolution's only: the one that multiplies in bf16 anyway.
   const auto allowed = [&](const at::Tensor& t) {
     return t.scalar_type() == at::kFloat || (bf16 && t.scalar_type() == at::kBFloat16);
   };
-  TORCH_CHECK(input.dim() == 4 && allowed(input) && input.is_cpu(), "kiln::onednn_conv2d: input ",
-              "must be a 4-D float32 CPU tensor (or bf16 where precision is \"bf16\"), got ",
-              input.sizes(), " ", input.scalar_type(), " with precision \"", precision, "\"");
+  TORCH_CHECK(input.dim() == op.rank() && allowed(input) && input.is_cpu(), op.name,
+              ": input must be a ", op.rank(),
+              "-D float32 CPU tensor (or bf16 where precision is \"bf16\"), got ", input.sizes(),
+              " ", input.scalar_type(), " with precision \"", precision, "\"");
   const bool has_bias = bias.has_value() && bias->defined();
   const bool has_other = other.has_value() && other->defined();
-  ConvSpec spec = make_spec(input.sizes(), weight, stride, padding, dilation, groups, has_bias,
+  ConvSpec spec = make_spec(op, input.sizes(), weight, stride, padding, dilation, groups, has_bias,
                             has_other, activation, scalars, bf16);
   spec.bf16_output = bf16_output;
   spec.bf16_residual = has_other && other->scalar_type() == at::kBFloat16;
-  const auto output_size = spec.output();
-  const std::vector<int64_t> out_sizes(output_size.begin(), output_size.end());
+  const std::vector<int64_t> out_sizes = output_sizes(spec);
   if (has_bias) {
     TORCH_CHECK(bias->dim() == 1 && bias->numel() == spec.weight[0] &&
                     bias->scalar_type() == at::kFloat && bias->is_cpu(),
-                "kiln::onednn_conv2d: bias must be a float32 CPU vector of ", spec.weight[0],
-                " values, got ", bias->sizes(), " ", bias->scalar_type());
+                op.name, ": bias must be a float32 CPU vector of ", spec.weight[0], " values, got ",
+                bias->sizes(), " ", bias->scalar_type());
   }
   if (has_other) {
     TORCH_CHECK(other->sizes() == at::IntArrayRef(out_sizes) && allowed(*other) && other->is_cpu(),
-                "kiln::onednn_conv2d: other must be a float32 CPU tensor (or bf16 where precision ",
-                "is \"bf16\") of the output's sizes ", out_sizes, ", got ", other->sizes(), " ",
+                op.name, ": other must be a float32 CPU tensor (or bf16 where precision is ",
+                "\"bf16\") of the output's sizes ", out_sizes, ", got ", other->sizes(), " ",
                 other->scalar_type(), " on ", other->device());
   }
   const at::ScalarType out_type = bf16_output ? at::kBFloat16 : at::kFloat;
-  TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), "kiln::onednn_conv2d: out must be a ",
+  TORCH_CHECK(out.scalar_type() == out_type && out.is_cpu(), op.name, ": out must be a ",
               bf16_output ? "bf16" : "float32", " CPU tensor (out_precision \"", out_precision,
               "\"), got ", out.scalar_type(), " on ", out.device());
-  // A dense NCHW float32 input (a network's image, whose channels-last copy onednn_conv took out
-  // of the graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
+  // A dense NCHW (NCDHW) float32 input (a network's image, whose channels-last copy onednn_conv
+  // took out of the graph) is converted by oneDNN's reorder inside; any other layout by ATen first.
   const bool bf16_input = input.scalar_type() == at::kBFloat16;
-  const bool nchw = !bf16_input && !dense_channels_last(input) && input.is_contiguous();
+  const bool nchw = !bf16_input && !dense_channels_last(input, op) && input.is_contiguous();
   const at::Tensor x =
-      dense_channels_last(input) || nchw ? input : input.contiguous(at::MemoryFormat::ChannelsLast);
+      dense_channels_last(input, op) || nchw ? input : input.contiguous(op.channels_last());
   at::Tensor residual;
   if (has_other) {
-    residual =
-        dense_channels_last(*other) ? *other : other->contiguous(at::MemoryFormat::ChannelsLast);
+    residual = dense_channels_last(*other, op) ? *other : other->contiguous(op.channels_last());
   }
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
   if (out.sizes() != at::IntArrayRef(out_sizes)) out.resize_(out_sizes);
@@ -160,15 +173,14 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
     return at::get_overlap_status(out, t) != at::MemOverlapStatus::No;
   };
   at::Tensor target = out;
-  if (!dense_channels_last(out) || overlaps(x) ||
+  if (!dense_channels_last(out, op) || overlaps(x) ||
       (has_other && !over_residual && overlaps(residual))) {
-    target = at::empty(out_sizes, out.options().memory_format(at::MemoryFormat::ChannelsLast));
+    target = at::empty(out_sizes, out.options().memory_format(op.channels_last()));
   }
   spec.accumulate = over_residual && target.is_same(out);
   auto primitive = ConvPrimitive::get(spec);
   at::Tensor repacked;
-  const void* weight_data =
-      packed_weight_for(*primitive, packed, weight, repacked, "kiln::onednn_conv2d");
+  const void* weight_data = packed_weight_for(*primitive, packed, weight, repacked, op.name);
   using Source = ConvPrimitive::Source;
   primitive->run(x.const_data_ptr(), weight_data, has_bias ? b.const_data_ptr<float>() : nullptr,
                  has_other ? residual.const_data_ptr() : nullptr, target.data_ptr(),
@@ -179,17 +191,61 @@ at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
   return out;
 }
 
+}  // namespace
+
+at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
+                                std::string_view activation, const std::vector<double>& scalars,
+                                std::string_view precision) {
+  return pack_weight(kConv2d, weight, input_size, stride, padding, dilation, groups, bias, residual,
+                     activation, scalars, precision);
+}
+
+at::Tensor onednn_conv3d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
+                                std::string_view activation, const std::vector<double>& scalars,
+                                std::string_view precision) {
+  return pack_weight(kConv3d, weight, input_size, stride, padding, dilation, groups, bias, residual,
+                     activation, scalars, precision);
+}
+
+at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                              std::string_view activation, const std::vector<double>& scalars,
+                              std::string_view precision, std::string_view out_precision,
+                              at::Tensor& out) {
+  return run_conv(kConv2d, input, weight, packed, bias, other, stride, padding, dilation, groups,
+                  activation, scalars, precision, out_precision, out);
+}
+
+at::Tensor& onednn_conv3d_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                              std::string_view activation, const std::vector<double>& scalars,
+                              std::string_view precision, std::string_view out_precision,
+                              at::Tensor& out) {
+  return run_conv(kConv3d, input, weight, packed, bias, other, stride, padding, dilation, groups,
+                  activation, scalars, precision, out_precision, out);
+}
+
 namespace {
 
+// The dispatcher's entry points, one set per op.
+template <const ConvOp& Op>
 at::Tensor weight_op(const at::Tensor& weight, at::IntArrayRef input_size, at::IntArrayRef stride,
                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool bias,
                      bool residual, c10::string_view activation, at::ArrayRef<double> scalars,
                      c10::string_view precision) {
-  return onednn_conv2d_weight(weight, input_size, stride, padding, dilation, groups, bias, residual,
-                              std::string_view(activation), scalars.vec(),
-                              std::string_view(precision));
+  return pack_weight(Op, weight, input_size, stride, padding, dilation, groups, bias, residual,
+                     std::string_view(activation), scalars.vec(), std::string_view(precision));
 }
 
+template <const ConvOp& Op>
 at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
                         const std::optional<at::Tensor>& bias,
                         const std::optional<at::Tensor>& other, at::IntArrayRef stride,
@@ -197,11 +253,12 @@ at::Tensor& conv_out_op(const at::Tensor& input, const at::Tensor& weight, const
                         c10::string_view activation, at::ArrayRef<double> scalars,
                         c10::string_view precision, c10::string_view out_precision,
                         at::Tensor& out) {
-  return onednn_conv2d_out(input, weight, packed, bias, other, stride, padding, dilation, groups,
-                           std::string_view(activation), scalars.vec(), std::string_view(precision),
-                           std::string_view(out_precision), out);
+  return run_conv(Op, input, weight, packed, bias, other, stride, padding, dilation, groups,
+                  std::string_view(activation), scalars.vec(), std::string_view(precision),
+                  std::string_view(out_precision), out);
 }
 
+template <const ConvOp& Op>
 at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& packed,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& other,
                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
@@ -209,44 +266,52 @@ at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::
                    c10::string_view precision, c10::string_view out_precision) {
   // Sized here, so the out= form finds a channels-last output to write into directly. make_spec
   // checks the arguments as the out= form would.
-  TORCH_CHECK(input.dim() == 4, "kiln::onednn_conv2d: input must be 4-D, got ", input.sizes());
+  TORCH_CHECK(input.dim() == Op.rank(), Op.name, ": input must be ", Op.rank(), "-D, got ",
+              input.sizes());
   const bool has_bias = bias.has_value() && bias->defined();
   const bool has_other = other.has_value() && other->defined();
-  const auto sizes = make_spec(input.sizes(), weight, stride, padding, dilation, groups, has_bias,
-                               has_other, std::string_view(activation), scalars.vec(),
-                               multiplies_in_bf16(precision, "kiln::onednn_conv2d"))
-                         .output();
-  const bool bf16_output = multiplies_in_bf16(out_precision, "kiln::onednn_conv2d (out_precision)");
-  at::Tensor out = at::empty(std::vector<int64_t>(sizes.begin(), sizes.end()),
-                             input.options()
-                                 .dtype(bf16_output ? at::kBFloat16 : at::kFloat)
-                                 .memory_format(at::MemoryFormat::ChannelsLast));
-  return conv_out_op(input, weight, packed, bias, other, stride, padding, dilation, groups,
-                     activation, scalars, precision, out_precision, out);
+  const ConvSpec spec = make_spec(Op, input.sizes(), weight, stride, padding, dilation, groups,
+                                  has_bias, has_other, std::string_view(activation), scalars.vec(),
+                                  multiplies_in_bf16(precision, Op.name));
+  const bool bf16_output = multiplies_in_bf16(out_precision, Op.name);
+  at::Tensor out =
+      at::empty(output_sizes(spec), input.options()
+                                        .dtype(bf16_output ? at::kBFloat16 : at::kFloat)
+                                        .memory_format(Op.channels_last()));
+  return conv_out_op<Op>(input, weight, packed, bias, other, stride, padding, dilation, groups,
+                         activation, scalars, precision, out_precision, out);
 }
 
 }  // namespace
 
+// The schemas of one op's three entry points, the same for both ranks.
+#define KILN_ONEDNN_CONV_SCHEMAS(m, op)                                                          \
+  m.def(op                                                                                       \
+        "_weight(Tensor weight, int[] input_size, int[] stride, int[] padding, int[] dilation, " \
+        "int groups, bool bias, bool residual, str activation, float[] scalars, "                \
+        "str precision=\"fp32\") -> Tensor");                                                    \
+  m.def(op                                                                                       \
+        "(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "             \
+        "int[] stride, int[] padding, int[] dilation, int groups, str activation, "              \
+        "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\") -> Tensor");       \
+  m.def(op                                                                                       \
+        ".out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "         \
+        "int[] stride, int[] padding, int[] dilation, int groups, str activation, "              \
+        "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\", *, "               \
+        "Tensor(a!) out) -> Tensor(a!)")
+
 TORCH_LIBRARY_FRAGMENT(kiln, m) {
-  m.def(
-      "onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding, "
-      "int[] dilation, int groups, bool bias, bool residual, str activation, float[] scalars, "
-      "str precision=\"fp32\") -> Tensor");
-  m.def(
-      "onednn_conv2d(Tensor input, Tensor weight, Tensor packed, Tensor? bias, Tensor? other, "
-      "int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\") -> Tensor");
-  m.def(
-      "onednn_conv2d.out(Tensor input, Tensor weight, Tensor packed, Tensor? bias, "
-      "Tensor? other, int[] stride, int[] padding, int[] dilation, int groups, str activation, "
-      "float[] scalars, str precision=\"fp32\", str out_precision=\"fp32\", *, "
-      "Tensor(a!) out) -> Tensor(a!)");
+  KILN_ONEDNN_CONV_SCHEMAS(m, "onednn_conv2d");
+  KILN_ONEDNN_CONV_SCHEMAS(m, "onednn_conv3d");
 }
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {
-  m.impl("onednn_conv2d_weight", &weight_op);
-  m.impl("onednn_conv2d", &conv_op);
-  m.impl("onednn_conv2d.out", &conv_out_op);
+  m.impl("onednn_conv2d_weight", &weight_op<kConv2d>);
+  m.impl("onednn_conv2d", &conv_op<kConv2d>);
+  m.impl("onednn_conv2d.out", &conv_out_op<kConv2d>);
+  m.impl("onednn_conv3d_weight", &weight_op<kConv3d>);
+  m.impl("onednn_conv3d", &conv_op<kConv3d>);
+  m.impl("onednn_conv3d.out", &conv_out_op<kConv3d>);
 }
 
 }  // namespace kiln

@@ -1,9 +1,13 @@
 #pragma once
 
-// kiln's own oneDNN convolutions (CPU, float32, channels-last): the `onednn_conv` pass turns
-// prepack_conv's `mkldnn::_convolution_pointwise` nodes into these. The primitive is created once
-// per shape and thread count (runtime/onednn/conv_primitive.h) instead of on every call, as ATen's
-// op does; the weight is packed at compile time, into the layout that primitive reads.
+// kiln's own oneDNN convolutions (CPU, float32 or bf16, channels-last): the `onednn_conv` pass
+// turns prepack_conv's `mkldnn::_convolution_pointwise` nodes into these. 2-D (NHWC) and 3-D
+// (NDHWC) convolutions have an op each, with the same arguments: kiln::onednn_conv3d and
+// kiln::onednn_conv3d_weight are the ops below for 5-D inputs and weights, three values per
+// stride, padding and dilation, and an NCDHW clip where an NCHW image is taken. The primitive is
+// created once per shape and thread count (runtime/onednn/conv_primitive.h) instead of on every
+// call, as ATen's op does; the weight is packed at compile time, into the layout that primitive
+// reads.
 //
 // Registered with ATen's dispatcher as (CPU):
 //   kiln::onednn_conv2d_weight(Tensor weight, int[] input_size, int[] stride, int[] padding,
@@ -44,7 +48,21 @@ at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_
                                 std::string_view activation, const std::vector<double>& scalars,
                                 std::string_view precision = "fp32");
 
+at::Tensor onednn_conv3d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
+                                std::string_view activation, const std::vector<double>& scalars,
+                                std::string_view precision = "fp32");
+
 at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                              std::string_view activation, const std::vector<double>& scalars,
+                              std::string_view precision, std::string_view out_precision,
+                              at::Tensor& out);
+
+at::Tensor& onednn_conv3d_out(const at::Tensor& input, const at::Tensor& weight,
                               const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                               const std::optional<at::Tensor>& other, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,

@@ -33,7 +33,8 @@ bool has_onednn_ops() {
            dispatcher.findSchema({"mkldnn::_convolution_pointwise", ""}) &&
            dispatcher.findSchema({"mkldnn::_convolution_pointwise", "binary"}) &&
            dispatcher.findSchema({"aten::to_mkldnn", ""}) &&
-           dispatcher.findSchema({"aten::mkldnn_reorder_conv2d_weight", ""});
+           dispatcher.findSchema({"aten::mkldnn_reorder_conv2d_weight", ""}) &&
+           dispatcher.findSchema({"aten::mkldnn_reorder_conv3d_weight", ""});
   }();
   return available;
 }
@@ -46,6 +47,9 @@ bool has_own_onednn() {
     return dispatcher.findSchema({"kiln::onednn_conv2d", ""}) &&
            dispatcher.findSchema({"kiln::onednn_conv2d", "out"}) &&
            dispatcher.findSchema({"kiln::onednn_conv2d_weight", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_conv3d", ""}) &&
+           dispatcher.findSchema({"kiln::onednn_conv3d", "out"}) &&
+           dispatcher.findSchema({"kiln::onednn_conv3d_weight", ""}) &&
            dispatcher.findSchema({"kiln::onednn_linear", ""}) &&
            dispatcher.findSchema({"kiln::onednn_linear", "out"}) &&
            dispatcher.findSchema({"kiln::onednn_linear_weight", ""}) &&

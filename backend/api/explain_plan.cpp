@@ -68,7 +68,8 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
         const auto* post = std::get_if<std::string>(node.find_attr(name));
         if (post && *post != "none") entry.why += ", with its " + *post + " inside";
       }
-    } else if (node.op() == "kiln::winograd_conv2d" || node.op() == "kiln::onednn_conv2d") {
+    } else if (node.op() == "kiln::winograd_conv2d" || node.op() == "kiln::onednn_conv2d" ||
+               node.op() == "kiln::onednn_conv3d") {
       entry.why = node.op() == "kiln::winograd_conv2d"
                       ? "convolution: Winograd F(4x4, 3x3), its filter transformed at compile time"
                       : "convolution: kiln's oneDNN primitive, made once, on a weight packed at "

@@ -48,10 +48,10 @@ at::Tensor evaluate_node(const ir::Node& node, const std::vector<at::Tensor>& in
   at::Tensor result = run_node_alone(node, types, inputs, device).at(0);
   // A weight in oneDNN's opaque layout (prepack_linear) has no strides; its type keeps the
   // dense sizes and only oneDNN's ops read it. A weight onednn_conv packed is as long as
-  // oneDNN's blocks make it (its type says the least it can be); only kiln::onednn_conv2d reads it,
-  // and the same for kiln::onednn_linear's.
+  // oneDNN's blocks make it (its type says the least it can be); only kiln::onednn_conv2d (3d)
+  // reads it, and the same for kiln::onednn_linear's.
   if (result.is_mkldnn() || node.op() == "kiln::onednn_conv2d_weight" ||
-      node.op() == "kiln::onednn_linear_weight") {
+      node.op() == "kiln::onednn_conv3d_weight" || node.op() == "kiln::onednn_linear_weight") {
     return result;
   }
   // The constant must have exactly the type the graph gave the node.

@@ -123,6 +123,7 @@ constexpr OpInfo kOps[] = {
     {"mkldnn::_convolution_pointwise.binary", K::Convolution, 3, 4, 1, kOwn},
     {"aten::to_mkldnn", K::Copy, 1, 1, 1, kOwn},
     {"aten::mkldnn_reorder_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
+    {"aten::mkldnn_reorder_conv3d_weight", K::Copy, 1, 1, 1, kOwn},
     // winograd_conv's: kiln's own ops (runtime/winograd_conv.h), registered with the dispatcher.
     // Its results are fresh tensors, not planned buffers, so a oneDNN convolution that adds one
     // as its residual can still write over it in place (runtime/in_place_extern.h).
@@ -132,16 +133,24 @@ constexpr OpInfo kOps[] = {
     // runtime/onednn_linear.h, runtime/onednn_matmul.h), written into planned buffers.
     {"kiln::onednn_conv2d_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::onednn_conv2d", K::Convolution, 3, 5, 1, kPlanned},
+    {"kiln::onednn_conv3d_weight", K::Copy, 1, 1, 1, kOwn},
+    {"kiln::onednn_conv3d", K::Convolution, 3, 5, 1, kPlanned},
     {"kiln::onednn_linear_weight", K::Copy, 1, 1, 1, kOwn},
     {"kiln::onednn_linear", K::Gemm, 3, 4, 1, kPlanned},
     {"kiln::onednn_matmul", K::Gemm, 2, 3, 1, kPlanned},
     {"kiln::onednn_max_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     {"kiln::onednn_avg_pool2d", K::Pooling, 1, 1, 1, kPlanned},
     {"aten::conv2d", K::Convolution, 2, 3, 1, kOwn},
+    {"aten::conv3d", K::Convolution, 2, 3, 1, kOwn},
+    {"aten::mkldnn_convolution", K::Convolution, 2, 3, 1, kOwn},  // assign_layout's
     {"aten::convolution", K::Convolution, 2, 3, 1, kOwn},
     {"aten::_convolution", K::Convolution, 2, 3, 1, kOwn},  // what tracing records
     {"aten::max_pool2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::avg_pool2d", K::Pooling, 1, 1, 1, kOwn},
+    // Video models' pools: ATen runs them channels-last (NDHWC) as well.
+    {"aten::max_pool3d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::avg_pool3d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::adaptive_avg_pool3d", K::Pooling, 1, 1, 1, kOwn},
     // Upsampling reads windows of its input as a pool does; in the table so that a feature map
     // keeps its layout through it (assign_layout) where ATen's kernels take channels-last.
     {"aten::upsample_nearest2d", K::Pooling, 1, 1, 1, kOwn},

@@ -11,9 +11,15 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-memory::desc nhwc(const std::array<int64_t, 4>& sizes,
-                  memory::data_type type = memory::data_type::f32) {
-  return memory::desc(memory::dims(sizes.begin(), sizes.end()), type, Tag::nhwc);
+/// The first `rank` of `sizes`, as oneDNN takes dimensions.
+memory::dims first(const std::array<int64_t, 5>& sizes, int rank) {
+  return memory::dims(sizes.begin(), sizes.begin() + rank);
+}
+
+/// A channels-last tensor of the spec's rank: NHWC, or NDHWC.
+memory::desc channels_last(const ConvSpec& spec, const std::array<int64_t, 5>& sizes,
+                           memory::data_type type = memory::data_type::f32) {
+  return memory::desc(first(sizes, spec.rank()), type, spec.spatial == 3 ? Tag::ndhwc : Tag::nhwc);
 }
 
 /// The type the primitive multiplies in: its source's and its weight's.
@@ -21,18 +27,29 @@ memory::data_type product_type(const ConvSpec& spec) {
   return spec.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
-/// The dense weight as oneDNN names its dimensions: [K, C, kh, kw], or [G, K/G, C/G, kh, kw].
+/// The dense weight as oneDNN names its dimensions: [K, C, [kd,] kh, kw], or [G, K/G, C/G, [kd,]
+/// kh, kw].
 memory::desc dense_weight(const ConvSpec& spec) {
-  const auto& w = spec.weight;
+  memory::dims dims = first(spec.weight, spec.rank());
+  const bool three_d = spec.spatial == 3;
   if (spec.groups == 1)
-    return memory::desc({w[0], w[1], w[2], w[3]}, memory::data_type::f32, Tag::oihw);
-  return memory::desc({spec.groups, w[0] / spec.groups, w[1], w[2], w[3]}, memory::data_type::f32,
-                      Tag::goihw);
+    return memory::desc(dims, memory::data_type::f32, three_d ? Tag::oidhw : Tag::oihw);
+  dims[0] /= spec.groups;
+  dims.insert(dims.begin(), spec.groups);
+  return memory::desc(dims, memory::data_type::f32, three_d ? Tag::goidhw : Tag::goihw);
+}
+
+/// The first `spatial` entries of a stride, padding or dilation.
+memory::dims spatial_part(const std::array<int64_t, 3>& values, int spatial, int64_t minus = 0) {
+  memory::dims out;
+  for (int d = 0; d < spatial; ++d)
+    out.push_back(values[d] - minus);
+  return out;
 }
 
 struct SpecHash {
   size_t operator()(const ConvSpec& s) const {
-    uint64_t h = 0;
+    uint64_t h = static_cast<uint64_t>(s.spatial);
     for (auto v : s.input)
       h = mix(h, v);
     for (auto v : s.weight)
@@ -55,9 +72,9 @@ struct SpecHash {
 
 }  // namespace
 
-std::array<int64_t, 4> ConvSpec::output() const {
-  std::array<int64_t, 4> out{input[0], weight[0], 0, 0};
-  for (int d = 0; d < 2; ++d) {
+std::array<int64_t, 5> ConvSpec::output() const {
+  std::array<int64_t, 5> out{input[0], weight[0], 0, 0, 0};
+  for (int d = 0; d < spatial; ++d) {
     const int64_t extent = dilation[d] * (weight[2 + d] - 1) + 1;
     out[2 + d] = (input[2 + d] + 2 * padding[d] - extent) / stride[d] + 1;
   }
@@ -65,19 +82,21 @@ std::array<int64_t, 4> ConvSpec::output() const {
 }
 
 std::string ConvSpec::problem() const {
-  for (auto v : input)
-    if (v <= 0) return "every input size must be positive";
-  for (auto v : weight)
-    if (v <= 0) return "every weight size must be positive";
+  if (spatial != 2 && spatial != 3) return "a convolution is 2-D or 3-D";
+  for (int d = 0; d < rank(); ++d) {
+    if (input[d] <= 0) return "every input size must be positive";
+    if (weight[d] <= 0) return "every weight size must be positive";
+  }
   if (groups <= 0 || input[1] != weight[1] * groups || weight[0] % groups != 0)
     return "the weight's channels do not match the input's over " + std::to_string(groups) +
            " groups";
-  for (int d = 0; d < 2; ++d) {
+  for (int d = 0; d < spatial; ++d) {
     if (stride[d] <= 0 || dilation[d] <= 0 || padding[d] < 0)
       return "strides and dilations must be positive, paddings not negative";
   }
   const auto out = output();
-  if (out[2] <= 0 || out[3] <= 0) return "the output would be empty";
+  for (int d = 2; d < rank(); ++d)
+    if (out[d] <= 0) return "the output would be empty";
   if (threads <= 0) return "the thread count must be positive";
   if ((bf16_output || bf16_residual) && !bf16)
     return "only a convolution that multiplies in bf16 writes or adds bf16";
@@ -111,11 +130,11 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   }
   auto state = std::make_unique<State>();
   state->spec = spec;
-  state->source = nhwc(spec.input, product_type(spec));
-  state->destination =
-      nhwc(spec.output(), spec.bf16_output ? memory::data_type::bf16 : memory::data_type::f32);
-  state->residual =
-      nhwc(spec.output(), spec.bf16_residual ? memory::data_type::bf16 : memory::data_type::f32);
+  state->source = channels_last(spec, spec.input, product_type(spec));
+  state->destination = channels_last(
+      spec, spec.output(), spec.bf16_output ? memory::data_type::bf16 : memory::data_type::f32);
+  state->residual = channels_last(
+      spec, spec.output(), spec.bf16_residual ? memory::data_type::bf16 : memory::data_type::f32);
   state->bias = memory::desc({spec.weight[0]}, memory::data_type::f32, Tag::x);
   memory::desc any_weights = dense_weight(spec);
   any_weights = memory::desc(any_weights.get_dims(), product_type(spec), Tag::any);
@@ -131,9 +150,9 @@ std::shared_ptr<const ConvPrimitive> ConvPrimitive::get(const ConvSpec& spec) {
   attr.set_post_ops(post_ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   // oneDNN's dilation counts the gaps: 0 is a dense kernel.
-  const memory::dims dilation = {spec.dilation[0] - 1, spec.dilation[1] - 1};
-  const memory::dims stride = {spec.stride[0], spec.stride[1]};
-  const memory::dims padding = {spec.padding[0], spec.padding[1]};
+  const memory::dims dilation = spatial_part(spec.dilation, spec.spatial, 1);
+  const memory::dims stride = spatial_part(spec.stride, spec.spatial);
+  const memory::dims padding = spatial_part(spec.padding, spec.spatial);
   try {
     if (spec.bias) {
       state->descriptor = dnnl::convolution_forward::primitive_desc(
@@ -181,8 +200,9 @@ void ConvPrimitive::run(const void* input, const void* packed_weight, const floa
     dnnl::reorder& convert = input_nchw ? state_->from_nchw : state_->from_nhwc_f32;
     std::call_once(input_nchw ? state_->nchw_once : state_->nhwc_once, [&] {
       const dnnl::engine& engine = cpu_engine();
-      const memory::dims dims(s.spec.input.begin(), s.spec.input.end());
-      from = memory::desc(dims, memory::data_type::f32, input_nchw ? Tag::nchw : Tag::nhwc);
+      from = input_nchw ? memory::desc(first(s.spec.input, s.spec.rank()), memory::data_type::f32,
+                                       s.spec.spatial == 3 ? Tag::ncdhw : Tag::nchw)
+                        : channels_last(s.spec, s.spec.input);
       convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, s.source));
     });
     void* converted = staging(s.source.get_size());

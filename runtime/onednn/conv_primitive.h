@@ -10,16 +10,19 @@
 
 namespace kiln::onednn {
 
-/// One 2-D convolution on channels-last (NHWC) input, output and residual, as kiln's
-/// `onednn_conv` pass describes it: float32, or bf16 where the spec says so. Every field is part of
-/// the primitive's identity, the thread count included: oneDNN picks its blocking (and so its
-/// weight layout) for the threads it will run on.
+/// One 2-D or 3-D convolution on channels-last (NHWC, NDHWC) input, output and residual, as
+/// kiln's `onednn_conv` pass describes it: float32, or bf16 where the spec says so. Every field is
+/// part of the primitive's identity, the thread count included: oneDNN picks its blocking (and so
+/// its weight layout) for the threads it will run on.
 struct ConvSpec {
-  std::array<int64_t, 4> input{};   // N, C, H, W
-  std::array<int64_t, 4> weight{};  // K, C / groups, kernel height, kernel width
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
+  /// 2 or 3: how many of the entries below after N and C (K and C / groups) are spatial. The
+  /// entries past them are unused and keep their defaults.
+  int spatial = 2;
+  std::array<int64_t, 5> input{};   // N, C, [D,] H, W
+  std::array<int64_t, 5> weight{};  // K, C / groups, [kernel depth,] kernel height, kernel width
+  std::array<int64_t, 3> stride{1, 1, 1};
+  std::array<int64_t, 3> padding{0, 0, 0};
+  std::array<int64_t, 3> dilation{1, 1, 1};
   int64_t groups = 1;
   bool bias = false;
   bool residual = false;  // adds an output-shaped tensor before the activation
@@ -39,8 +42,10 @@ struct ConvSpec {
   bool accumulate = false;
   int threads = 1;
 
-  /// N, K, output height, output width.
-  std::array<int64_t, 4> output() const;
+  /// N, K, the output's [depth,] height and width; unused entries 0.
+  std::array<int64_t, 5> output() const;
+  /// 2 + spatial: the rank of the input, the weight and the output.
+  int rank() const { return 2 + spatial; }
   /// Empty when oneDNN can run it; otherwise what is wrong with it.
   std::string problem() const;
   bool operator==(const ConvSpec&) const = default;
@@ -65,13 +70,13 @@ class ConvPrimitive {
   size_t packed_weight_bytes() const;
   /// Identifies that layout: two primitives read each other's packed weights when it is equal.
   uint64_t packed_weight_layout() const;
-  /// Reorders a dense float32 [K, C / groups, kh, kw] weight into `packed`
+  /// Reorders a dense float32 [K, C / groups, [kd,] kh, kw] weight into `packed`
   /// (packed_weight_bytes()), converting it to bf16 for a bf16 primitive.
   void pack_weight(const float* dense, void* packed) const;
   /// How run() finds its input.
   enum class Source {
-    Nhwc,      // float32 NHWC
-    Nchw,      // float32, dense NCHW (a network's image)
+    Nhwc,      // float32 NHWC (NDHWC for a 3-D convolution, likewise below)
+    Nchw,      // float32, dense NCHW or NCDHW (a network's image or clip)
     NhwcBf16,  // bf16 NHWC, as another bf16 convolution wrote it (a bf16 primitive's only)
   };
   /// output = activation(conv(input, packed weight) + bias + residual). `bias` (K floats) and

@@ -10,12 +10,12 @@ namespace kiln {
 namespace {
 
 bool is_channels_last(const ir::TensorType& t) {
-  return t.rank() == 4 && t.strides == channels_last_strides(t.sizes);
+  return (t.rank() == 4 || t.rank() == 5) && t.strides == channels_last_strides(t.sizes);
 }
 
 // ATen's rule for the ops these tests use: a permutation permutes its input's strides, an output
-// of its first input's sizes takes its strides, another 4-D output follows its channels-last
-// layout; a view of a tensor that is not contiguous fails.
+// of its first input's sizes takes its strides, another output of its rank follows its
+// channels-last layout; a view of a tensor that is not contiguous fails.
 std::optional<std::vector<ir::TensorType>> fake_infer(const ir::Node& node,
                                                       const std::vector<ir::TensorType>& inputs) {
   const ir::TensorType& in = inputs.at(0);
@@ -30,8 +30,8 @@ std::optional<std::vector<ir::TensorType>> fake_infer(const ir::Node& node,
     } else if (t.sizes == in.sizes) {
       t.strides = in.strides;
     } else {
-      t.strides = is_channels_last(in) && t.rank() == 4 ? channels_last_strides(t.sizes)
-                                                        : ir::contiguous_strides(t.sizes);
+      t.strides = is_channels_last(in) && t.rank() == in.rank() ? channels_last_strides(t.sizes)
+                                                                : ir::contiguous_strides(t.sizes);
     }
     types.push_back(t);
   }
@@ -208,6 +208,70 @@ TEST(AssignLayoutTest, WeightsThatAreInputsKeepConvolutionsAsTheyWereButNotMaxPo
 
 TEST(AssignLayoutTest, ChannelsLastStrides) {
   EXPECT_EQ(channels_last_strides({2, 3, 4, 5}), (std::vector<int64_t>{60, 1, 15, 3}));
+  EXPECT_EQ(channels_last_strides({2, 3, 4, 5, 6}), (std::vector<int64_t>{360, 1, 90, 18, 3}));
+}
+
+// 3-D convolutions: the same over NDHWC (channels_last_3d, memory_format=3).
+constexpr const char* kFrozenWeights3d =
+    "graph(%x : f32[1,3,4,8,8]):\n"
+    "  %w1 : f32[4,3,3,3,3] = prim::Constant() {index=0}\n"
+    "  %w2 : f32[4,4,3,3,3] = prim::Constant() {index=1}\n";
+
+std::string conv3d(const std::string& out, const std::string& in, const std::string& w) {
+  return "  %" + out + " : f32[1,4,4,8,8] = aten::conv3d(%" + in + ", %" + w +
+         ") {stride=[1,1,1], padding=[1,1,1], dilation=[1,1,1], groups=1}\n";
+}
+
+TEST(AssignLayoutTest, ThreeDConvolutionsRunNdhwc) {
+  auto g = ir::parse_graph(kFrozenWeights3d + conv3d("y", "x", "w1") +
+                           "  %r : f32[1,4,4,8,8] = aten::relu(%y)\n" + conv3d("z", "r", "w2") +
+                           "  return (%z)\n");
+  EXPECT_EQ(assign_layout(*g, fake_infer), 2);
+  const std::string ir = ir::print_graph(*g);
+  EXPECT_NE(ir.find("  %x_ndhwc : f32[1,3,4,8,8]{768,1,192,24,3} = aten::_to_copy(%x)"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("memory_format=3}"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("aten::conv3d(%x_ndhwc, %w1_ndhwc)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("  %r : f32[1,4,4,8,8]{1024,1,256,32,4} = aten::relu(%y)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("return (%z_contiguous)"), std::string::npos) << ir;
+}
+
+// ATen runs a 3-D convolution over few values on its native kernel, NCDHW whatever the input:
+// the convolution becomes aten::mkldnn_convolution, channels-last in and out. Where ATen has
+// none (its inference fails), the convolution stays, and what reads it reads its NCDHW output.
+TEST(AssignLayoutTest, AThreeDConvolutionThatAtenRunsNcdhwRunsOnOneDnn) {
+  const std::string text = kFrozenWeights3d + conv3d("z", "x", "w1") +
+                           "  %e : f32[1,4,4,8,8] = aten::exp(%z)\n  return (%e)\n";
+  for (bool has_mkldnn : {true, false}) {
+    SCOPED_TRACE(has_mkldnn ? "with mkldnn_convolution" : "without");
+    const auto native_ncdhw =
+        [&](const ir::Node& node,
+            const std::vector<ir::TensorType>& in) -> std::optional<std::vector<ir::TensorType>> {
+      if (node.op() == "aten::conv3d") return std::vector<ir::TensorType>{node.output()->type()};
+      if (node.op() == "aten::mkldnn_convolution" && !has_mkldnn) return std::nullopt;
+      return fake_infer(node, in);
+    };
+    auto g = ir::parse_graph(text);
+    assign_layout(*g, native_ncdhw);
+    const std::string ir = ir::print_graph(*g);
+    if (has_mkldnn) {
+      EXPECT_NE(ir.find("  %z : f32[1,4,4,8,8]{1024,1,256,32,4} = aten::mkldnn_convolution("
+                        "%x_ndhwc, %w1_ndhwc) {padding=[1,1,1], stride=[1,1,1], "
+                        "dilation=[1,1,1], groups=1, bias=None}"),
+                std::string::npos)
+          << ir;
+      EXPECT_EQ(ir.find("aten::conv3d"), std::string::npos) << ir;
+      EXPECT_NE(ir.find("return (%e_contiguous)"), std::string::npos) << ir;
+    } else {
+      EXPECT_NE(ir.find("  %z : f32[1,4,4,8,8] = aten::conv3d(%x_ndhwc, %w1_ndhwc)"),
+                std::string::npos)
+          << ir;
+      EXPECT_NE(ir.find("  %e : f32[1,4,4,8,8] = aten::exp(%z)"), std::string::npos) << ir;
+      EXPECT_EQ(ir.find("mkldnn_convolution"), std::string::npos) << ir;
+    }
+  }
 }
 
 }  // namespace

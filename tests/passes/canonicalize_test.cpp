@@ -179,6 +179,23 @@ TEST(CanonicalizeTest, AdaptiveAveragePoolingToOneValueIsAMean) {
             "  return (%y)\n");
 }
 
+TEST(CanonicalizeTest, AdaptiveAveragePooling3dToOneValueIsAMean) {
+  EXPECT_EQ(canonical("graph(%x : f32[2,8,4,7,7]):\n"
+                      "  %y : f32[2,8,1,1,1] = aten::adaptive_avg_pool3d(%x) "
+                      "{output_size=[1,1,1]}\n"
+                      "  return (%y)\n",
+                      1),
+            "graph(%x : f32[2,8,4,7,7]):\n"
+            "  %y : f32[2,8,1,1,1] = aten::mean.dim(%x) {dim=[-1,-2,-3], keepdim=true, "
+            "dtype=None}\n"
+            "  return (%y)\n");
+  const std::string to_more =
+      "graph(%x : f32[2,8,4,7,7]):\n"
+      "  %y : f32[2,8,2,1,1] = aten::adaptive_avg_pool3d(%x) {output_size=[2,1,1]}\n"
+      "  return (%y)\n";
+  EXPECT_EQ(canonical(to_more, 0), to_more);
+}
+
 TEST(CanonicalizeTest, AdaptiveAveragePoolingToMoreValuesStays) {
   const std::string text =
       "graph(%x : f32[2,8,7,7]):\n"
@@ -268,6 +285,18 @@ TEST(CanonicalizeTest, MaxPoolWithUnreadIndicesIsMaxPool) {
                       1),
             "graph(%x : f32[1,2,4,4]):\n"
             "  %p : f32[1,2,2,2] = aten::max_pool2d(%x) {kernel_size=[2,2], stride=[2,2]}\n"
+            "  return (%p)\n");
+}
+
+TEST(CanonicalizeTest, MaxPool3dWithUnreadIndicesIsMaxPool3d) {
+  EXPECT_EQ(canonical("graph(%x : f32[1,2,4,4,4]):\n"
+                      "  %p : f32[1,2,2,2,2], %i : i64[1,2,2,2,2] = "
+                      "aten::max_pool3d_with_indices(%x) {kernel_size=[2,2,2], stride=[2,2,2]}\n"
+                      "  return (%p)\n",
+                      1),
+            "graph(%x : f32[1,2,4,4,4]):\n"
+            "  %p : f32[1,2,2,2,2] = aten::max_pool3d(%x) {kernel_size=[2,2,2], "
+            "stride=[2,2,2]}\n"
             "  return (%p)\n");
 }
 

@@ -260,6 +260,62 @@ bool multiplies_in_bf16(int64_t k, int64_t c, int64_t kernel, int64_t groups) {
   return printed.find("precision=\"bf16\"") != std::string::npos;
 }
 
+// A 3-D convolution over an NDHWC [1, c, 4, 8, 8] clip, as assign_layout leaves it (here as
+// aten::mkldnn_convolution, where ATen's own kernel would have been NCDHW), with a residual add
+// and a relu: kiln::onednn_conv3d, its weight packed by kiln::onednn_conv3d_weight, the add and
+// relu inside; ATen's conv3d reorder chain gone. Under bf16, the same rule as in 2-D by the
+// weights each input value meets over three dims.
+std::string ndhwc(int64_t c) {
+  const std::string s = std::to_string(c);
+  return "f32[1," + s + ",4,8,8]{" + std::to_string(c * 256) + ",1," + std::to_string(c * 64) +
+         "," + std::to_string(c * 8) + "," + s + "}";
+}
+
+std::string conv3d_graph(int64_t c, const std::string& kernel, int64_t groups) {
+  const std::string k = std::to_string(c / groups);
+  return "graph(%x : " + ndhwc(c) + ", %i : " + ndhwc(32) +
+         "):\n"
+         "  %w : f32[32," +
+         k + "," + kernel +
+         "] = prim::Constant() {index=0}\n"
+         "  %y : " +
+         ndhwc(32) + " = aten::mkldnn_convolution(%x, %w) {padding=" +
+         (kernel == "1,1,1" ? "[0,0,0]" : "[1,1,1]") +
+         ", stride=[1,1,1], "
+         "dilation=[1,1,1], groups=" +
+         std::to_string(groups) + ", bias=None}\n  %s : " + ndhwc(32) +
+         " = aten::add.Tensor(%y, %i) {alpha=1}\n  %r : " + ndhwc(32) +
+         " = aten::relu(%s)\n  return (%r)\n";
+}
+
+TEST(OneDnnConvTest, AThreeDConvolutionBecomesOneOwnConvolution3d) {
+  const std::string printed = rewritten(conv3d_graph(32, "3,3,3", 1), 1);
+  EXPECT_NE(printed.find("%w_onednn : f32[27664] = kiln::onednn_conv3d_weight(%w) "
+                         "{input_size=[1,32,4,8,8], stride=[1,1,1], padding=[1,1,1], "
+                         "dilation=[1,1,1], groups=1, bias=false, residual=true, "
+                         "activation=\"relu\", scalars=[]}"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("%r : " + ndhwc(32) +
+                         " = kiln::onednn_conv3d(%x, %w, %w_onednn, %i) {bias=None, "
+                         "stride=[1,1,1], padding=[1,1,1], dilation=[1,1,1], groups=1, "
+                         "activation=\"relu\", scalars=[]}"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(printed.find("aten::"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("mkldnn"), std::string::npos) << printed;
+  const auto bf16 = [](int64_t c, const std::string& kernel, int64_t groups) {
+    auto g = ir::parse_graph(conv3d_graph(c, kernel, groups));
+    prepack_conv(*g, true);
+    EXPECT_EQ(onednn_conv(*g, /*bf16=*/true), 1) << ir::print_graph(*g);
+    return ir::print_graph(*g).find("precision=\"bf16\"") != std::string::npos;
+  };
+  EXPECT_TRUE(bf16(32, "3,3,3", 1));    // 32 channels a group
+  EXPECT_TRUE(bf16(8, "3,3,3", 1));     // 32 * 27 weights meet each input value
+  EXPECT_FALSE(bf16(8, "1,1,1", 1));    // 32 * 1
+  EXPECT_FALSE(bf16(32, "3,3,3", 32));  // depthwise: 27
+}
+
 TEST(OneDnnConvTest, UnderBf16OnlyConvolutionsBoundByTheirMultipliesRoundTheirInputs) {
   EXPECT_TRUE(multiplies_in_bf16(64, 64, 3, 1));   // 64 channels
   EXPECT_TRUE(multiplies_in_bf16(64, 3, 7, 1));    // ResNet's stem: 64 * 49 / 4 uses a pixel
