@@ -157,6 +157,10 @@ constexpr OpInfo kOps[] = {
     {"aten::upsample_nearest2d.vec", K::Pooling, 1, 1, 1, kOwn},
     {"aten::upsample_bilinear2d", K::Pooling, 1, 1, 1, kOwn},
     {"aten::upsample_bilinear2d.vec", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_nearest3d", K::Pooling, 1, 1, 1, kOwn},  // 3-D U-Nets', NDHWC
+    {"aten::upsample_nearest3d.vec", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_trilinear3d", K::Pooling, 1, 1, 1, kOwn},
+    {"aten::upsample_trilinear3d.vec", K::Pooling, 1, 1, 1, kOwn},
     // torch.compile's F.interpolate (kiln/_decompositions.py).
     {"kiln::interpolate", K::Pooling, 1, 1, 1, kOwn},
     // Padding (TensorFlow's 'same' convolutions pad first): it keeps a feature map's layout too.

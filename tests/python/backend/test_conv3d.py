@@ -81,6 +81,44 @@ def test_video_convolutions_run_ndhwc_on_kilns_onednn_with_atens_values(tmp_path
     assert len(pools) == 1 and _NDHWC.search(pools[0]), final
 
 
+class _VolumeUNet(torch.nn.Module):
+    """A 3-D U-Net's level (medical volumes): convolutions, a max pool, a trilinear and a nearest
+    upsampling, a skip concatenation."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Conv3d(2, 8, 3, padding=1)
+        self.mid = torch.nn.Conv3d(8, 8, 3, padding=1)
+        self.dec = torch.nn.Conv3d(24, 4, 3, padding=1)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        skip = torch.relu(self.enc(x))
+        y = torch.relu(self.mid(F.max_pool3d(skip, 2)))
+        smooth = F.interpolate(y, scale_factor=2.0, mode="trilinear", align_corners=False)
+        near = F.interpolate(y, scale_factor=2.0, mode="nearest")
+        return self.dec(torch.cat([smooth, near, skip], 1))
+
+
+def test_a_volume_unet_stays_ndhwc_through_its_upsamplings(tmp_path):
+    torch.manual_seed(2)
+    model = _VolumeUNet().eval()
+    x = torch.randn(1, 2, 8, 16, 16)
+    traced = kiln.compile(torch.jit.trace(model, (x,)))
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        for compiled in (torch.compile(model, backend="kiln"), traced):
+            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
+    entries = json.loads(traced.explain(x))["entries"]
+    assert [e["op"] for e in entries].count("kiln::onednn_conv3d") == 3, entries
+    assert json.loads(traced.explain(x))["channels_last_conversions"] <= 2, entries  # in, out
+    final = _final_plan(model, x, tmp_path, {})
+    # Nothing goes back to NCDHW before the last convolution (after it, the output's for the
+    # caller).
+    assert "memory_format=0" not in final.rsplit("kiln::onednn_conv3d(", 1)[0], final
+
+
 @pytest.mark.skipif(not kiln._C.native_bf16(),
                     reason="this CPU has no native bf16 (AVX512-BF16 or AMX)")
 def test_video_convolutions_multiply_in_bf16_under_precision_bf16(tmp_path):
