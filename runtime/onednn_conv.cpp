@@ -193,44 +193,32 @@ at::Tensor& run_conv(const ConvOp& op, const at::Tensor& input, const at::Tensor
 
 }  // namespace
 
-at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
-                                at::IntArrayRef stride, at::IntArrayRef padding,
-                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars,
-                                std::string_view precision) {
-  return pack_weight(kConv2d, weight, input_size, stride, padding, dilation, groups, bias, residual,
-                     activation, scalars, precision);
+/// The op of this weight's rank: a 4-D weight's kiln::onednn_conv2d, a 5-D one's
+/// kiln::onednn_conv3d.
+const ConvOp& op_for(const at::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 4 || weight.dim() == 5,
+              "kiln::onednn_conv2d/3d: weight must be 4-D or 5-D, got ", weight.sizes());
+  return weight.dim() == 5 ? kConv3d : kConv2d;
 }
 
-at::Tensor onednn_conv3d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
-                                at::IntArrayRef stride, at::IntArrayRef padding,
-                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars,
-                                std::string_view precision) {
-  return pack_weight(kConv3d, weight, input_size, stride, padding, dilation, groups, bias, residual,
-                     activation, scalars, precision);
-}
-
-at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
-                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
-                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+at::Tensor onednn_conv_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                              at::IntArrayRef stride, at::IntArrayRef padding,
+                              at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
                               std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, std::string_view out_precision,
-                              at::Tensor& out) {
-  return run_conv(kConv2d, input, weight, packed, bias, other, stride, padding, dilation, groups,
-                  activation, scalars, precision, out_precision, out);
+                              std::string_view precision) {
+  return pack_weight(op_for(weight), weight, input_size, stride, padding, dilation, groups, bias,
+                     residual, activation, scalars, precision);
 }
 
-at::Tensor& onednn_conv3d_out(const at::Tensor& input, const at::Tensor& weight,
-                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
-                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                              std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, std::string_view out_precision,
-                              at::Tensor& out) {
-  return run_conv(kConv3d, input, weight, packed, bias, other, stride, padding, dilation, groups,
-                  activation, scalars, precision, out_precision, out);
+at::Tensor& onednn_conv_out(const at::Tensor& input, const at::Tensor& weight,
+                            const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                            const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                            std::string_view activation, const std::vector<double>& scalars,
+                            std::string_view precision, std::string_view out_precision,
+                            at::Tensor& out) {
+  return run_conv(op_for(weight), input, weight, packed, bias, other, stride, padding, dilation,
+                  groups, activation, scalars, precision, out_precision, out);
 }
 
 namespace {

@@ -42,32 +42,20 @@
 
 namespace kiln {
 
-at::Tensor onednn_conv2d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
-                                at::IntArrayRef stride, at::IntArrayRef padding,
-                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars,
-                                std::string_view precision = "fp32");
-
-at::Tensor onednn_conv3d_weight(const at::Tensor& weight, at::IntArrayRef input_size,
-                                at::IntArrayRef stride, at::IntArrayRef padding,
-                                at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
-                                std::string_view activation, const std::vector<double>& scalars,
-                                std::string_view precision = "fp32");
-
-at::Tensor& onednn_conv2d_out(const at::Tensor& input, const at::Tensor& weight,
-                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
-                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+/// The ops' C++ entry points, for either rank: a 4-D weight is kiln::onednn_conv2d's, a 5-D one
+/// kiln::onednn_conv3d's (the input, strides, paddings and dilations must then match it).
+at::Tensor onednn_conv_weight(const at::Tensor& weight, at::IntArrayRef input_size,
+                              at::IntArrayRef stride, at::IntArrayRef padding,
+                              at::IntArrayRef dilation, int64_t groups, bool bias, bool residual,
                               std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, std::string_view out_precision,
-                              at::Tensor& out);
+                              std::string_view precision = "fp32");
 
-at::Tensor& onednn_conv3d_out(const at::Tensor& input, const at::Tensor& weight,
-                              const at::Tensor& packed, const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& other, at::IntArrayRef stride,
-                              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                              std::string_view activation, const std::vector<double>& scalars,
-                              std::string_view precision, std::string_view out_precision,
-                              at::Tensor& out);
+at::Tensor& onednn_conv_out(const at::Tensor& input, const at::Tensor& weight,
+                            const at::Tensor& packed, const std::optional<at::Tensor>& bias,
+                            const std::optional<at::Tensor>& other, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                            std::string_view activation, const std::vector<double>& scalars,
+                            std::string_view precision, std::string_view out_precision,
+                            at::Tensor& out);
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <array>
 #include <vector>
@@ -54,13 +55,12 @@ struct Conv3d {
   at::Tensor run(bool bias, bool residual, const std::string& activation,
                  const std::string& precision = "fp32") const {
     const at::Tensor packed =
-        onednn_conv3d_weight(w, x.sizes(), s.stride, s.padding, s.dilation, s.groups, bias,
-                             residual, activation, {}, precision);
+        onednn_conv_weight(w, x.sizes(), s.stride, s.padding, s.dilation, s.groups, bias, residual,
+                           activation, {}, precision);
     at::Tensor out = at::empty(other.sizes()).contiguous(at::MemoryFormat::ChannelsLast3d);
-    return onednn_conv3d_out(x, w, packed, bias ? std::optional<at::Tensor>(b) : std::nullopt,
-                             residual ? std::optional<at::Tensor>(other) : std::nullopt, s.stride,
-                             s.padding, s.dilation, s.groups, activation, {}, precision, "fp32",
-                             out);
+    return onednn_conv_out(x, w, packed, bias ? std::optional<at::Tensor>(b) : std::nullopt,
+                           residual ? std::optional<at::Tensor>(other) : std::nullopt, s.stride,
+                           s.padding, s.dilation, s.groups, activation, {}, precision, "fp32", out);
   }
 };
 
@@ -120,20 +120,28 @@ TEST(OneDnnConv3d, MultipliesInBf16WhenAsked) {
 
 TEST(OneDnnConv3d, BadArgumentsAreClearErrors) {
   const Conv3d conv(Case{1, 8, 8, 4, 6, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1});
-  const at::Tensor packed = onednn_conv3d_weight(conv.w, conv.x.sizes(), {1, 1, 1}, {1, 1, 1},
-                                                 {1, 1, 1}, 1, false, false, "none", {});
+  const at::Tensor packed = onednn_conv_weight(conv.w, conv.x.sizes(), {1, 1, 1}, {1, 1, 1},
+                                               {1, 1, 1}, 1, false, false, "none", {});
+  // As a graph calls it: the 3-D op, whatever it is given.
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("kiln::onednn_conv3d", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+                            at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t,
+                            c10::string_view, at::ArrayRef<double>, c10::string_view,
+                            c10::string_view)>();
   const auto message_of = [&](const at::Tensor& x, const at::Tensor& w, const Triple& stride) {
-    at::Tensor out = at::empty({0});
     try {
-      onednn_conv3d_out(x, w, packed, std::nullopt, std::nullopt, stride, {1, 1, 1}, {1, 1, 1}, 1,
-                        "none", {}, "fp32", "fp32", out);
+      op.call(x, w, packed, std::nullopt, std::nullopt, stride, {1, 1, 1}, {1, 1, 1}, 1, "none", {},
+              "fp32", "fp32");
     } catch (const c10::Error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
   // A 2-D image, a 2-D weight, two strides: each says what the 3-D op takes.
-  EXPECT_NE(message_of(at::randn({1, 8, 6, 6}), conv.w, {1, 1, 1}).find("must be a 5-D"),
+  EXPECT_NE(message_of(at::randn({1, 8, 6, 6}), conv.w, {1, 1, 1}).find("input must be 5-D"),
             std::string::npos);
   EXPECT_NE(message_of(conv.x, at::randn({8, 8, 3, 3}), {1, 1, 1}).find("weight must be a 5-D"),
             std::string::npos);

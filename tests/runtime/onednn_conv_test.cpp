@@ -50,20 +50,20 @@ struct Conv {
   at::Tensor packed(bool bias, bool residual, const std::string& activation,
                     const std::vector<double>& scalars = {},
                     const std::string& precision = "fp32") const {
-    return onednn_conv2d_weight(w, x.sizes(), {s.stride, s.stride}, {s.padding, s.padding},
-                                {s.dilation, s.dilation}, s.groups, bias, residual, activation,
-                                scalars, precision);
+    return onednn_conv_weight(w, x.sizes(), {s.stride, s.stride}, {s.padding, s.padding},
+                              {s.dilation, s.dilation}, s.groups, bias, residual, activation,
+                              scalars, precision);
   }
 
   at::Tensor run(bool bias, bool residual, const std::string& activation,
                  const std::vector<double>& scalars = {},
                  const std::string& precision = "fp32") const {
     at::Tensor out = at::empty(other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
-    return onednn_conv2d_out(x, w, packed(bias, residual, activation, scalars, precision),
-                             bias ? std::optional<at::Tensor>(b) : std::nullopt,
-                             residual ? std::optional<at::Tensor>(other) : std::nullopt,
-                             {s.stride, s.stride}, {s.padding, s.padding}, {s.dilation, s.dilation},
-                             s.groups, activation, scalars, precision, "fp32", out);
+    return onednn_conv_out(x, w, packed(bias, residual, activation, scalars, precision),
+                           bias ? std::optional<at::Tensor>(b) : std::nullopt,
+                           residual ? std::optional<at::Tensor>(other) : std::nullopt,
+                           {s.stride, s.stride}, {s.padding, s.padding}, {s.dilation, s.dilation},
+                           s.groups, activation, scalars, precision, "fp32", out);
   }
 };
 
@@ -155,9 +155,9 @@ TEST(OneDnnConv, ReadsAndWritesBf16ActivationsWhenAsked) {
           at::empty(conv.other.sizes(),
                     at::TensorOptions().dtype(bf16_output ? at::kBFloat16 : at::kFloat))
               .contiguous(at::MemoryFormat::ChannelsLast);
-      onednn_conv2d_out(x, conv.w, packed, conv.b, other, {s.stride, s.stride},
-                        {s.padding, s.padding}, {s.dilation, s.dilation}, s.groups, "relu", {},
-                        "bf16", bf16_output ? "bf16" : "fp32", out);
+      onednn_conv_out(x, conv.w, packed, conv.b, other, {s.stride, s.stride},
+                      {s.padding, s.padding}, {s.dilation, s.dilation}, s.groups, "relu", {},
+                      "bf16", bf16_output ? "bf16" : "fp32", out);
       return out;
     };
     const at::Tensor f32 = run(conv.x, conv.other, false);
@@ -186,8 +186,8 @@ TEST(OneDnnConv, EachCallReadsAndWritesItsOwnTensorsOnEveryThread) {
     const at::Tensor packed = shape.packed(true, true, "relu", {}, precision);
     auto call = [&](const Conv& conv) {
       at::Tensor out = at::empty(conv.other.sizes()).contiguous(at::MemoryFormat::ChannelsLast);
-      return onednn_conv2d_out(conv.x, shape.w, packed, shape.b, conv.other, {1, 1}, {1, 1}, {1, 1},
-                               1, "relu", {}, precision, "fp32", out);
+      return onednn_conv_out(conv.x, shape.w, packed, shape.b, conv.other, {1, 1}, {1, 1}, {1, 1},
+                             1, "relu", {}, precision, "fp32", out);
     };
     auto expected = [&](const Conv& conv) {
       at::Tensor x = conv.x;
@@ -231,8 +231,8 @@ TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
   conv.x = conv.x.contiguous();  // NCHW
   conv.other = conv.other.contiguous();
   at::Tensor out = at::full({2, 24, 10, 7}, std::nan(""));  // NCHW, poisoned
-  onednn_conv2d_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
-                    {1, 1}, {1, 1}, 1, "none", {}, "fp32", "fp32", out);
+  onednn_conv_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
+                  {1, 1}, {1, 1}, 1, "none", {}, "fp32", "fp32", out);
   EXPECT_TRUE(out.is_contiguous());
   expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
 }
@@ -251,8 +251,8 @@ TEST(OneDnnConv, AddsIntoAResidualThatIsItsOutput) {
     const auto dtype = precision == "bf16" ? at::kBFloat16 : at::kFloat;
     const at::Tensor x = conv.x.to(dtype), other = conv.other.to(dtype);
     const auto run = [&](const at::Tensor& residual, at::Tensor& out) {
-      return onednn_conv2d_out(x, conv.w, packed, conv.b, residual, {1, 1}, {0, 0}, {1, 1}, 1,
-                               "relu", {}, precision, precision, out);
+      return onednn_conv_out(x, conv.w, packed, conv.b, residual, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
+                             {}, precision, precision, out);
     };
     at::Tensor apart = at::empty_like(other);
     run(other, apart);
@@ -277,8 +277,8 @@ TEST(OneDnnConv, AWeightPackedForAnotherThreadCountIsPackedAgain) {
   const at::Tensor packed = conv.packed(true, false, "relu");
   at::set_num_threads(threads);
   at::Tensor out = at::empty({1, 64, 28, 28}).contiguous(at::MemoryFormat::ChannelsLast);
-  onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
-                    {}, "fp32", "fp32", out);
+  onednn_conv_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 1, "relu",
+                  {}, "fp32", "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -291,8 +291,8 @@ TEST(OneDnnConv, AWeightPackedForAnotherLayoutIsPackedAgainFromTheDenseOne) {
   packed.narrow(0, 0, 2).fill_(0);                       // the layout's identity (8 bytes)
   packed.narrow(0, 16, packed.numel() - 16).fill_(1e6);  // poisoned weights
   at::Tensor out = at::empty({1, 48, 9, 9}).contiguous(at::MemoryFormat::ChannelsLast);
-  onednn_conv2d_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, "relu",
-                    {}, "fp32", "fp32", out);
+  onednn_conv_out(conv.x, conv.w, packed, conv.b, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, "relu",
+                  {}, "fp32", "fp32", out);
   expect_close(out, at::relu(conv.reference(true)));
 }
 
@@ -302,8 +302,8 @@ TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   at::Tensor out = at::empty({0});
   const auto run = [&](const at::Tensor& x, const at::Tensor& p, const std::string& activation,
                        int64_t groups = 1) {
-    onednn_conv2d_out(x, conv.w, p, std::nullopt, std::nullopt, {1, 1}, {1, 1}, {1, 1}, groups,
-                      activation, {}, "fp32", "fp32", out);
+    onednn_conv_out(x, conv.w, p, std::nullopt, std::nullopt, {1, 1}, {1, 1}, {1, 1}, groups,
+                    activation, {}, "fp32", "fp32", out);
   };
   EXPECT_THROW(
       {
@@ -323,11 +323,11 @@ TEST(OneDnnConv, BadArgumentsAreClearErrors) {
   // bf16 tensors belong to a convolution that multiplies in bf16.
   EXPECT_THROW(run(conv.x.to(at::kBFloat16), packed, "none"), c10::Error);
   at::Tensor bf16_out = at::empty({1, 8, 6, 6}, at::kBFloat16);
-  EXPECT_THROW(onednn_conv2d_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
-                                 {1, 1}, 1, "none", {}, "fp32", "bf16", bf16_out),
+  EXPECT_THROW(onednn_conv_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
+                               {1, 1}, 1, "none", {}, "fp32", "bf16", bf16_out),
                c10::Error);
-  EXPECT_THROW(onednn_conv2d_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
-                                 {1, 1}, 1, "none", {}, "fp32", "fp16", out),
+  EXPECT_THROW(onednn_conv_out(conv.x, conv.w, packed, std::nullopt, std::nullopt, {1, 1}, {1, 1},
+                               {1, 1}, 1, "none", {}, "fp32", "fp16", out),
                c10::Error);
 }
 
