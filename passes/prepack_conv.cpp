@@ -25,8 +25,10 @@ bool is_channels_last_float32_cpu(const TensorType& type, int64_t rank) {
 
 // A plain 2-D or 3-D convolution (conv2d, conv3d, or convolution / tracing's _convolution not
 // transposed and without output padding) with numeric padding, a frozen 4-D or 5-D weight and
-// channels-last (NHWC, NDHWC) float32 input and output.
-bool can_prepack(const Node& node) {
+// channels-last (NHWC, NDHWC) float32 input and output. `any_input_layout`: kiln's own primitive
+// will run it, which copies an input of other strides to channels-last itself (a channel slice
+// of a channels-last tensor: SKNet's and Res2Net's split branches), so the input may have any.
+bool can_prepack(const Node& node, bool any_input_layout) {
   if (!is_forward_conv(node)) return false;
   if (node.inputs().size() < 2 || !from_constants(node.input(1))) return false;
   const TensorType& w = node.input(1)->type();
@@ -37,8 +39,12 @@ bool can_prepack(const Node& node) {
   }
   if (!std::get_if<int64_t>(node.find_attr("groups"))) return false;
   if (node.inputs().size() > 2 && node.input(2)->type().rank() != 1) return false;
-  return is_channels_last_float32_cpu(node.input(0)->type(), w.rank()) &&
-         is_channels_last_float32_cpu(node.output()->type(), w.rank());
+  const TensorType& x = node.input(0)->type();
+  const bool input_taken = any_input_layout
+                               ? x.rank() == w.rank() && x.dtype == ir::DType::Float32 &&
+                                     x.device.kind == ir::DeviceKind::CPU
+                               : is_channels_last_float32_cpu(x, w.rank());
+  return input_taken && is_channels_last_float32_cpu(node.output()->type(), w.rank());
 }
 
 // ATen's reorder of a dense weight into oneDNN's layout, by the convolution's rank.
@@ -69,7 +75,7 @@ class ConvPrepacker {
   int run() {
     int rewritten = 0;
     for (Node* conv : graph_.nodes()) {
-      if (can_prepack(*conv)) {
+      if (can_prepack(*conv, residual_anywhere_)) {
         rewrite(*conv);
         ++rewritten;
       }

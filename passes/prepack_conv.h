@@ -29,10 +29,11 @@
 
 namespace kiln {
 
-/// Returns the number of convolutions rewritten. `residual_anywhere`: a residual add joins its
-/// convolution wherever its other operand lives, because the onednn_conv pass will run the
-/// convolution on kiln's own oneDNN primitive, whose binary post-op reads the operand where it
-/// lies (ATen's op copies it unless it can write over it: see written_in_place).
+/// Returns the number of convolutions rewritten. `residual_anywhere`: the onednn_conv pass will run
+/// the convolutions on kiln's own oneDNN primitive, so a residual add joins its convolution
+/// wherever its other operand lives (the primitive's binary post-op reads the operand where it
+/// lies; ATen's op copies it unless it can write over it: see written_in_place), and the input
+/// may have any strides (the op copies one that is not dense channels-last or NCHW).
 int prepack_conv(ir::Graph& graph, bool residual_anywhere = false);
 
 /// The dense frozen weight behind a packed weight prepack_conv made (to_mkldnn +

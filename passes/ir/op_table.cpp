@@ -197,6 +197,7 @@ constexpr OpInfo kOps[] = {
     {"aten::dropout", K::View, 1, 1, 1, kOwn},     // identity in eval mode
     {"aten::clone", K::Copy, 1, 1, 1, kOwn},
     {"aten::cat", K::Copy, 1, kAny, 1, kPlanned},
+    {"aten::stack", K::Copy, 1, kAny, 1, kPlanned},  // SKNet's branches: keeps their layout
 };
 
 }  // namespace

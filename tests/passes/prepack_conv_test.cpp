@@ -142,6 +142,17 @@ TEST(PrepackConvTest, AResidualAddOverOnePixelPerImageStaysOutsideTheConvolution
   EXPECT_NE(printed.find("aten::add.Tensor"), std::string::npos) << printed;
 }
 
+// SKNet's and Res2Net's branches: a convolution of a channel slice of a channels-last tensor
+// (not dense). Only kiln's own primitive, which copies such an input itself, takes it.
+TEST(PrepackConvTest, AConvolutionOfAChannelSliceIsTakenOnlyForKilnsOwnPrimitive) {
+  const std::string text = conv_then("  %r : f32[1,16,8,8]{1024,1,128,16} = aten::relu(%y)\n",
+                                     "{1536,1,192,24}");  // channels 0-11 of 24
+  for (bool own : {true, false}) {
+    auto g = ir::parse_graph(text);
+    EXPECT_EQ(prepack_conv(*g, /*residual_anywhere=*/own), own ? 1 : 0) << ir::print_graph(*g);
+  }
+}
+
 TEST(PrepackConvTest, ConvolutionsThatStay) {
   const std::vector<std::string> stays = {
       // NCHW input: with a packed weight oneDNN would return channels-last

@@ -235,6 +235,13 @@ TEST(OneDnnConv, TakesAnyInputLayoutAndWritesAnyOutLayout) {
                   {1, 1}, {1, 1}, 1, "none", {}, "fp32", "fp32", out);
   EXPECT_TRUE(out.is_contiguous());
   expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
+  // A channel slice of a channels-last tensor (SKNet's split branches): neither dense layout.
+  const at::Tensor wide =
+      at::randn({2, 40, 10, 7}).contiguous(at::MemoryFormat::ChannelsLast).narrow(1, 20, 20);
+  conv.x = wide;
+  onednn_conv_out(conv.x, conv.w, conv.packed(true, true, "none"), conv.b, conv.other, {1, 1},
+                  {1, 1}, {1, 1}, 1, "none", {}, "fp32", "fp32", out);
+  expect_close(out, conv.reference(true) + conv.other.to(at::kDouble));
 }
 
 // The memory plan may put the output over a residual that dies there: the convolution adds into

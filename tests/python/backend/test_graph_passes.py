@@ -696,6 +696,37 @@ def test_frozen_convolutions_run_on_onednn_with_packed_weights(tmp_path):
         assert ' attr="relu"' in ir, ir
 
 
+class _SplitBranches(torch.nn.Module):
+    """SKNet's selective kernel: the channels split between two convolutions (each reads a
+    channel slice of a channels-last tensor), stacked, summed and weighted."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.narrow = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.wide = torch.nn.Conv2d(8, 16, 3, padding=2, dilation=2)
+
+    def forward(self, x):
+        a, b = torch.relu(self.stem(x)).split(8, dim=1)
+        branches = torch.stack([self.narrow(a), self.wide(b)], dim=1)
+        weights = branches.sum(1).mean((2, 3), keepdim=True).sigmoid()
+        return (branches * weights.unsqueeze(1)).sum(1)
+
+
+@pytest.mark.skipif(not _OWN_ONEDNN, reason="kiln built without its own oneDNN")
+def test_convolutions_of_channel_slices_run_on_kilns_primitive():
+    model = _SplitBranches().eval()
+    x = torch.randn(2, 3, 12, 12)
+    traced = kiln.compile(torch.jit.trace(model, (x,)))
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        for compiled in (torch.compile(model, backend="kiln"), traced):
+            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-4)
+    ops = _explained_ops(traced, x)
+    assert ops.count("kiln::onednn_conv2d") == 3 and "aten::_convolution" not in ops, ops
+
+
 def test_a_traced_number_is_imported_as_the_scalar_ops_argument(tmp_path):
     # Tracing records `x * 0.5` as aten::mul(x, %c), %c a 0-dim tensor constant holding a wrapped
     # number; kiln imports it as aten::mul.Scalar {other=0.5}, the same computation, so its passes
