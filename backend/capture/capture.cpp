@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/passes/remove_dropout.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
+#include "backend/capture/functionalize_owned.h"
 #include "kiln/error.h"
 #include "passes/base/environment.h"
 
@@ -34,8 +35,10 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
 
   auto graph = captured.frozen.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
-  // In-place ops on fresh intermediates become functional, so they can join compiled regions.
+  // In-place ops on fresh intermediates become functional, so they can join compiled regions;
+  // TorchScript's pass leaves those whose results are written again or viewed.
   torch::jit::RemoveTensorMutation(graph);
+  functionalize_owned(graph);
   torch::jit::LowerSimpleTuples(graph);
   torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
   torch::jit::ConstantPropagation(graph);

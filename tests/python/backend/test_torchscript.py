@@ -179,6 +179,38 @@ def test_a_traced_channel_shuffle_compiles_into_one_region():
         assert explained["regions"] == 1
 
 
+class _InPlaceBlocks(torch.nn.Module):
+    """GhostNet's add into a slice of a fresh cat, and SKNet's relu_ whose result the next step
+    splits: in place on memory only the graph holds, where TorchScript's RemoveTensorMutation
+    leaves them; and one in place on the input, which the caller must see."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x, shortcut):
+        y = torch.cat([self.conv(x), x * 2], 1)[:, :6]
+        y += shortcut
+        y = torch.relu_(y)
+        a, b = y.split(3, 1)
+        x.mul_(3)
+        return torch.cat([self.conv(torch.cat([a, b[:, :1]], 1)), b], 1)
+
+
+def test_in_place_ops_on_memory_the_graph_owns_join_the_region():
+    model = _InPlaceBlocks().eval()
+    inputs = (torch.randn(2, 4, 6, 6), torch.randn(2, 6, 6, 6))
+    compiled = kiln.compile(torch.jit.trace(model, tuple(t.clone() for t in inputs)))
+    with torch.no_grad():
+        expected_x, got_x = inputs[0].clone(), inputs[0].clone()
+        expected = model(expected_x, inputs[1])
+        assert_close(compiled(got_x, inputs[1]), expected, atol=1e-5, rtol=1e-5)
+        assert torch.equal(got_x, expected_x)  # the input's write, as eager made it
+        entries = json.loads(compiled.explain(inputs[0].clone(), inputs[1]))["entries"]
+    in_place = [e["op"] for e in entries if e["where"] == "TorchScript interpreter"]
+    assert in_place == ["aten::mul_"], entries
+
+
 def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     """Generated kernels record no autograd history: a signature whose inputs require grad runs
     its ops through ATen, so the output has a grad_fn and the input its gradient."""

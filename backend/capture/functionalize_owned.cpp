@@ -1,0 +1,180 @@
+#include "backend/capture/functionalize_owned.h"
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+// Elementwise in-place ops whose functional form (the name without its `_`) takes the same
+// arguments and computes the same values.
+const std::unordered_set<std::string>& elementwise_in_place() {
+  static const std::unordered_set<std::string> ops = {
+      "aten::add_",         "aten::sub_",        "aten::mul_",      "aten::div_",
+      "aten::relu_",        "aten::leaky_relu_", "aten::hardtanh_", "aten::hardswish_",
+      "aten::hardsigmoid_", "aten::sigmoid_",    "aten::silu_",     "aten::mish_",
+      "aten::elu_",         "aten::gelu_",       "aten::tanh_",     "aten::clamp_",
+      "aten::clamp_min_",   "aten::clamp_max_",  "aten::neg_",      "aten::exp_",
+      "aten::masked_fill_"};
+  return ops;
+}
+
+// Arithmetic whose functional form promotes dtypes where the in-place one keeps self's.
+bool promotes(const std::string& op) {
+  return op == "aten::add_" || op == "aten::sub_" || op == "aten::mul_" || op == "aten::div_";
+}
+
+/// Whether a value of this type may be or hold a tensor (an object or Any may).
+bool may_hold_tensor(const c10::TypePtr& type) {
+  if (type->cast<c10::TensorType>() || type->kind() == c10::TypeKind::AnyType ||
+      type->kind() == c10::TypeKind::ClassType) {
+    return true;
+  }
+  for (const c10::TypePtr& contained : type->containedTypes()) {
+    if (may_hold_tensor(contained)) return true;
+  }
+  return false;
+}
+
+/// Which values may share memory, by union: an op's result with the inputs its schema says it
+/// aliases (a view, an in-place op's result, split's list), a list or tuple with what it holds
+/// and what is taken out of it, and anything else without a schema (control flow, calls) with
+/// all its inputs. Coarser than TorchScript's AliasDb, which puts the tensors of a list that a
+/// view op returns (split's) in its wildcard set, aliased with every graph input, so that
+/// nothing they come from could ever be written in place.
+class AliasSets {
+ public:
+  explicit AliasSets(const Graph& graph) {
+    for (const Node* node : graph.nodes())
+      add(node);
+  }
+
+  bool same(const Value* a, const Value* b) { return find(a) == find(b); }
+
+ private:
+  void add(const Node* node) {
+    for (const torch::jit::Block* block : node->blocks()) {
+      for (const Node* inner : block->nodes())
+        add(inner);
+    }
+    const auto kind = node->kind();
+    const bool container =
+        kind == torch::jit::prim::ListConstruct || kind == torch::jit::prim::TupleConstruct ||
+        kind == torch::jit::prim::ListUnpack || kind == torch::jit::prim::TupleUnpack ||
+        kind == torch::jit::prim::TupleIndex;
+    const c10::FunctionSchema* schema = container ? nullptr : node->maybeSchema();
+    for (size_t o = 0; o < node->outputs().size(); ++o) {
+      const Value* out = node->output(o);
+      if (!may_hold_tensor(out->type())) continue;
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        const Value* in = node->input(i);
+        if (!may_hold_tensor(in->type())) continue;
+        if (!schema || (aliases(schema->returns().at(o)) && aliases(schema->arguments().at(i)))) {
+          unite(out, in);
+        }
+      }
+    }
+    if (!schema && !container) {  // control flow: what goes in may come out of its blocks
+      for (const torch::jit::Block* block : node->blocks()) {
+        for (const Value* v : block->outputs()) {
+          for (const Value* out : node->outputs())
+            unite(out, v);
+        }
+      }
+    }
+  }
+
+  // Whether an argument or return is annotated as aliasing, itself or what it holds.
+  static bool aliases(const c10::Argument& argument) {
+    const c10::AliasInfo* info = argument.alias_info();
+    return info && (!info->beforeSets().empty() || !info->containedTypes().empty());
+  }
+
+  const Value* find(const Value* v) {
+    auto it = parent_.find(v);
+    if (it == parent_.end() || it->second == v) return v;
+    return it->second = find(it->second);
+  }
+
+  void unite(const Value* a, const Value* b) { parent_[find(a)] = find(b); }
+
+  std::unordered_map<const Value*, const Value*> parent_;
+};
+
+/// Whether `n` (which writes into its input 0) writes memory only the graph holds and nothing
+/// reads after it but through `n`'s result.
+bool writes_owned_memory(Graph& graph, AliasSets& sets, Node* n) {
+  Value* written = n->input(0);
+  for (Value* input : graph.inputs()) {
+    if (sets.same(input, written)) return false;
+  }
+  for (Node* m : graph.block()->nodes()) {
+    if (m == n) break;  // values made after `n` can alias `written` only through its result
+    for (Value* w : m->outputs()) {
+      if (!sets.same(w, written)) continue;
+      const auto kind = m->kind();
+      if (kind == torch::jit::prim::Constant || kind == torch::jit::prim::GetAttr) return false;
+      for (const torch::jit::Use& use : w->uses()) {
+        if (use.user != n && !use.user->isBefore(n)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Replaces `n` by its functional form; false (and nothing changed) where there is none.
+bool make_functional(Graph& graph, Node* n) {
+  const std::string name = n->kind().toQualString();
+  const auto functional = c10::Symbol::fromQualString(name.substr(0, name.size() - 1));
+  Node* f = graph.create(functional, n->inputs(), 1);
+  f->insertBefore(n);
+  f->output()->setType(n->output()->type());
+  if (!f->maybeSchema()) {
+    f->destroy();
+    return false;
+  }
+  Value* result = f->output();
+  bool tensor_operand = false;
+  for (size_t i = 1; i < n->inputs().size(); ++i)
+    tensor_operand = tensor_operand || n->input(i)->type()->cast<c10::TensorType>() != nullptr;
+  if (promotes(name) && tensor_operand) {
+    Node* cast = graph.create(torch::jit::aten::type_as, {result, n->input(0)}, 1);
+    cast->insertBefore(n);
+    cast->output()->setType(n->output()->type());
+    result = cast->output();
+  }
+  n->output()->replaceAllUsesWith(result);
+  n->destroy();
+  return true;
+}
+
+}  // namespace
+
+int functionalize_owned(const std::shared_ptr<Graph>& graph) {
+  int rewritten = 0;
+  std::unordered_set<const Node*> kept;  // checked and left in place
+  for (bool changed = true; changed;) {
+    changed = false;
+    AliasSets sets(*graph);  // again after each rewrite: aliasing changed
+    for (Node* n : graph->block()->nodes()) {
+      if (kept.contains(n) || n->outputs().size() != 1 || n->inputs().empty() ||
+          !elementwise_in_place().contains(n->kind().toQualString())) {
+        continue;
+      }
+      if (writes_owned_memory(*graph, sets, n) && make_functional(*graph, n)) {
+        ++rewritten;
+        changed = true;
+        break;
+      }
+      kept.insert(n);
+    }
+  }
+  return rewritten;
+}
+
+}  // namespace kiln
