@@ -259,9 +259,22 @@ class Writer:
             y = self.batch_norm(rng, y)
         if rng.random() < 0.5:
             y = self.unary(rng.choice(ACTIVATIONS), y)
+        elif rng.random() < 0.7:
+            return self._in_place_residual(rng, y, x)
         y = self.binary("+", y, x)
         if rng.random() < 0.7:
             y = self.unary(rng.choice(ACTIVATIONS), y)
+        return y
+
+    def _in_place_residual(self, rng: random.Random, y: Tensor, x: Tensor) -> Tensor:
+        """`y += x` and an in-place relu, as timm's blocks write them, on y itself or on a slice
+        of a fresh cat (GhostNet's): in place on memory only the model holds. y is a convolution's
+        or batch norm's result, whose backward does not read it."""
+        if rng.random() < 0.5:
+            y = self._assign(f"torch.cat([{y.name}, {x.name}], 1)[:, :{x.shape[1]}]", x.shape)
+        self.body.append(f"{y.name} += {x.name}")
+        if rng.random() < 0.7:
+            self.body.append(f"{y.name} = F.relu({y.name}, inplace=True)")
         return y
 
     def parallel_branches(self, rng: random.Random, x: Tensor) -> Tensor:
