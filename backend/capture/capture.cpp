@@ -35,9 +35,11 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
 
   auto graph = captured.frozen.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
-  // In-place ops on fresh intermediates become functional, so they can join compiled regions;
-  // TorchScript's pass leaves those whose results are written again or viewed.
-  torch::jit::RemoveTensorMutation(graph);
+  // In-place ops on fresh intermediates become functional, so they can join compiled regions.
+  // TorchScript's pass leaves those whose results are written again or viewed, and would make
+  // `y += d` an add that promotes y's dtype: functionalize_owned takes those.
+  torch::jit::RemoveTensorMutation(
+      graph, [](torch::jit::Node* n) { return !promotes_when_functional(*n); });
   functionalize_owned(graph);
   torch::jit::LowerSimpleTuples(graph);
   torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);

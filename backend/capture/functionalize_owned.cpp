@@ -24,11 +24,6 @@ const std::unordered_set<std::string>& elementwise_in_place() {
   return ops;
 }
 
-// Arithmetic whose functional form promotes dtypes where the in-place one keeps self's.
-bool promotes(const std::string& op) {
-  return op == "aten::add_" || op == "aten::sub_" || op == "aten::mul_" || op == "aten::div_";
-}
-
 /// Whether a value of this type may be or hold a tensor (an object or Any may).
 bool may_hold_tensor(const c10::TypePtr& type) {
   if (type->cast<c10::TensorType>() || type->kind() == c10::TypeKind::AnyType ||
@@ -47,11 +42,16 @@ bool may_hold_tensor(const c10::TypePtr& type) {
 /// all its inputs. Coarser than TorchScript's AliasDb, which puts the tensors of a list that a
 /// view op returns (split's) in its wildcard set, aliased with every graph input, so that
 /// nothing they come from could ever be written in place.
+/// Only the nodes before a given one count: what comes after it can alias the memory it writes
+/// only through its result or through values made before it, whose later uses are checked (a
+/// tuple that returns its result beside another value does not make them aliases).
 class AliasSets {
  public:
-  explicit AliasSets(const Graph& graph) {
-    for (const Node* node : graph.nodes())
+  AliasSets(const Graph& graph, const Node* stop) {
+    for (const Node* node : graph.nodes()) {
+      if (node == stop) break;
       add(node);
+    }
   }
 
   bool same(const Value* a, const Value* b) { return find(a) == find(b); }
@@ -108,7 +108,8 @@ class AliasSets {
 
 /// Whether `n` (which writes into its input 0) writes memory only the graph holds and nothing
 /// reads after it but through `n`'s result.
-bool writes_owned_memory(Graph& graph, AliasSets& sets, Node* n) {
+bool writes_owned_memory(Graph& graph, Node* n) {
+  AliasSets sets(graph, n);
   Value* written = n->input(0);
   for (Value* input : graph.inputs()) {
     if (sets.same(input, written)) return false;
@@ -139,10 +140,7 @@ bool make_functional(Graph& graph, Node* n) {
     return false;
   }
   Value* result = f->output();
-  bool tensor_operand = false;
-  for (size_t i = 1; i < n->inputs().size(); ++i)
-    tensor_operand = tensor_operand || n->input(i)->type()->cast<c10::TensorType>() != nullptr;
-  if (promotes(name) && tensor_operand) {
+  if (promotes_when_functional(*n)) {
     Node* cast = graph.create(torch::jit::aten::type_as, {result, n->input(0)}, 1);
     cast->insertBefore(n);
     cast->output()->setType(n->output()->type());
@@ -155,18 +153,28 @@ bool make_functional(Graph& graph, Node* n) {
 
 }  // namespace
 
+bool promotes_when_functional(const Node& n) {
+  const std::string op = n.kind().toQualString();
+  if (op != "aten::add_" && op != "aten::sub_" && op != "aten::mul_" && op != "aten::div_") {
+    return false;
+  }
+  for (size_t i = 1; i < n.inputs().size(); ++i) {
+    if (n.input(i)->type()->cast<c10::TensorType>()) return true;
+  }
+  return false;
+}
+
 int functionalize_owned(const std::shared_ptr<Graph>& graph) {
   int rewritten = 0;
   std::unordered_set<const Node*> kept;  // checked and left in place
   for (bool changed = true; changed;) {
     changed = false;
-    AliasSets sets(*graph);  // again after each rewrite: aliasing changed
     for (Node* n : graph->block()->nodes()) {
       if (kept.contains(n) || n->outputs().size() != 1 || n->inputs().empty() ||
           !elementwise_in_place().contains(n->kind().toQualString())) {
         continue;
       }
-      if (writes_owned_memory(*graph, sets, n) && make_functional(*graph, n)) {
+      if (writes_owned_memory(*graph, n) && make_functional(*graph, n)) {
         ++rewritten;
         changed = true;
         break;

@@ -29,6 +29,13 @@
 
 namespace kiln {
 
+/// Whether the functional form of in-place `n` may compute another dtype: arithmetic (add_,
+/// sub_, mul_, div_) with a tensor operand, which in place keeps its input's dtype where the
+/// functional op promotes (float32 += float64 stays float32). TorchScript's RemoveTensorMutation
+/// rewrites those without a cast when dtypes are unknown (as in a traced, frozen graph): capture
+/// keeps them from it and leaves them to functionalize_owned.
+bool promotes_when_functional(const torch::jit::Node& n);
+
 /// Returns the number of in-place ops made functional. Only the graph's top-level block is
 /// rewritten, and only the elementwise ops listed in functionalize_owned.cpp.
 int functionalize_owned(const std::shared_ptr<torch::jit::Graph>& graph);

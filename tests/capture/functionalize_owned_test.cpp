@@ -60,6 +60,26 @@ graph(%x : Tensor, %w : Tensor, %s : Tensor):
   EXPECT_EQ(count(*graph, "aten::add_") + count(*graph, "aten::relu_"), 0) << *graph;
 }
 
+// Returned in a tuple beside another value, which the tuple does not make an alias of it.
+TEST(FunctionalizeOwned, AProductIntoASliceOfACatOfInputsIsCastBackToItsDtype) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor, %d : Tensor):
+  %three : int = prim::Constant[value=3]()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %l : Tensor[] = prim::ListConstruct(%x, %x)
+  %cat : Tensor = aten::cat(%l, %one)
+  %z : Tensor = aten::slice(%cat, %one, %zero, %three, %one)
+  %e : Tensor = aten::slice(%d, %one, %zero, %three, %one)
+  %r : Tensor = aten::relu(%x)
+  %p : Tensor = aten::mul_(%z, %e)
+  %out : (Tensor, Tensor) = prim::TupleConstruct(%r, %p)
+  return (%out))IR");
+  EXPECT_EQ(functionalize_owned(graph), 1) << *graph;
+  EXPECT_EQ(count(*graph, "aten::mul"), 1) << *graph;
+  EXPECT_EQ(count(*graph, "aten::type_as"), 1) << *graph;
+}
+
 TEST(FunctionalizeOwned, WritesThatSomethingCanSeeStayInPlace) {
   for (const char* text : {
            // A graph input: the caller sees the write.

@@ -211,6 +211,22 @@ def test_in_place_ops_on_memory_the_graph_owns_join_the_region():
     assert in_place == ["aten::mul_"], entries
 
 
+class _InPlaceAddOfWiderDtype(torch.nn.Module):
+    def forward(self, x, d):
+        y = x * 2
+        y += d  # in place the sum stays float32; a functional add would make it float64
+        return torch.relu_(y), y.sum()
+
+
+def test_an_in_place_add_keeps_its_dtype_where_the_functional_one_would_promote():
+    model = _InPlaceAddOfWiderDtype()
+    x, d = torch.randn(3, 4), torch.randn(3, 4, dtype=torch.float64)
+    compiled = kiln.compile(torch.jit.trace(model, (x, d)))
+    for got, want in zip(compiled(x, d), model(x, d)):
+        assert got.dtype == want.dtype == torch.float32
+        assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
 def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     """Generated kernels record no autograd history: a signature whose inputs require grad runs
     its ops through ATen, so the output has a grad_fn and the input its gradient."""
