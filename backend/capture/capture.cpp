@@ -37,9 +37,11 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
   torch::jit::Inline(*graph);
   // In-place ops on fresh intermediates become functional, so they can join compiled regions.
   // TorchScript's pass leaves those whose results are written again or viewed, and would make
-  // `y += d` an add that promotes y's dtype: functionalize_owned takes those.
-  torch::jit::RemoveTensorMutation(
-      graph, [](torch::jit::Node* n) { return !promotes_when_functional(*n); });
+  // `y += d` an add that promotes y's dtype: functionalize_owned takes those at the top level
+  // (inside loops and branches, which it does not rewrite, TorchScript's pass still does).
+  torch::jit::RemoveTensorMutation(graph, [&](torch::jit::Node* n) {
+    return n->owningBlock() != graph->block() || !promotes_when_functional(*n);
+  });
   functionalize_owned(graph);
   torch::jit::LowerSimpleTuples(graph);
   torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
