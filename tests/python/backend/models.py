@@ -83,3 +83,17 @@ def encoder_layer():
 
 def assert_close(actual, expected, atol=1e-5, rtol=1e-4):
     torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+
+
+def traced_after_checking_both_entry_points(model, x, atol=1e-5, rtol=1e-4):
+    """`model` compiled with kiln on the TorchScript path (traced on `x`), after that and
+    torch.compile's are checked against eager on `x`."""
+    import kiln  # the tests import models before kiln's build is known to be importable
+
+    traced = kiln.compile(torch.jit.trace(model, (x,)))
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        for compiled in (torch.compile(model, backend="kiln"), traced):
+            assert_close(compiled(x), expected, atol=atol, rtol=rtol)
+    return traced

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import kiln
-from models import assert_close
+from models import traced_after_checking_both_entry_points
 
 pytestmark = pytest.mark.skipif(not hasattr(torch.ops.kiln, "onednn_conv3d"),
                                 reason="kiln built without its own oneDNN")
@@ -50,18 +50,6 @@ class _VideoNet(torch.nn.Module):
 _NDHWC = re.compile(r"(f32|bf16)\[\d+,\d+,\d+,\d+,\d+\]\{\d+,1,")
 
 
-def _traced_after_checking_both_paths(model, x):
-    """`model` compiled on the TorchScript path, after it and torch.compile's are checked against
-    eager (float32 tolerances)."""
-    traced = kiln.compile(torch.jit.trace(model, (x,)))
-    with torch.no_grad():
-        expected = model(x)
-        torch._dynamo.reset()
-        for compiled in (torch.compile(model, backend="kiln"), traced):
-            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
-    return traced
-
-
 def _final_plan(model, x, tmp_path, options) -> str:
     torch._dynamo.reset()
     with torch.no_grad():
@@ -73,7 +61,7 @@ def test_video_convolutions_run_ndhwc_on_kilns_onednn_with_atens_values(tmp_path
     torch.manual_seed(0)
     model = _VideoNet().eval()
     x = torch.randn(2, 3, 8, 32, 32)
-    traced = _traced_after_checking_both_paths(model, x)
+    traced = traced_after_checking_both_entry_points(model, x, rtol=1e-5)
     ops = [entry["op"] for entry in json.loads(traced.explain(x))["entries"]]
     assert ops.count("kiln::onednn_conv3d") == 5 and "aten::_convolution" not in ops, ops
     final = _final_plan(model, x, tmp_path, {})
@@ -111,7 +99,7 @@ def test_a_volume_unet_stays_ndhwc_through_its_upsamplings(tmp_path):
     torch.manual_seed(2)
     model = _VolumeUNet().eval()
     x = torch.randn(1, 2, 8, 16, 16)
-    traced = _traced_after_checking_both_paths(model, x)
+    traced = traced_after_checking_both_entry_points(model, x, rtol=1e-5)
     entries = json.loads(traced.explain(x))["entries"]
     assert [e["op"] for e in entries].count("kiln::onednn_conv3d") == 3, entries
     assert json.loads(traced.explain(x))["channels_last_conversions"] <= 2, entries  # in, out
