@@ -183,6 +183,7 @@ class LayoutAssigner {
     Node* onednn =
         graph_.append("aten::mkldnn_convolution", std::move(inputs), {output}, std::move(attrs));
     if (!retype(*onednn) || !is_channels_last(onednn->output()->type())) {
+      original_.erase(onednn->output());  // retype's record, for a node that goes
       graph_.remove_nodes_if([&](const Node& n) { return &n == onednn; });
       return;
     }

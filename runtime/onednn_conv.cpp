@@ -119,7 +119,8 @@ at::Tensor& run_conv(const ConvOp& op, const at::Tensor& input, const at::Tensor
                      std::string_view activation, const std::vector<double>& scalars,
                      std::string_view precision, std::string_view out_precision, at::Tensor& out) {
   const bool bf16 = multiplies_in_bf16(precision, op.name);
-  const bool bf16_output = multiplies_in_bf16(out_precision, op.name);
+  const bool bf16_output =
+      multiplies_in_bf16(out_precision, (std::string(op.name) + " (out_precision)").c_str());
   TORCH_CHECK(!bf16_output || bf16, op.name, ": out_precision \"bf16\" needs precision \"bf16\"");
   // bf16 tensors are a bf16 convolution's only: the one that multiplies in bf16 anyway.
   const auto allowed = [&](const at::Tensor& t) {
@@ -261,7 +262,8 @@ at::Tensor conv_op(const at::Tensor& input, const at::Tensor& weight, const at::
   const ConvSpec spec = make_spec(Op, input.sizes(), weight, stride, padding, dilation, groups,
                                   has_bias, has_other, std::string_view(activation), scalars.vec(),
                                   multiplies_in_bf16(precision, Op.name));
-  const bool bf16_output = multiplies_in_bf16(out_precision, Op.name);
+  const bool bf16_output =
+      multiplies_in_bf16(out_precision, (std::string(Op.name) + " (out_precision)").c_str());
   at::Tensor out =
       at::empty(output_sizes(spec), input.options()
                                         .dtype(bf16_output ? at::kBFloat16 : at::kFloat)

@@ -6,6 +6,7 @@
 #include "passes/fusion_clusters.h"
 #include "passes/ir/op_table.h"
 #include "passes/kernel/lower_ops.h"
+#include "passes/onednn_conv.h"
 
 namespace kiln {
 namespace {
@@ -68,8 +69,7 @@ ExplainEntry explain_node(const ir::Node& node, const MemoryPlan& memory) {
         const auto* post = std::get_if<std::string>(node.find_attr(name));
         if (post && *post != "none") entry.why += ", with its " + *post + " inside";
       }
-    } else if (node.op() == "kiln::winograd_conv2d" || node.op() == "kiln::onednn_conv2d" ||
-               node.op() == "kiln::onednn_conv3d") {
+    } else if (node.op() == "kiln::winograd_conv2d" || is_onednn_conv(node)) {
       entry.why = node.op() == "kiln::winograd_conv2d"
                       ? "convolution: Winograd F(4x4, 3x3), its filter transformed at compile time"
                       : "convolution: kiln's oneDNN primitive, made once, on a weight packed at "
