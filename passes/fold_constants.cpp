@@ -28,6 +28,24 @@ bool grows_by_design(const ir::Node& node) {
          node.op() == "kiln::onednn_conv3d_weight" || node.op() == "kiln::onednn_linear_weight";
 }
 
+// The graph's outputs and what they view: each call must return tensors of its own there, which
+// the caller (or, on the TorchScript path, an in-place op after the region) may write. Folded,
+// such a value would be the constant itself, the same tensor every call: a write into it would
+// change every later call's result. So what reaches an output is computed at run time, even from
+// constants alone.
+std::unordered_set<const ir::Value*> returned_values(const ir::Graph& graph) {
+  std::unordered_set<const ir::Value*> returned(graph.outputs().begin(), graph.outputs().end());
+  const std::vector<ir::Node*> nodes = graph.nodes();
+  for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {
+    const ir::OpInfo* info = ir::find_op((*node)->op());
+    if (info && info->kind == ir::OpKind::View && !(*node)->inputs().empty() &&
+        returned.contains((*node)->output(0))) {
+      returned.insert((*node)->input(0));  // a view's first input is what it aliases
+    }
+  }
+  return returned;
+}
+
 }  // namespace
 
 bool from_constants(const ir::Value* value) {
@@ -44,10 +62,11 @@ bool from_constants(const ir::Value* value) {
 int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
   int folded = 0;
   std::unordered_set<const ir::Node*> replaced;
+  const std::unordered_set<const ir::Value*> returned = returned_values(graph);
   for (ir::Node* node : graph.nodes()) {
     const ir::OpInfo* info = ir::find_op(node->op());
     if (!info || info->kind == ir::OpKind::Constant || node->outputs().size() != 1 ||
-        node->subgraph() || node->inputs().empty()) {
+        node->subgraph() || node->inputs().empty() || returned.contains(node->output())) {
       continue;
     }
     std::vector<int64_t> inputs;

@@ -11,8 +11,9 @@
 //
 // passes/ holds no tensors: `evaluate` (the runtime's) runs the node on the constants and
 // returns the index of the new constant. Only ops in the op table (pure) with one output are
-// folded, and none whose result is much larger than its inputs (an expand would turn a scalar
-// into a full tensor of weights).
+// folded, none whose result is much larger than its inputs (an expand would turn a scalar into
+// a full tensor of weights), and none whose result the graph returns or a returned value views
+// (each call returns tensors of its own, which the caller may write).
 #pragma once
 
 #include <cstdint>

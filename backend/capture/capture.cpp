@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/passes/remove_dropout.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
+#include "backend/capture/fresh_returns.h"
 #include "backend/capture/functionalize_owned.h"
 #include "kiln/error.h"
 #include "passes/base/environment.h"
@@ -22,6 +23,14 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
   }
   CapturedModule captured;
   const DebugClock clock("capture");
+  // Freezing folds what depends on attributes alone (`self.table.clone()`): which returns the
+  // forward computes is read before it.
+  std::vector<ReturnPath> computed;
+  {
+    auto forward = module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*forward);
+    computed = computed_returns(*forward);
+  }
   try {
     torch::jit::Module copy = module.clone(/*inplace=*/share_weights);
     clock.step("cloned");
@@ -50,6 +59,7 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
   // EfficientNet's `dropout_`) would otherwise stay in the interpreter between two regions.
   torch::jit::removeDropout(graph);
   torch::jit::ConstantPooling(graph);
+  clone_folded_returns(*graph, computed);
   torch::jit::EliminateDeadCode(graph);
   captured.graph = graph;
   clock.step("graph passes");

@@ -2,6 +2,7 @@
 
 #include "backend/capture/fold_computed_shapes.h"
 #include "backend/capture/fold_metadata.h"
+#include "backend/capture/fresh_returns.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
@@ -131,6 +132,7 @@ void fold_attributes(torch::jit::Graph& graph, const torch::jit::Module& self) {
 void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::jit::Module& self,
                       const std::vector<c10::IValue>& inputs,
                       const std::vector<std::vector<int>>& unknown_dims) {
+  const std::vector<ReturnPath> computed = computed_returns(*graph);
   fold_inputs(*graph, inputs, unknown_dims);
   fold_global_state(*graph);
   fold_attributes(*graph, self);
@@ -157,6 +159,7 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
     changed |= fold_inputs(*graph, inputs, unknown_dims);
     if (!changed) break;
   }
+  clone_folded_returns(*graph, computed);
   torch::jit::EliminateDeadCode(graph);
   // Folds insert their constants where the value was read; the partitioner moves size arithmetic
   // below a region, which must not move it above a constant it reads.

@@ -149,3 +149,38 @@ def test_weights_freeze_with_modules_not_inlined():
         model.fc.weight.data = torch.randn_like(model.fc.weight)
         assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
     torch._dynamo.reset()
+
+
+class _ResultsOfWeightsAlone(torch.nn.Module):
+    """Returns tensors computed from weights alone (and a size), which constant folding could
+    compute once: eager makes them anew each call, so a caller may write into them; and writes in
+    place into one such tensor before reading it (which stays in TorchScript's interpreter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(12))
+
+    def forward(self, x):
+        copied = self.table.clone()
+        written = self.table.clone()
+        part = written[4:8].add_(x.sum())
+        return x * 2, copied, copied, self.table[1:3] * 2, torch.zeros(x.shape[0], 4), written, part
+
+
+def test_results_computed_from_weights_alone_are_the_callers_own():
+    model = _ResultsOfWeightsAlone().eval()
+    x = torch.randn(3)
+    with torch.no_grad():
+        entry_points = {
+            "torch.compile": torch.compile(copy.deepcopy(model), backend="kiln"),
+            "trace": kiln.compile(torch.jit.trace(model, x)),
+            "script": kiln.compile(torch.jit.script(model)),
+        }
+        for name, compiled in entry_points.items():
+            for _ in range(3):
+                got, want = compiled(x), model(x)
+                for i, (g, w) in enumerate(zip(got, want)):
+                    assert torch.equal(g, w), (name, i)
+                assert got[1].data_ptr() == got[2].data_ptr(), name  # `copied` twice, as eager
+                for g in got:
+                    g.add_(100)  # the caller's to write: the next call is unchanged
