@@ -3,6 +3,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -11,8 +12,9 @@ using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
 
-// Elementwise in-place ops whose functional form (the name without its `_`) takes the same
-// arguments and computes the same values.
+// In-place ops whose functional form (the name without its `_`) takes the same arguments and
+// computes the same values: elementwise ops, and the writes of `x[...] = v` (fill_, copy_,
+// index_put_) and `x.zero_()`.
 const std::unordered_set<std::string>& elementwise_in_place() {
   static const std::unordered_set<std::string> ops = {
       "aten::add_",         "aten::sub_",        "aten::mul_",      "aten::div_",
@@ -20,7 +22,8 @@ const std::unordered_set<std::string>& elementwise_in_place() {
       "aten::hardsigmoid_", "aten::sigmoid_",    "aten::silu_",     "aten::mish_",
       "aten::elu_",         "aten::gelu_",       "aten::tanh_",     "aten::clamp_",
       "aten::clamp_min_",   "aten::clamp_max_",  "aten::neg_",      "aten::exp_",
-      "aten::masked_fill_"};
+      "aten::masked_fill_", "aten::fill_",       "aten::zero_",     "aten::copy_",
+      "aten::index_put_"};
   return ops;
 }
 
@@ -106,46 +109,101 @@ class AliasSets {
   std::unordered_map<const Value*, const Value*> parent_;
 };
 
-/// Whether `n` (which writes into its input 0) writes memory only the graph holds and nothing
-/// reads after it but through `n`'s result.
-bool writes_owned_memory(Graph& graph, Node* n) {
-  AliasSets sets(graph, n);
-  Value* written = n->input(0);
-  for (Value* input : graph.inputs()) {
-    if (sets.same(input, written)) return false;
+/// Whether `node` is a view that a scatter op can write back into its input: slice and select,
+/// what `x[a:b, i] = v` writes through.
+bool is_scatterable_view(const Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return false;
+  return (schema->name() == "aten::slice" && schema->overload_name() == "Tensor") ||
+         (schema->name() == "aten::select" && schema->overload_name() == "int");
+}
+
+/// What an in-place op writes: `views` (outermost first) cut it from `base`, which no slice or
+/// select made.
+struct WrittenView {
+  Value* base;
+  std::vector<Node*> views;
+};
+
+WrittenView written_view(const Node* n) {
+  WrittenView written{n->input(0), {}};
+  while (is_scatterable_view(written.base->node())) {
+    written.views.insert(written.views.begin(), written.base->node());
+    written.base = written.base->node()->input(0);
   }
+  return written;
+}
+
+/// Whether `n` writes memory only the graph holds, which nothing reads after it but through
+/// `n`'s result or through the base of the views it writes into (those reads take the rewritten
+/// result). Its other operands must not alias that memory (a partial overlap is eager's error).
+bool writes_owned_memory(Graph& graph, const Node* n, const WrittenView& written) {
+  AliasSets sets(graph, n);
+  for (Value* input : graph.inputs()) {
+    if (sets.same(input, written.base)) return false;
+  }
+  for (size_t i = 1; i < n->inputs().size(); ++i) {
+    const Value* operand = n->input(i);
+    if (operand != n->input(0) && may_hold_tensor(operand->type()) &&
+        sets.same(operand, written.base)) {
+      return false;
+    }
+  }
+  bool base_read_after = false;
   for (Node* m : graph.block()->nodes()) {
-    if (m == n) break;  // values made after `n` can alias `written` only through its result
+    if (m == n) break;  // values made after `n` can alias the memory only through its result
     for (Value* w : m->outputs()) {
-      if (!sets.same(w, written)) continue;
+      if (!sets.same(w, written.base)) continue;
       const auto kind = m->kind();
       if (kind == torch::jit::prim::Constant || kind == torch::jit::prim::GetAttr) return false;
       for (const torch::jit::Use& use : w->uses()) {
-        if (use.user != n && !use.user->isBefore(n)) return false;
+        if (use.user == n || use.user->isBefore(n)) continue;
+        if (w != written.base) return false;
+        base_read_after = true;
       }
     }
   }
-  return true;
+  // The result would then be a tensor of its own, no longer a view of what the base's readers
+  // read: a later write into it could not reach them.
+  return written.views.empty() || !base_read_after || !n->output()->hasUses();
 }
 
-/// Replaces `n` by its functional form; false (and nothing changed) where there is none.
-bool make_functional(Graph& graph, Node* n) {
+/// The scatter that writes `src` back through `view` into the view's input.
+Node* scatter_through(Graph& graph, Node* view, Value* src) {
+  const bool slice = view->maybeSchema()->name() == "aten::slice";
+  std::vector<Value*> args = {view->input(0), src};
+  for (size_t i = 1; i < view->inputs().size(); ++i)
+    args.push_back(view->input(i));
+  Node* scatter = graph.create(
+      slice ? torch::jit::aten::slice_scatter : torch::jit::aten::select_scatter, args, 1);
+  scatter->output()->setType(view->input(0)->type());
+  return scatter;
+}
+
+/// Replaces `n` by its functional form, written back through `written`'s views by scatters;
+/// the base's later readers read the result. False (and nothing changed) where there is none.
+bool make_functional(Graph& graph, Node* n, const WrittenView& written) {
   const std::string name = n->kind().toQualString();
   const auto functional = c10::Symbol::fromQualString(name.substr(0, name.size() - 1));
-  Node* f = graph.create(functional, n->inputs(), 1);
-  f->insertBefore(n);
-  f->output()->setType(n->output()->type());
-  if (!f->maybeSchema()) {
-    f->destroy();
-    return false;
-  }
-  Value* result = f->output();
+  std::vector<Node*> made = {graph.create(functional, n->inputs(), 1)};
+  made.back()->output()->setType(n->output()->type());
   if (promotes_when_functional(*n)) {
-    Node* cast = graph.create(torch::jit::aten::type_as, {result, n->input(0)}, 1);
-    cast->insertBefore(n);
-    cast->output()->setType(n->output()->type());
-    result = cast->output();
+    made.push_back(
+        graph.create(torch::jit::aten::type_as, {made.back()->output(), n->input(0)}, 1));
+    made.back()->output()->setType(n->output()->type());
   }
+  Value* result = made.back()->output();
+  for (auto view = written.views.rbegin(); view != written.views.rend(); ++view)
+    made.push_back(scatter_through(graph, *view, made.back()->output()));
+  for (Node* node : made) {
+    if (!node->maybeSchema()) {
+      for (Node* m : made)
+        m->destroy();
+      return false;
+    }
+    node->insertBefore(n);
+  }
+  written.base->replaceAllUsesAfterNodeWith(n, made.back()->output());
   n->output()->replaceAllUsesWith(result);
   n->destroy();
   return true;
@@ -174,7 +232,8 @@ int functionalize_owned(const std::shared_ptr<Graph>& graph) {
           !elementwise_in_place().contains(n->kind().toQualString())) {
         continue;
       }
-      if (writes_owned_memory(*graph, n) && make_functional(*graph, n)) {
+      const WrittenView written = written_view(n);
+      if (writes_owned_memory(*graph, n, written) && make_functional(*graph, n, written)) {
         ++rewritten;
         changed = true;
         break;

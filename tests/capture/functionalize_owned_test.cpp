@@ -1,12 +1,17 @@
 // functionalize_owned: in-place ops on memory only the graph holds become functional (GhostNet's
-// add into a slice of a fresh cat, SKNet's relu_ whose result is split); those that write a
-// graph input, a constant, or memory something reads afterwards stay in place.
+// add into a slice of a fresh cat, SKNet's relu_ whose result is split, Swin's and BART's writes
+// into slices of a fresh tensor, which become scatters); those that write a graph input, a
+// constant, or memory something else reads afterwards stay in place.
 #include "backend/capture/functionalize_owned.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <string>
+#include <vector>
 
 #include "support/torchscript_ir.h"
 
@@ -20,6 +25,18 @@ int count(const torch::jit::Graph& graph, const char* op) {
   for (const torch::jit::Node* node : graph.nodes())
     n += node->kind().toQualString() == std::string(op);
   return n;
+}
+
+/// The graph's outputs on `inputs`, run by TorchScript's interpreter.
+std::vector<at::Tensor> run(const std::shared_ptr<torch::jit::Graph>& graph,
+                            const std::vector<at::Tensor>& inputs) {
+  torch::jit::Code code(graph, "test");
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  torch::jit::InterpreterState(code).run(stack);
+  std::vector<at::Tensor> outputs;
+  for (const c10::IValue& v : stack)
+    outputs.push_back(v.toTensor());
+  return outputs;
 }
 
 TEST(FunctionalizeOwned, AnAddIntoASliceOfAFreshCatBecomesFunctional) {
@@ -80,6 +97,40 @@ graph(%x : Tensor, %d : Tensor):
   EXPECT_EQ(count(*graph, "aten::type_as"), 1) << *graph;
 }
 
+// Swin's attention mask (a fresh tensor filled block by block, then read) and BART's shifted
+// tokens (a copy into a slice, then a fill of a column): the writes become scatters into the
+// fresh tensor, whose later readers read the result.
+TEST(FunctionalizeOwned, WritesIntoViewsOfAFreshTensorBecomeScatters) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor, %v : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %four : int = prim::Constant[value=4]()
+  %seven : float = prim::Constant[value=7.]()
+  %false : bool = prim::Constant[value=0]()
+  %m : Tensor = aten::mul(%x, %x)
+  %s1 : Tensor = aten::slice(%m, %zero, %zero, %two, %one)
+  %s2 : Tensor = aten::select(%s1, %one, %one)
+  %f : Tensor = aten::fill_(%s2, %seven)
+  %t1 : Tensor = aten::slice(%m, %zero, %two, %four, %one)
+  %c : Tensor = aten::copy_(%t1, %v, %false)
+  %z : Tensor = aten::select(%m, %one, %zero)
+  %zz : Tensor = aten::zero_(%z)
+  %out : Tensor = aten::add(%m, %x, %one)
+  return (%out))IR");
+  const std::vector<at::Tensor> inputs = {at::randn({5, 3}), at::randn({2, 3})};
+  const at::Tensor expected = run(graph->copy(), inputs).at(0);
+  EXPECT_EQ(functionalize_owned(graph), 3) << *graph;
+  torch::jit::EliminateDeadCode(graph);
+  for (const char* op : {"aten::fill_", "aten::copy_", "aten::zero_"})
+    EXPECT_EQ(count(*graph, op), 0) << op << " " << *graph;
+  EXPECT_EQ(count(*graph, "aten::slice_scatter"), 2) << *graph;
+  EXPECT_EQ(count(*graph, "aten::select_scatter"), 2) << *graph;
+  const at::Tensor got = run(graph, inputs).at(0);
+  EXPECT_TRUE(at::equal(got, expected)) << got << expected;
+}
+
 TEST(FunctionalizeOwned, WritesThatSomethingCanSeeStayInPlace) {
   for (const char* text : {
            // A graph input: the caller sees the write.
@@ -115,10 +166,50 @@ graph(%x : Tensor):
   %y : Tensor = aten::relu_(%c)
   %z : Tensor = aten::cat(%l, %one)
   return (%z, %y))IR",
+           // A write through a view whose result is read, beside the base: made functional,
+           // the result would be a tensor of its own that a later write could not carry to the
+           // base's readers.
+           R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %c : Tensor = aten::mul(%x, %x)
+  %v : Tensor = aten::select(%c, %zero, %zero)
+  %y : Tensor = aten::relu_(%v)
+  %z : Tensor = aten::mul(%c, %x)
+  return (%z, %y))IR",
+           // A copy from a part of the same tensor: eager refuses the partial overlap.
+           R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %false : bool = prim::Constant[value=0]()
+  %c : Tensor = aten::mul(%x, %x)
+  %a : Tensor = aten::slice(%c, %zero, %zero, %two, %one)
+  %b : Tensor = aten::slice(%c, %zero, %one, %two, %one)
+  %y : Tensor = aten::copy_(%a, %b, %false)
+  return (%c))IR",
        }) {
     auto graph = parse_torchscript(text);
     EXPECT_EQ(functionalize_owned(graph), 0) << *graph;
   }
+}
+
+// A frozen module's tensor is a constant of the graph: every call would see the write.
+TEST(FunctionalizeOwned, AFillIntoAViewOfAConstantStaysInPlace) {
+  auto graph = parse_torchscript(R"IR(
+graph(%x : Tensor, %k : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %seven : float = prim::Constant[value=7.]()
+  %v : Tensor = aten::select(%k, %zero, %zero)
+  %y : Tensor = aten::fill_(%v, %seven)
+  %z : Tensor = aten::mul(%k, %x)
+  return (%z))IR");
+  torch::jit::WithInsertPoint at_start(graph->block()->nodes().front());
+  graph->inputs()[1]->replaceAllUsesWith(graph->insertConstant(at::ones({2})));
+  graph->eraseInput(1);
+  EXPECT_EQ(functionalize_owned(graph), 0) << *graph;
 }
 
 }  // namespace

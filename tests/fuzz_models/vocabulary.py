@@ -261,6 +261,8 @@ class Writer:
             y = self.unary(rng.choice(ACTIVATIONS), y)
         elif rng.random() < 0.7:
             return self._in_place_residual(rng, y, x)
+        elif rng.random() < 0.4:
+            return self._slice_writes(rng, y, x)
         y = self.binary("+", y, x)
         if rng.random() < 0.7:
             y = self.unary(rng.choice(ACTIVATIONS), y)
@@ -276,6 +278,20 @@ class Writer:
         if rng.random() < 0.7:
             self.body.append(f"{y.name} = F.relu({y.name}, inplace=True)")
         return y
+
+    def _slice_writes(self, rng: random.Random, y: Tensor, x: Tensor) -> Tensor:
+        """The residual built in a fresh tensor a slice at a time, as `z[...] = v` writes a mask or
+        a shifted sequence (Swin's, BART's): a copy into a channel slice, then a copy or a fill
+        of the rest, or of one channel."""
+        c = x.shape[1]
+        k = rng.randint(1, c)
+        z = self._assign(f"torch.zeros_like({x.name})", x.shape)
+        self.body.append(f"{z.name}[:, :{k}] = {y.name}[:, :{k}] + {x.name}[:, :{k}]")
+        if k < c and rng.random() < 0.5:
+            self.body.append(f"{z.name}[:, {k}:] = {x.name}[:, {k}:]")
+        elif k < c:
+            self.body.append(f"{z.name}[:, {k}] = {rng.choice(['0.5', '-1.0'])}")
+        return z
 
     def parallel_branches(self, rng: random.Random, x: Tensor) -> Tensor:
         """Two convolutions of x (of any kinds: a dense 3x3 beside a 1x1 or a depthwise one)

@@ -227,6 +227,45 @@ def test_an_in_place_add_keeps_its_dtype_where_the_functional_one_would_promote(
         assert_close(got, want, atol=1e-6, rtol=1e-6)
 
 
+class _SliceWrites(torch.nn.Module):
+    """Writes into slices of fresh tensors: Swin's attention mask (zeros filled block by block),
+    BART's shifted tokens (a copy into a slice, a fill of the first column), and a bias copy
+    with a slice zeroed (Swin V2's qkv bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(12))
+
+    def forward(self, x, tokens):
+        mask = x.new_zeros((x.shape[-2], x.shape[-1]))
+        count = 0
+        for h in ((0, -2), (-2, -1), (-1, None)):
+            for w in ((0, -3), (-3, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        shifted = tokens.new_zeros(tokens.shape)
+        shifted[:, 1:] = tokens[:, :-1].clone()
+        shifted[:, 0] = 2
+        bias = self.bias.clone()
+        bias[4:8].zero_()
+        return x + mask, shifted * 3, bias * 2
+
+
+def test_writes_into_slices_of_fresh_tensors_join_the_region():
+    model = _SliceWrites().eval()
+    inputs = (torch.randn(2, 3, 5, 7), torch.randint(0, 100, (2, 6)))
+    with torch.no_grad():
+        compiled = kiln.compile(torch.jit.trace(model, inputs), options={"strict": True})
+        for x, tokens in [inputs, (torch.randn(1, 2, 4, 6), torch.randint(0, 100, (3, 4)))]:
+            for got, want in zip(compiled(x, tokens), model(x, tokens)):
+                assert got.dtype == want.dtype
+                assert torch.equal(got, want)
+        explained = json.loads(compiled.explain(*inputs))
+    interpreted = {e["op"] for e in explained["entries"] if e["where"] == "TorchScript interpreter"}
+    assert interpreted <= {"prim::TupleConstruct"}, explained["entries"]  # the returned tuple
+    assert explained["regions"] == 1
+
+
 def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     """Generated kernels record no autograd history: a signature whose inputs require grad runs
     its ops through ATen, so the output has a grad_fn and the input its gradient."""
