@@ -3,6 +3,7 @@
 #include "backend/capture/fold_computed_shapes.h"
 #include "backend/capture/fold_metadata.h"
 #include "backend/capture/fresh_returns.h"
+#include "backend/capture/unpack_constant_lists.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
@@ -160,6 +161,7 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
     if (!changed) break;
   }
   clone_folded_returns(*graph, computed);
+  unpack_constant_lists(*graph);
   torch::jit::EliminateDeadCode(graph);
   // Folds insert their constants where the value was read; the partitioner moves size arithmetic
   // below a region, which must not move it above a constant it reads.

@@ -266,6 +266,28 @@ def test_writes_into_slices_of_fresh_tensors_join_the_region():
     assert explained["regions"] == 1
 
 
+class _IndexedByConstants(torch.nn.Module):
+    """Indexing by constant tensors (a buffer, a traced index): freezing folds each index list
+    into one constant list (Falcon's `x[..., idx]`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("order", torch.tensor([2, 0, 1]))
+
+    def forward(self, x):
+        return x[:, self.order] * 2 + x[:, :, torch.tensor(-1)].unsqueeze(-1)
+
+
+def test_indexing_by_constant_tensors_joins_the_region():
+    model = _IndexedByConstants()
+    x = torch.randn(2, 3, 4)
+    compiled = kiln.compile(torch.jit.trace(model, x), options={"strict": True})
+    assert torch.equal(compiled(x), model(x))
+    explained = json.loads(compiled.explain(x))
+    assert explained["interpreter"] == 0, explained["entries"]
+    assert explained["regions"] == 1
+
+
 def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     """Generated kernels record no autograd history: a signature whose inputs require grad runs
     its ops through ATen, so the output has a grad_fn and the input its gradient."""
