@@ -3,6 +3,7 @@
 #include "backend/capture/fold_computed_shapes.h"
 #include "backend/capture/fold_metadata.h"
 #include "backend/capture/fresh_returns.h"
+#include "backend/capture/snapshot_lists.h"
 #include "backend/capture/unpack_constant_lists.h"
 
 #include <ATen/autocast_mode.h>
@@ -149,6 +150,7 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   for (int round = 0; round < 4; ++round) {
     torch::jit::ConstantPropagation(graph);
     bool changed = torch::jit::RemoveListMutation(graph);
+    changed |= snapshot_lists(*graph) > 0;
     changed |= torch::jit::UnrollConstantLoops(graph);
     changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
     if (fold_shapes) {

@@ -288,6 +288,37 @@ def test_indexing_by_constant_tensors_joins_the_region():
     assert explained["regions"] == 1
 
 
+class _DenseBlock(torch.nn.Module):
+    """DenseNet's block as torchvision writes it: a list of features that each layer
+    concatenates and appends to, with an input check on the concatenation."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Conv2d(4 + 2 * i, 2, 3, padding=1)
+                                          for i in range(3))
+
+    def forward(self, x):
+        features = [x]
+        for layer in self.layers:
+            joined = torch.cat(features, 1)
+            if joined.dim() != 4:
+                raise ValueError(f"expected 4D input (got {joined.dim()}D input)")
+            features.append(torch.relu(layer(joined)))
+        return torch.cat(features, 1)
+
+
+def test_a_scripted_list_appended_between_reads_joins_the_region():
+    model = _DenseBlock().eval()
+    compiled = kiln.compile(torch.jit.script(model), options={"strict": True})
+    with torch.no_grad():
+        for shape in [(1, 4, 6, 6), (2, 4, 5, 3)]:
+            x = torch.randn(shape)
+            assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        explained = json.loads(compiled.explain(x))
+    assert explained["interpreter"] == 0, explained["entries"]
+    assert explained["regions"] == 1
+
+
 def test_an_input_that_requires_grad_gets_its_gradient(scripted):
     """Generated kernels record no autograd history: a signature whose inputs require grad runs
     its ops through ATen, so the output has a grad_fn and the input its gradient."""
