@@ -12,6 +12,7 @@
 
 #include "backend/capture/fresh_returns.h"
 #include "backend/capture/functionalize_owned.h"
+#include "backend/capture/keep_none_checks.h"
 #include "kiln/error.h"
 #include "passes/base/environment.h"
 
@@ -53,6 +54,7 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
   });
   functionalize_owned(graph);
   torch::jit::LowerSimpleTuples(graph);
+  keep_none_checks(*graph);
   torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
   torch::jit::ConstantPropagation(graph);
   // The module is captured in eval mode: dropout is the identity. An in-place one (traced

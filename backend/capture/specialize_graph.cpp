@@ -1,8 +1,10 @@
 #include "backend/capture/specialize_graph.h"
 
 #include "backend/capture/fold_computed_shapes.h"
+#include "backend/capture/fold_devices.h"
 #include "backend/capture/fold_metadata.h"
 #include "backend/capture/fresh_returns.h"
+#include "backend/capture/keep_none_checks.h"
 #include "backend/capture/snapshot_lists.h"
 #include "backend/capture/unpack_constant_lists.h"
 
@@ -13,6 +15,7 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/loop_unrolling.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
 #include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
@@ -71,6 +74,24 @@ void fold_global_state(torch::jit::Graph& graph) {
   });
   for (Node* node : folded)
     node->destroy();
+}
+
+// `a is a` and `a is not a` on one value: nn.MultiheadAttention's fast-path check `query is not
+// key` on self-attention, scripted. Returns whether it folded one.
+bool fold_identity_checks(torch::jit::Graph& graph) {
+  std::vector<Node*> folded;
+  for_each_node(graph.block(), [&](Node* node) {
+    const bool is = node->kind() == c10::aten::__is__;
+    if ((!is && node->kind() != c10::aten::__isnot__) || node->inputs().size() != 2 ||
+        node->input(0) != node->input(1)) {
+      return;
+    }
+    replace_with_constant(node->output(), is);
+    folded.push_back(node);
+  });
+  for (Node* node : folded)
+    node->destroy();
+  return !folded.empty();
 }
 
 // Values of these types cannot change in place (numbers, strings, devices, None, and optionals
@@ -142,18 +163,25 @@ void specialize_graph(std::shared_ptr<torch::jit::Graph>& graph, const torch::ji
   // x in ...)`): make those plain, unroll the constant loops, fold again, sizes of computed
   // values too.
   // The meta run of fold_computed_shapes costs a pass over the graph (convolutions on zeros):
-  // once it finds nothing to fold, later rounds skip it.
+  // once it finds nothing to fold, later rounds run it only after another fold changed the graph.
   // Where some input sizes vary, so may every computed value's: only their ranks fold.
   const bool ranks_only = std::any_of(unknown_dims.begin(), unknown_dims.end(),
                                       [](const std::vector<int>& dims) { return !dims.empty(); });
   bool fold_shapes = true;
-  for (int round = 0; round < 4; ++round) {
-    torch::jit::ConstantPropagation(graph);
-    bool changed = torch::jit::RemoveListMutation(graph);
+  for (int round = 0; round < 32; ++round) {
+    bool changed = torch::jit::ConstantPropagation(graph);
+    changed |= torch::jit::RemoveListMutation(graph);
     changed |= snapshot_lists(*graph) > 0;
+    changed |= fold_identity_checks(*graph);
+    changed |= fold_cpu_devices(*graph, inputs);
+    // A branch that folded away leaves the tuple it returned built and taken apart at once.
+    torch::jit::LowerSimpleTuples(graph);
     changed |= torch::jit::UnrollConstantLoops(graph);
+    keep_none_checks(*graph);
     changed |= torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
-    if (fold_shapes) {
+    // Other folds of this round may have made new sizes known (a branch inlined, a list made
+    // plain): the run is tried again after them.
+    if (fold_shapes || changed) {
       fold_shapes = fold_computed_shapes(*graph, inputs, ranks_only);
       changed |= fold_shapes;
     }

@@ -117,13 +117,33 @@ def test_traced_self_attention_compiles_as_its_parts():
     assert ATTENTION_OP not in ops and "aten::scaled_dot_product_attention" in ops, ops
 
 
-def test_scripted_self_attention_matches_eager():
-    """Scripted, MultiheadAttention's forward passes the weights on through its control flow
-    (to the interpreter), so the op is imported whole there."""
-    model = _SelfAttention().eval()
+class _SelfAttentionStack(nn.Module):
+    """Five of torchvision's ViT attention blocks: more than the specialization's folds once took
+    rounds (each block's checks read the sizes of the block before)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(_SelfAttention() for _ in range(5))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_scripted_self_attention_compiles_as_its_parts_in_one_region():
+    """Scripted, MultiheadAttention checks its operands before it takes the fused op (`query is
+    not key`, each one's device and dtype, the sizes of each block's input): the specialization
+    folds them all, so every block's op is expanded into one region."""
+    model = _SelfAttentionStack().eval()
     x = torch.randn(2, 9, 32)
     with torch.no_grad():
-        assert_close(kiln.compile(torch.jit.script(model))(x), model(x))
+        compiled = kiln.compile(torch.jit.script(model), options={"strict": True})
+        assert_close(compiled(x), model(x))
+        explained = json.loads(compiled.explain(x))
+    ops = _ops(explained)
+    assert ATTENTION_OP not in ops and "aten::scaled_dot_product_attention" in ops, ops
+    assert explained["regions"] == 1 and explained["interpreter"] == 0, explained["entries"]
 
 
 @pytest.mark.parametrize("model", [_CrossAttention, _ReadsTheWeights])
