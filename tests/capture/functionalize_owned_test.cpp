@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
-#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <string>
 #include <vector>
@@ -18,26 +17,9 @@
 namespace kiln {
 namespace {
 
+using testing::count_ops;
 using testing::parse_torchscript;
-
-int count(const torch::jit::Graph& graph, const char* op) {
-  int n = 0;
-  for (const torch::jit::Node* node : graph.nodes())
-    n += node->kind().toQualString() == std::string(op);
-  return n;
-}
-
-/// The graph's outputs on `inputs`, run by TorchScript's interpreter.
-std::vector<at::Tensor> run(const std::shared_ptr<torch::jit::Graph>& graph,
-                            const std::vector<at::Tensor>& inputs) {
-  torch::jit::Code code(graph, "test");
-  torch::jit::Stack stack(inputs.begin(), inputs.end());
-  torch::jit::InterpreterState(code).run(stack);
-  std::vector<at::Tensor> outputs;
-  for (const c10::IValue& v : stack)
-    outputs.push_back(v.toTensor());
-  return outputs;
-}
+using testing::run_graph;
 
 TEST(FunctionalizeOwned, AnAddIntoASliceOfAFreshCatBecomesFunctional) {
   auto graph = parse_torchscript(R"IR(
@@ -52,13 +34,13 @@ graph(%a : Tensor, %b : Tensor, %s : Tensor):
   %r : Tensor = aten::relu_(%y)
   return (%r))IR");
   torch::jit::RemoveTensorMutation(graph);
-  ASSERT_EQ(count(*graph, "aten::add_"), 1) << "TorchScript's own pass took it: " << *graph;
+  ASSERT_EQ(count_ops(*graph, "aten::add_"), 1) << "TorchScript's own pass took it: " << *graph;
   EXPECT_EQ(functionalize_owned(graph), 2) << *graph;
-  EXPECT_EQ(count(*graph, "aten::add_") + count(*graph, "aten::relu_"), 0) << *graph;
-  EXPECT_EQ(count(*graph, "aten::add"), 1) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::add_") + count_ops(*graph, "aten::relu_"), 0) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::add"), 1) << *graph;
   // In place the sum keeps %x's dtype: a cast back where the functional add would promote.
-  EXPECT_EQ(count(*graph, "aten::type_as"), 1) << *graph;
-  EXPECT_EQ(count(*graph, "aten::relu"), 1) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::type_as"), 1) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::relu"), 1) << *graph;
 }
 
 TEST(FunctionalizeOwned, AReluWhoseResultIsSplitBecomesFunctional) {
@@ -74,7 +56,7 @@ graph(%x : Tensor, %w : Tensor, %s : Tensor):
   %out : Tensor = aten::mul(%p, %q)
   return (%out))IR");
   EXPECT_EQ(functionalize_owned(graph), 2) << *graph;
-  EXPECT_EQ(count(*graph, "aten::add_") + count(*graph, "aten::relu_"), 0) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::add_") + count_ops(*graph, "aten::relu_"), 0) << *graph;
 }
 
 // Returned in a tuple beside another value, which the tuple does not make an alias of it.
@@ -93,8 +75,8 @@ graph(%x : Tensor, %d : Tensor):
   %out : (Tensor, Tensor) = prim::TupleConstruct(%r, %p)
   return (%out))IR");
   EXPECT_EQ(functionalize_owned(graph), 1) << *graph;
-  EXPECT_EQ(count(*graph, "aten::mul"), 1) << *graph;
-  EXPECT_EQ(count(*graph, "aten::type_as"), 1) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::mul"), 1) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::type_as"), 1) << *graph;
 }
 
 // Swin's attention mask (a fresh tensor filled block by block, then read) and BART's shifted
@@ -120,14 +102,14 @@ graph(%x : Tensor, %v : Tensor):
   %out : Tensor = aten::add(%m, %x, %one)
   return (%out))IR");
   const std::vector<at::Tensor> inputs = {at::randn({5, 3}), at::randn({2, 3})};
-  const at::Tensor expected = run(graph->copy(), inputs).at(0);
+  const at::Tensor expected = run_graph(graph->copy(), inputs).at(0);
   EXPECT_EQ(functionalize_owned(graph), 3) << *graph;
   torch::jit::EliminateDeadCode(graph);
   for (const char* op : {"aten::fill_", "aten::copy_", "aten::zero_"})
-    EXPECT_EQ(count(*graph, op), 0) << op << " " << *graph;
-  EXPECT_EQ(count(*graph, "aten::slice_scatter"), 2) << *graph;
-  EXPECT_EQ(count(*graph, "aten::select_scatter"), 2) << *graph;
-  const at::Tensor got = run(graph, inputs).at(0);
+    EXPECT_EQ(count_ops(*graph, op), 0) << op << " " << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::slice_scatter"), 2) << *graph;
+  EXPECT_EQ(count_ops(*graph, "aten::select_scatter"), 2) << *graph;
+  const at::Tensor got = run_graph(graph, inputs).at(0);
   EXPECT_TRUE(at::equal(got, expected)) << got << expected;
 }
 

@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <string>
 #include <vector>
@@ -15,25 +14,9 @@
 namespace kiln {
 namespace {
 
+using testing::count_ops;
 using testing::parse_torchscript;
-
-int count(const torch::jit::Graph& graph, const char* op) {
-  int n = 0;
-  for (const torch::jit::Node* node : graph.nodes())
-    n += node->kind().toQualString() == std::string(op);
-  return n;
-}
-
-std::vector<at::Tensor> run(const std::shared_ptr<torch::jit::Graph>& graph,
-                            const std::vector<at::Tensor>& inputs) {
-  torch::jit::Code code(graph, "test");
-  torch::jit::Stack stack(inputs.begin(), inputs.end());
-  torch::jit::InterpreterState(code).run(stack);
-  std::vector<at::Tensor> outputs;
-  for (const c10::IValue& v : stack)
-    outputs.push_back(v.toTensor());
-  return outputs;
-}
+using testing::run_graph;
 
 TEST(SnapshotLists, EachReadBetweenAppendsTakesWhatTheListHoldsThen) {
   auto graph = parse_torchscript(R"IR(
@@ -51,11 +34,11 @@ graph(%x : Tensor):
   %out : Tensor = aten::mul(%c3, %n)
   return (%out))IR");
   const std::vector<at::Tensor> inputs = {at::randn({2, 3})};
-  const at::Tensor expected = run(graph->copy(), inputs).at(0);
+  const at::Tensor expected = run_graph(graph->copy(), inputs).at(0);
   EXPECT_EQ(snapshot_lists(*graph), 1) << *graph;
-  EXPECT_EQ(count(*graph, "aten::append"), 0) << *graph;
-  EXPECT_EQ(count(*graph, "prim::ListConstruct"), 4) << *graph;  // one per read
-  EXPECT_TRUE(at::equal(run(graph, inputs).at(0), expected));
+  EXPECT_EQ(count_ops(*graph, "aten::append"), 0) << *graph;
+  EXPECT_EQ(count_ops(*graph, "prim::ListConstruct"), 4) << *graph;  // one per read
+  EXPECT_TRUE(at::equal(run_graph(graph, inputs).at(0), expected));
 }
 
 TEST(SnapshotLists, ListsSomethingElseCouldSeeKeepTheirAppends) {
