@@ -61,7 +61,8 @@ const Node* find_size_change_in_place(const torch::jit::Block* block) {
 bool reads_a_computed_shape(const torch::jit::Block* block) {
   for (const Node* node : block->nodes()) {
     const auto kind = node->kind();
-    if ((kind == c10::aten::size || kind == c10::aten::dim) &&
+    // A dtype read too: scripted `z[:, k] = 0.5` makes its 0.5 a tensor of z's dtype.
+    if ((kind == c10::aten::size || kind == c10::aten::dim || kind == c10::prim::dtype) &&
         node->input(0)->node()->kind() != c10::prim::Param) {
       return true;
     }

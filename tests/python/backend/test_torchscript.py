@@ -266,6 +266,27 @@ def test_writes_into_slices_of_fresh_tensors_join_the_region():
     assert explained["regions"] == 1
 
 
+class _ScriptedColumnWrites(torch.nn.Module):
+    """Scripted, `z[:, k] = 0.5` makes its number a tensor of z's dtype and device first."""
+
+    def forward(self, x, y):
+        z = torch.zeros_like(x)
+        z[:, :2] = y[:, :2] + x[:, :2]
+        z[:, 2] = 0.5
+        z[:, 3:] = x[:, 3:]
+        return z
+
+
+def test_scripted_writes_into_slices_of_a_fresh_tensor_join_the_region():
+    model = _ScriptedColumnWrites()
+    compiled = kiln.compile(torch.jit.script(model), options={"strict": True})
+    x, y = torch.randn(2, 5, 3), torch.randn(2, 5, 3)
+    assert torch.equal(compiled(x, y), model(x, y))
+    explained = json.loads(compiled.explain(x, y))
+    assert explained["interpreter"] == 0, explained["entries"]
+    assert explained["regions"] == 1
+
+
 class _IndexedByConstants(torch.nn.Module):
     """Indexing by constant tensors (a buffer, a traced index): freezing folds each index list
     into one constant list (Falcon's `x[..., idx]`)."""
