@@ -26,6 +26,17 @@ bool is_unchanged(const at::Tensor& now, const at::Tensor& then, int64_t version
          now.data_ptr() == data;
 }
 
+// A region's graph has no type for an undefined tensor (None passed where the graph reads a
+// Tensor): such a call runs the way it would without kiln, which decides whether it is an error.
+void reject_undefined(const Tensors& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined()) continue;
+    throw Error(ErrorKind::Unsupported, "its input " + std::to_string(i) +
+                                            " is None (an undefined tensor); kiln compiles a "
+                                            "region for defined tensors only");
+  }
+}
+
 // The fallback in a sentence: "the TorchScript interpreter", "eager PyTorch".
 std::string fallback_phrase(RunsIn fallback) {
   return fallback == RunsIn::Eager ? "eager PyTorch" : "the TorchScript interpreter";
@@ -176,6 +187,7 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
   // Not a failure to fall back from: the caller asked for what cannot be.
   check_inference_precision(options_, needs_autograd(inputs), name_);
   try {
+    reject_undefined(inputs);
     std::vector<FrozenWeight> weights = weights_to_freeze(inputs);
     std::vector<size_t> frozen;
     for (const FrozenWeight& w : weights)

@@ -115,6 +115,30 @@ def test_indexing_with_none_in_the_indices_runs_in_a_region():
     assert where["aten::index_put"] == "extern ATen", where
 
 
+class _NoneForATensor(torch.nn.Module):
+    # TorchScript types an unannotated `bias=None` as Tensor: called without it, the region that
+    # adds it gets an undefined tensor, and the interpreter raises.
+    def forward(self, x, bias=None):
+        y = x.exp()
+        return y if bias is None else y + bias
+
+
+def test_none_where_the_graph_reads_a_tensor_is_the_models_error_not_kilns(capfd):
+    scripted = torch.jit.script(_NoneForATensor())
+    compiled = kiln.compile(scripted)
+    x, bias = torch.randn(2, 4), torch.randn(4)
+    assert_close(compiled(x, bias), scripted(x, bias))
+    with pytest.raises(RuntimeError, match="got None"):
+        scripted(x)
+    with pytest.raises(kiln.KilnError, match="(?s)failed on these inputs.*got None"):
+        compiled(x)
+    assert "kiln bug" not in capfd.readouterr().err
+    strict = kiln.compile(scripted, options={"strict": True})
+    with pytest.raises(kiln.KilnError, match=r"input 1 is None \(an undefined tensor\)"):
+        strict(x)
+    assert_close(compiled(x, bias), scripted(x, bias))
+
+
 class _Pieces(torch.nn.Module):
     def forward(self, x):
         a, b = x.relu().chunk(2, dim=1)  # prim::ConstantChunk when traced
