@@ -1,5 +1,6 @@
 #include "passes/fold_constants.h"
 
+#include <string_view>
 #include <unordered_set>
 
 #include "passes/ir/op_table.h"
@@ -46,6 +47,47 @@ std::unordered_set<const ir::Value*> returned_values(const ir::Graph& graph) {
   return returned;
 }
 
+// Ops outside the op table that are pure and deterministic, so computed once where their tensor
+// inputs are constants (factories: where they have none). Masks a model builds from sizes alone
+// fold this way: Swin's shifted-window mask (zeros, then slice writes), causal masks (`triu`).
+// Random ops (`rand`, `dropout`, ...) are not here and never fold.
+bool is_pure_extern(std::string_view op) {
+  static const std::unordered_set<std::string_view> pure = {
+      "aten::full",
+      "aten::zeros",
+      "aten::ones",
+      "aten::scalar_tensor",
+      "aten::arange",
+      "aten::arange.start",
+      "aten::arange.start_step",
+      "aten::eye",
+      "aten::new_zeros",
+      "aten::new_ones",
+      "aten::new_full",
+      "aten::zeros_like",
+      "aten::ones_like",
+      "aten::full_like",
+      "aten::fill.Scalar",
+      "aten::fill.Tensor",
+      "aten::copy",
+      "aten::lift_fresh_copy",
+      "aten::slice_scatter",
+      "aten::select_scatter",
+      "aten::masked_fill.Scalar",
+      "aten::masked_fill.Tensor",
+      "aten::tril",
+      "aten::triu",
+  };
+  return pure.contains(op);
+}
+
+// Ops that read their first input for its type alone (dtype, sizes, device), never its values:
+// `x.new_zeros(...)`, `torch.zeros_like(x)`. That input need not be a constant.
+bool reads_type_only(std::string_view op) {
+  return op == "aten::new_zeros" || op == "aten::new_ones" || op == "aten::new_full" ||
+         op == "aten::zeros_like" || op == "aten::ones_like" || op == "aten::full_like";
+}
+
 }  // namespace
 
 bool from_constants(const ir::Value* value) {
@@ -65,14 +107,20 @@ int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
   const std::unordered_set<const ir::Value*> returned = returned_values(graph);
   for (ir::Node* node : graph.nodes()) {
     const ir::OpInfo* info = ir::find_op(node->op());
-    if (!info || info->kind == ir::OpKind::Constant || node->outputs().size() != 1 ||
-        node->subgraph() || node->inputs().empty() || returned.contains(node->output())) {
+    const bool pure_extern = !info && is_pure_extern(node->op());
+    if ((!info && !pure_extern) || (info && info->kind == ir::OpKind::Constant) ||
+        node->outputs().size() != 1 || node->subgraph() ||
+        (node->inputs().empty() && !pure_extern) || returned.contains(node->output())) {
       continue;
     }
     std::vector<int64_t> inputs;
     int64_t input_bytes = 0;
     for (const ir::Value* in : node->inputs()) {
       auto index = constant_index(in);
+      if (!index && inputs.empty() && reads_type_only(node->op())) {
+        inputs.push_back(kTypeOnlyInput);
+        continue;
+      }
       if (!index) break;
       inputs.push_back(*index);
       input_bytes += bytes(in->type());

@@ -41,9 +41,11 @@ std::vector<int64_t> sizes_in_attributes(const ir::Node& node, const std::vector
 /// Whether `node` computes a value shaped by one of `sizes`: an integer attribute holds a size
 /// that is also a dim of an output (`position_ids[:, :tokens]` is [1, tokens] and slices to
 /// `tokens`). An attribute alone is not enough: a convolution's stride or padding equals a batch
-/// of 2 or 3 by chance, and a weight packed for an input size keeps its own shape.
-bool shaped_by_a_size(const ir::Node& node, const std::vector<int64_t>& sizes) {
-  const std::vector<int64_t> held = sizes_in_attributes(node, sizes);
+/// of 2 or 3 by chance, and a weight packed for an input size keeps its own shape. An op that
+/// reads an input for its type alone (`zeros_like(x)`: `type_only`) takes its shape from that
+/// input, whose dims may be any of the sizes.
+bool shaped_by_a_size(const ir::Node& node, const std::vector<int64_t>& sizes, bool type_only) {
+  const std::vector<int64_t> held = type_only ? sizes : sizes_in_attributes(node, sizes);
   if (held.empty()) return false;
   for (const ir::Value* out : node.outputs()) {
     for (int64_t dim : out->type().sizes)
@@ -209,7 +211,9 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
     pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes](
                                      const ir::Node& node, const std::vector<int64_t>& indices) {
-      if (shaped_by_a_size(node, sizes)) return std::optional<int64_t>();
+      const bool type_only =
+          std::find(indices.begin(), indices.end(), kTypeOnlyInput) != indices.end();
+      if (shaped_by_a_size(node, sizes, type_only)) return std::optional<int64_t>();
       return fold(node, indices);
     };
     kernel::RecordSizeDecisions recording;

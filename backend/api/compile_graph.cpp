@@ -111,6 +111,13 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
   return result;
 }
 
+// A tensor of `type` whose values nobody reads: what a fold passes an op that reads its input's
+// type alone (kTypeOnlyInput).
+at::Tensor stand_in(const ir::TensorType& type, c10::Device device) {
+  return at::empty_strided(type.sizes, type.strides,
+                           at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
+}
+
 }  // namespace
 
 PipelineOptions pipeline_options(c10::Device device, const CompileOptions& options,
@@ -144,9 +151,11 @@ PipelineOptions pipeline_options(c10::Device device, const CompileOptions& optio
                                    const ir::Node& node,
                                    const std::vector<int64_t>& indices) -> std::optional<int64_t> {
     std::vector<at::Tensor> inputs;
-    for (int64_t i : indices)
-      inputs.push_back(all_constants.at(i));
     try {
+      for (size_t k = 0; k < indices.size(); ++k) {
+        inputs.push_back(indices[k] == kTypeOnlyInput ? stand_in(node.input(k)->type(), device)
+                                                      : all_constants.at(indices[k]));
+      }
       all_constants.push_back(evaluate_node(node, inputs, device));
     } catch (const std::exception& e) {
       log(LogLevel::Debug, name + ": not folding " + node.op() + ": " + e.what());

@@ -596,10 +596,12 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
         sizes = [i for i, n in enumerate(placeholders) if _sizes.is_symbolic(n)]
         call = RegionCall(None, returns_tuple, node.target, sizes)
         tensor_args = [arg for i, arg in enumerate(node.args) if i not in call.sizes]
-        # By name: fusing the partitions copies the graph's nodes.
+        # By name: fusing the partitions copies the graph's nodes. The graph's own tensor
+        # constants (get_attr: a number written into a tensor, `m[:4] = 1.0`) freeze too.
         region_weights = [i for i, arg in enumerate(tensor_args)
-                          if isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
-                          and arg.name in weight_names]
+                          if isinstance(arg, torch.fx.Node)
+                          and (arg.op == "get_attr"
+                               or (arg.op == "placeholder" and arg.name in weight_names))]
         symbolic_dims = _sizes.symbolic_dims([n for i, n in enumerate(placeholders)
                                               if i not in call.sizes])
         call.region = _C.Region(program, options, f"{name}-{node.target}",

@@ -93,6 +93,35 @@ TEST(FoldConstantsTest, LeavesOpsOutsideTheOpTable) {
   EXPECT_EQ(ir::print_graph(*g), text);
 }
 
+// A mask built from sizes alone (Swin's shifted windows): a zeros of the input's type, written
+// through slices. The pure extern ops fold; the input is read for its type only (-1). A random
+// factory and a factory larger than a megabyte stay.
+TEST(FoldConstantsTest, FoldsMasksBuiltFromSizesAlone) {
+  auto g = ir::parse_graph(
+      "graph(%x : f32[8,8]):\n"
+      "  %z : f32[8,8] = aten::new_zeros(%x) {size=[8,8], dtype=None, layout=None, device=None, "
+      "pin_memory=false}\n"
+      "  %v : f32[] = prim::Constant() {index=0}\n"
+      "  %s : f32[4,8] = aten::slice.Tensor(%z) {dim=0, start=0, end=4, step=1}\n"
+      "  %f : f32[4,8] = aten::fill.Tensor(%s, %v)\n"
+      "  %m : f32[8,8] = aten::slice_scatter(%z, %f) {dim=0, start=0, end=4, step=1}\n"
+      "  %r : f32[8,8] = aten::rand() {size=[8,8], dtype=6, layout=0, device=\"cpu\", "
+      "pin_memory=false}\n"
+      "  %big : f32[1024,1024] = aten::full() {size=[1024,1024], fill_value=1, dtype=6, "
+      "layout=0, device=\"cpu\", pin_memory=false}\n"
+      "  %a : f32[8,8] = aten::add.Tensor(%x, %m) {alpha=1}\n"
+      "  %b : f32[8,8] = aten::add.Tensor(%a, %r) {alpha=1}\n"
+      "  return (%b, %big)\n");
+  FakeEvaluator evaluator;
+  EXPECT_EQ(fold_constants(*g, evaluator.get()), 4);
+  EXPECT_EQ(evaluator.calls,
+            (std::vector<std::string>{"aten::new_zeros(-1,)", "aten::slice.Tensor(10,)",
+                                      "aten::fill.Tensor(11,0,)", "aten::slice_scatter(10,12,)"}));
+  const std::string printed = ir::print_graph(*g);
+  for (const char* kept : {"aten::rand", "aten::full", "aten::add.Tensor(%x, %m)"})
+    EXPECT_NE(printed.find(kept), std::string::npos) << kept << "\n" << printed;
+}
+
 TEST(FoldConstantsTest, LeavesResultsMuchLargerThanTheirInputs) {
   const std::string text =
       "graph(%x : f32[1024,1024]):\n"

@@ -429,6 +429,30 @@ def test_matmul_of_a_transposed_weight_becomes_linear_with_an_epilogue():
     assert explanation["in_place_writes"] >= 1, explanation
 
 
+class _MasksOfSizes(torch.nn.Module):
+    """Masks built from sizes alone: Swin's shifted-window mask in small (zeros of the input's
+    type written through slices, compared pairwise) and a causal one (full, triu)."""
+
+    def forward(self, x):
+        m = x.new_zeros((8, 8))
+        m[:4, :4] = 1.0
+        m[4:, :2] = 2.0
+        m = m.view(64)
+        pairs = (m.unsqueeze(0) - m.unsqueeze(1)).ne(0)
+        bias = torch.zeros_like(pairs, dtype=x.dtype).masked_fill(pairs, -100.0)
+        causal = torch.full((64, 64), float("-inf")).triu(1)
+        return torch.softmax(x + bias + causal, -1)
+
+
+def test_masks_built_from_sizes_alone_are_computed_at_compile_time():
+    model, x = _MasksOfSizes(), torch.randn(2, 64, 64)
+    before = kiln.stats()["extern_steps"]
+    traced = traced_after_checking_both_entry_points(model, x)
+    # Both entry points: every step left is a generated kernel (the add and the softmax).
+    assert kiln.stats()["extern_steps"] == before
+    assert {e["where"] for e in json.loads(traced.explain(x))["entries"]} == {"fused kernel"}
+
+
 class _FeatureMaps(torch.nn.Module):
     """A small backbone that returns its 4-D feature map (a caller may view it)."""
 
