@@ -29,6 +29,16 @@ bool grows_by_design(const ir::Node& node) {
          node.op() == "kiln::onednn_conv3d_weight" || node.op() == "kiln::onednn_linear_weight";
 }
 
+// A gather from a table of weights (a relative position bias: a few KB of table, indexed into a
+// [window^2, window^2, heads] bias of a megabyte or more) costs a pass over its result every call,
+// and no kernel reads through it as one reads through an expand: folded up to this size.
+constexpr int64_t kMaxGatherBytes = 16 << 20;
+
+bool is_gather(const ir::Node& node) {
+  return node.op() == "aten::index.Tensor" || node.op() == "aten::index_select" ||
+         node.op() == "aten::gather";
+}
+
 // The graph's outputs and what they view: each call must return tensors of its own there, which
 // the caller (or, on the TorchScript path, an in-place op after the region) may write. Folded,
 // such a value would be the constant itself, the same tensor every call: a write into it would
@@ -49,7 +59,8 @@ std::unordered_set<const ir::Value*> returned_values(const ir::Graph& graph) {
 
 // Ops outside the op table that are pure and deterministic, so computed once where their tensor
 // inputs are constants (factories: where they have none). Masks a model builds from sizes alone
-// fold this way: Swin's shifted-window mask (zeros, then slice writes), causal masks (`triu`).
+// fold this way: Swin's shifted-window mask (zeros, then slice writes), causal masks (`triu`);
+// so do relative position biases, a table of weights indexed by a constant buffer.
 // Random ops (`rand`, `dropout`, ...) are not here and never fold.
 bool is_pure_extern(std::string_view op) {
   static const std::unordered_set<std::string_view> pure = {
@@ -77,6 +88,9 @@ bool is_pure_extern(std::string_view op) {
       "aten::masked_fill.Tensor",
       "aten::tril",
       "aten::triu",
+      "aten::index.Tensor",
+      "aten::index_select",
+      "aten::gather",
   };
   return pure.contains(op);
 }
@@ -126,8 +140,8 @@ int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate) {
       input_bytes += bytes(in->type());
     }
     if (inputs.size() != node->inputs().size()) continue;
-    if (bytes(node->output()->type()) > std::max(input_bytes, kMinAllowedBytes) &&
-        !grows_by_design(*node)) {
+    const int64_t allowed = is_gather(*node) ? kMaxGatherBytes : kMinAllowedBytes;
+    if (bytes(node->output()->type()) > std::max(input_bytes, allowed) && !grows_by_design(*node)) {
       continue;
     }
     auto index = evaluate(*node, inputs);

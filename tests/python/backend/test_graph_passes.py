@@ -453,6 +453,33 @@ def test_masks_built_from_sizes_alone_are_computed_at_compile_time():
     assert {e["where"] for e in json.loads(traced.explain(x))["entries"]} == {"fused kernel"}
 
 
+class _RelativePositionBias(torch.nn.Module):
+    """Window attention's bias: a table of weights indexed by a constant buffer, 1.2 MB once
+    gathered (GC-ViT's 14x14 windows, 8 heads)."""
+
+    def __init__(self, window=14, heads=8):
+        super().__init__()
+        span = 2 * window - 1
+        self.table = torch.nn.Parameter(torch.randn(span * span, heads))
+        grid = torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
+        coords = torch.stack(grid).flatten(1)
+        relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + window - 1
+        self.register_buffer("index", (relative[..., 0] * span + relative[..., 1]).flatten())
+
+    def forward(self, scores):
+        n = scores.shape[-1]
+        bias = self.table[self.index].view(n, n, -1).permute(2, 0, 1)
+        return torch.softmax(scores + bias, -1)
+
+
+def test_a_relative_position_bias_is_gathered_at_compile_time():
+    model, x = _RelativePositionBias().eval(), torch.randn(1, 8, 196, 196)
+    before = kiln.stats()["extern_steps"]
+    traced = traced_after_checking_both_entry_points(model, x)
+    assert kiln.stats()["extern_steps"] == before
+    assert "aten::index.Tensor" not in _explained_ops(traced, x)
+
+
 class _FeatureMaps(torch.nn.Module):
     """A small backbone that returns its 4-D feature map (a caller may view it)."""
 
