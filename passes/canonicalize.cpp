@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 
 #include "passes/ir/op_table.h"
 #include "passes/node_rewriter.h"
@@ -116,6 +117,10 @@ class Canonicalizer {
       }
     } else if (op == "aten::clone") {
       drop_clone(node);
+    } else if (op == "aten::logical_not") {
+      negate_comparison(node);
+    } else if (op == "aten::any.dim") {
+      any_above_minus_infinity(node);
     } else if (op == "aten::to.dtype" || op == "aten::type_as" || op == "aten::contiguous") {
       const auto& in = node.input(0)->type();
       const auto& out = node.output()->type();
@@ -132,6 +137,45 @@ class Canonicalizer {
         replace(node, "aten::clone", node.inputs(), std::move(attrs));
       }
     }
+  }
+
+  // not(x == c) is x != c and not(x != c) is x == c, NaN included (a NaN equals nothing): an
+  // elementwise op the fusers take, where logical_not runs through ATen.
+  void negate_comparison(Node& node) {
+    for (const auto& [from, to] : {std::pair{"aten::eq.Scalar", "aten::ne.Scalar"},
+                                   std::pair{"aten::ne.Scalar", "aten::eq.Scalar"}}) {
+      if (Node* comparison = produced_by(node.input(0), from)) {
+        replace(node, to, comparison->inputs(), comparison->attrs());
+        return;
+      }
+    }
+  }
+
+  // Attention with a float mask, as PyTorch decomposes it, zeroes the rows its mask takes out
+  // entirely: any(s != -inf, dim) asks whether a row holds a value above -inf, which is whether
+  // its maximum is (a row with a NaN: true either way). amax is a reduction the fusers take,
+  // beside the softmax of the same rows; any.dim runs through ATen.
+  void any_above_minus_infinity(Node& node) {
+    Node* comparison = produced_by(node.input(0), "aten::ne.Scalar");
+    const std::optional<double> c = comparison ? number_attr(*comparison, "other") : std::nullopt;
+    const auto* dim = std::get_if<int64_t>(node.find_attr("dim"));
+    const auto* keepdim = std::get_if<bool>(node.find_attr("keepdim"));
+    if (!c || !std::isinf(*c) || *c > 0 || !dim || !keepdim) return;
+    Value* scores = comparison->input(0);
+    const ir::TensorType& type = scores->type();
+    const int64_t rank = type.rank();
+    const int64_t d = *dim < 0 ? *dim + rank : *dim;
+    if (!ir::is_floating(type.dtype) || d < 0 || d >= rank || type.sizes[d] == 0) return;
+    std::vector<int64_t> sizes = type.sizes;
+    if (*keepdim) {
+      sizes[d] = 1;
+    } else {
+      sizes.erase(sizes.begin() + d);
+    }
+    Node* amax = graph_.append("aten::amax", {scores}, {with_sizes(type, sizes)},
+                               {{"dim", std::vector<int64_t>{d}}, {"keepdim", *keepdim}});
+    graph_.move_before(amax, &node);
+    replace(node, "aten::ne.Scalar", {amax->output()}, comparison->attrs());
   }
 
   // A clone that keeps its input's layout copies bytes no one needs apart: values are never

@@ -20,6 +20,11 @@
 //   %y, %m, %s = aten::_native_batch_norm_legit_no_training(%x, %w, %b, %mean, %var) {...}, %m
 //     and %s unread (AOTAutograd's eval batch norm)  ==>  %y = aten::batch_norm(...)
 //     {training=false}
+//   aten::logical_not(aten::eq.Scalar(%x) {other=c})            ==>  aten::ne.Scalar(%x) {other=c}
+//     (and ne to eq)
+//   %a : b8[8,4,1] = aten::any.dim(aten::ne.Scalar(%s) {other=-inf}) {dim=-1, keepdim=true}
+//     of a floating %s (PyTorch's attention with a float mask)
+//                                  ==>  aten::ne.Scalar(aten::amax(%s) {dim=[2], keepdim=true})
 //
 // A division is turned into a multiplication only by a power of two, whose reciprocal is exact.
 // A rewrite that would make a graph output alias a graph input or another output is skipped.

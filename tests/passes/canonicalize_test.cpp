@@ -18,6 +18,35 @@ std::string canonical(const std::string& text, int expected_rewrites) {
   return ir::print_graph(*g);
 }
 
+// PyTorch's attention with a float mask, decomposed: the rows the mask takes out entirely are
+// those whose maximum is -inf.
+TEST(CanonicalizeTest, RowsOfMinusInfinityAreFoundByTheirMaximum) {
+  EXPECT_EQ(canonical("graph(%s : f32[2,4,4]):\n"
+                      "  %e : b8[2,4,4] = aten::eq.Scalar(%s) {other=-inf}\n"
+                      "  %n : b8[2,4,4] = aten::logical_not(%e)\n"
+                      "  %a : b8[2,4,1] = aten::any.dim(%n) {dim=-1, keepdim=true}\n"
+                      "  %m : b8[2,4,1] = aten::logical_not(%a)\n"
+                      "  return (%m)\n",
+                      3),
+            "graph(%s : f32[2,4,4]):\n"
+            "  %6 : f32[2,4,1] = aten::amax(%s) {dim=[2], keepdim=true}\n"
+            "  %m : b8[2,4,1] = aten::eq.Scalar(%6) {other=-inf}\n"
+            "  return (%m)\n");
+}
+
+TEST(CanonicalizeTest, AnyOfOtherComparisonsStays) {
+  const std::string text =
+      "graph(%s : f32[2,4,4], %i : i64[2,4,4], %z : f32[2,0]):\n"
+      "  %e : b8[2,4,4] = aten::ne.Scalar(%s) {other=0}\n"
+      "  %a : b8[2,4] = aten::any.dim(%e) {dim=-1, keepdim=false}\n"
+      "  %f : b8[2,4,4] = aten::ne.Scalar(%i) {other=-inf}\n"
+      "  %b : b8[2,4] = aten::any.dim(%f) {dim=-1, keepdim=false}\n"
+      "  %g : b8[2,0] = aten::ne.Scalar(%z) {other=-inf}\n"
+      "  %c : b8[2] = aten::any.dim(%g) {dim=1, keepdim=false}\n"
+      "  return (%a, %b, %c)\n";
+  EXPECT_EQ(canonical(text, 0), text);
+}
+
 TEST(CanonicalizeTest, AddmmOfATransposedWeightIsLinear) {
   EXPECT_EQ(canonical("graph(%x : f32[2,8], %w : f32[4,8], %b : f32[4]):\n"
                       "  %t : f32[8,4]{1,8} = aten::t(%w)\n"

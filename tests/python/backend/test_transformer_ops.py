@@ -157,3 +157,32 @@ def test_cross_attention_or_weights_read_keep_the_op_whole(model):
         assert_close(compiled(x), model(x))
         ops = _ops(json.loads(compiled.explain(x)))
     assert ATTENTION_OP in ops, ops
+
+
+class _MaskedAttention(nn.Module):
+    """scaled_dot_product_attention with a float mask per head ([heads, L, S], as TinyViT's
+    attention biases), which takes ATen's math path: dynamo's graph has it written out, with
+    any(s != -inf) finding the rows the mask takes out entirely (zeros in eager)."""
+
+    def forward(self, q, k, v, mask):
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_rows_a_float_mask_takes_out_entirely_are_zeros_as_in_eager(tmp_path):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    mask = torch.randn(4, 16, 16)
+    mask[:, 3] = float("-inf")  # row 3 of every head: nothing to attend to
+    mask[1, 7, ::2] = float("-inf")
+    model = _MaskedAttention()
+    torch._dynamo.reset()
+    options = {"strict": True, "dump_dir": str(tmp_path)}
+    with torch.no_grad():
+        expected = model(q, k, v, mask)
+        got = torch.compile(model, backend="kiln", options=options)(q, k, v, mask)
+    assert_close(got, expected)
+    assert torch.equal(got[:, :, 3], torch.zeros_like(got[:, :, 3]))
+    planned = [p.read_text() for p in tmp_path.glob("*plan_memory.kir")]
+    assert planned and "aten::amax" in planned[0]
+    # The rows' test is a reduction in a kernel, not ATen's any and logical_nots.
+    assert "aten::any" not in planned[0] and "aten::logical_not" not in planned[0]
