@@ -1,5 +1,7 @@
 #include "passes/fold_constants.h"
 
+#include <algorithm>
+#include <array>
 #include <string_view>
 #include <unordered_set>
 
@@ -63,7 +65,7 @@ std::unordered_set<const ir::Value*> returned_values(const ir::Graph& graph) {
 // so do relative position biases, a table of weights indexed by a constant buffer.
 // Random ops (`rand`, `dropout`, ...) are not here and never fold.
 bool is_pure_extern(std::string_view op) {
-  static const std::unordered_set<std::string_view> pure = {
+  static constexpr std::array<std::string_view, 27> pure = {
       "aten::full",
       "aten::zeros",
       "aten::ones",
@@ -92,7 +94,7 @@ bool is_pure_extern(std::string_view op) {
       "aten::index_select",
       "aten::gather",
   };
-  return pure.contains(op);
+  return std::find(pure.begin(), pure.end(), op) != pure.end();
 }
 
 // Ops that read their first input for its type alone (dtype, sizes, device), never its values:
@@ -108,9 +110,12 @@ bool from_constants(const ir::Value* value) {
   const ir::Node* p = value->producer();
   if (!p) return false;
   if (p->op() == ir::kConstantOp) return true;
-  if (!ir::find_op(p->op()) || p->inputs().empty()) return false;
-  for (const ir::Value* in : p->inputs()) {
-    if (!from_constants(in)) return false;
+  const bool pure_extern = !ir::find_op(p->op()) && is_pure_extern(p->op());
+  if (!ir::find_op(p->op()) && !pure_extern) return false;
+  if (p->inputs().empty() && !pure_extern) return false;
+  for (size_t i = 0; i < p->inputs().size(); ++i) {
+    if (i == 0 && reads_type_only(p->op())) continue;
+    if (!from_constants(p->input(i))) return false;
   }
   return true;
 }

@@ -38,8 +38,9 @@ using ConstantEvaluator =
 /// Returns the number of nodes folded.
 int fold_constants(ir::Graph& graph, const ConstantEvaluator& evaluate);
 
-/// True for frozen weights and what is computed from them alone through op-table ops: what
-/// fold_constants computes at compile time (passes before it use this to find weights).
+/// True for frozen weights and what is computed from them alone through op-table ops and the pure
+/// extern ops: what fold_constants computes at compile time (passes before it use this to find
+/// weights).
 bool from_constants(const ir::Value* value);
 
 }  // namespace kiln

@@ -25,6 +25,7 @@
 #include "passes/ir/verifier.h"
 #include "passes/kernel/in_place.h"
 #include "passes/kernel/lower_group.h"
+#include "passes/merge_conv_branches.h"
 #include "passes/onednn_conv.h"
 #include "passes/onednn_pool.h"
 #include "passes/prepack_conv.h"
@@ -149,29 +150,15 @@ std::vector<std::pair<int, int>> in_place_candidates(const ir::Node& node,
 }  // namespace
 
 const std::vector<std::string>& pipeline_pass_names() {
-  static const std::vector<std::string> names = {"canonicalize",
-                                                 "recognize_gelu",
-                                                 "fold_batch_norm",
-                                                 "decompose_batch_norm",
-                                                 "decompose_group_norm",
-                                                 "assign_layout",
-                                                 "conv_as_linear",
-                                                 "prepack_linear",
-                                                 "prepack_conv",
-                                                 "winograd_conv",
-                                                 "onednn_conv",
-                                                 "onednn_pool",
-                                                 "recognize_attention",
-                                                 "bf16_activations",
-                                                 "fold_constants",
-                                                 "eliminate_dead_code",
-                                                 "eliminate_common_subexpressions",
-                                                 "fuse_reductions",
-                                                 "fuse_epilogue",
-                                                 "fuse_elementwise",
-                                                 "lower_kernels",
-                                                 "split_reductions",
-                                                 "plan_memory"};
+  static const std::vector<std::string> names = {
+      "canonicalize",        "recognize_gelu",       "fold_batch_norm",
+      "merge_conv_branches", "decompose_batch_norm", "decompose_group_norm",
+      "assign_layout",       "conv_as_linear",       "prepack_linear",
+      "prepack_conv",        "winograd_conv",        "onednn_conv",
+      "onednn_pool",         "recognize_attention",  "bf16_activations",
+      "fold_constants",      "eliminate_dead_code",  "eliminate_common_subexpressions",
+      "fuse_reductions",     "fuse_epilogue",        "fuse_elementwise",
+      "lower_kernels",       "split_reductions",     "plan_memory"};
   return names;
 }
 
@@ -186,6 +173,8 @@ void run_graph_passes(ir::Graph& graph, const PipelineOptions& options, Pipeline
   // channels-last copies of frozen convolution weights; fold_constants computes them.
   if (options.evaluate_constant) {
     passes.run("fold_batch_norm", "", [&] { fold_batch_norm(graph); });
+    // With the batch norms in their weights, convolutions of one input summed are one.
+    passes.run("merge_conv_branches", "", [&] { merge_conv_branches(graph); });
     // The batch norms left become a multiply and an add per channel, which pays only where the
     // fusers then join them with their neighbours.
     if (options.fusion) {

@@ -362,7 +362,8 @@ def test_residual_adds_run_inside_without_copying_the_identity(tmp_path):
     assert not feature_map_copies, feature_map_copies
 
 
-PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "decompose_batch_norm",
+PASSES = ["canonicalize", "recognize_gelu", "fold_batch_norm", "merge_conv_branches",
+          "decompose_batch_norm",
           "decompose_group_norm", "assign_layout", "conv_as_linear", "prepack_linear",
           "prepack_conv", "winograd_conv", "onednn_conv", "onednn_pool", "recognize_attention",
           "bf16_activations", "fold_constants", "eliminate_dead_code",
@@ -478,6 +479,41 @@ def test_a_relative_position_bias_is_gathered_at_compile_time():
     traced = traced_after_checking_both_entry_points(model, x)
     assert kiln.stats()["extern_steps"] == before
     assert "aten::index.Tensor" not in _explained_ops(traced, x)
+
+
+def _conv_bn(channels, kernel, stride, groups):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=groups, bias=False),
+        torch.nn.BatchNorm2d(channels))
+
+
+class _ReparameterizableBlock(torch.nn.Module):
+    """MobileOne's training-time block (RepVGG's with one kxk branch): an identity batch norm, a
+    1x1 branch and three 3x3 branches of one input, summed one add at a time."""
+
+    def __init__(self, channels=16, stride=1, groups=1):
+        super().__init__()
+        self.identity = torch.nn.BatchNorm2d(channels) if stride == 1 else None
+        self.scale = _conv_bn(channels, 1, stride, groups)
+        self.kxk = torch.nn.ModuleList(_conv_bn(channels, 3, stride, groups) for _ in range(3))
+
+    def forward(self, x):
+        out = self.identity(x) if self.identity is not None else 0
+        out = out + self.scale(x)
+        for branch in self.kxk:
+            out = out + branch(x)
+        return torch.relu(out)
+
+
+@pytest.mark.parametrize("stride,groups", [(1, 1), (2, 1), (1, 16)])
+def test_convolution_branches_of_one_input_merge_into_one(stride, groups):
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(_ReparameterizableBlock(stride=stride, groups=groups).eval())
+    x = torch.randn(2, 16, 14, 14)
+    traced = traced_after_checking_both_entry_points(model, x)
+    convolutions = [op for op in _explained_ops(traced, x)
+                    if "conv" in op and not op.endswith("_weight")]
+    assert len(convolutions) == 1, convolutions
 
 
 class _FeatureMaps(torch.nn.Module):
