@@ -48,7 +48,8 @@ class BranchMerger final : public NodeRewriter {
     const ir::DType dtype = sum.output()->type().dtype;
     for (const Value* term : terms) {
       const TensorType& type = term->type();
-      const bool number = type.rank() == 0 && !ir::is_floating(type.dtype) && ir::is_floating(dtype);
+      const bool number =
+          type.rank() == 0 && !ir::is_floating(type.dtype) && ir::is_floating(dtype);
       if (type.dtype != dtype && !number) return false;
     }
     bool merged_any = false;
@@ -67,8 +68,8 @@ class BranchMerger final : public NodeRewriter {
     if (!merged_any) return false;
     Value* total = terms[0];
     for (size_t k = 1; k < terms.size(); ++k) {
-      total = add("aten::add.Tensor", {total, terms[k]}, sum.output()->type(),
-                  {{"alpha", int64_t{1}}});
+      total =
+          add("aten::add.Tensor", {total, terms[k]}, sum.output()->type(), {{"alpha", int64_t{1}}});
       uses_[total] = 1;
     }
     uses_[total] = uses_[sum.output()];
@@ -85,8 +86,8 @@ class BranchMerger final : public NodeRewriter {
       Node* inner = v->producer();
       const auto uses = uses_.find(v);
       if (inner && (applies(*inner) || adds_zero(*inner)) && !removed_.contains(inner) &&
-          uses != uses_.end() &&
-          uses->second == 1 && inner->output()->type() == node.output()->type()) {
+          uses != uses_.end() && uses->second == 1 &&
+          inner->output()->type() == node.output()->type()) {
         adds.push_back(inner);
         collect_terms(*inner, terms, adds);
       } else {
