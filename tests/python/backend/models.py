@@ -1,5 +1,7 @@
 """Small models the Python tests compile (random weights, built from code)."""
 
+import json
+
 import torch
 from torch import nn
 
@@ -97,3 +99,21 @@ def traced_after_checking_both_entry_points(model, x, atol=1e-5, rtol=1e-4):
         for compiled in (torch.compile(model, backend="kiln"), traced):
             assert_close(compiled(x), expected, atol=atol, rtol=rtol)
     return traced
+
+
+def randomize_batch_norms(model):
+    # Fresh batch norms are the identity; folding them would test nothing.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                if m.affine:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def explained_ops(compiled, x):
+    """The ops of `compiled`'s plan for `x`, in plan order (kiln's explain)."""
+    return [e["op"] for e in json.loads(compiled.explain(x))["entries"]]

@@ -12,7 +12,8 @@ import torch
 
 import kiln
 from child import run_child
-from models import ConvNet, assert_close, traced_after_checking_both_entry_points
+from models import (ConvNet, assert_close, explained_ops, randomize_batch_norms,
+                    traced_after_checking_both_entry_points)
 
 # Frozen convolutions and linears run on kiln's own oneDNN primitives where kiln was built with
 # them (cmake/OneDNN.cmake), else on ATen's oneDNN ops.
@@ -21,22 +22,9 @@ _ONEDNN_CONV = "kiln::onednn_conv2d" if _OWN_ONEDNN else "mkldnn::_convolution_p
 _ONEDNN_LINEAR = "kiln::onednn_linear" if _OWN_ONEDNN else "mkldnn::_linear_pointwise"
 
 
-def _randomize_batch_norms(model):
-    # Fresh batch norms are the identity; folding them would test nothing.
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                if m.affine:
-                    m.weight.uniform_(0.5, 1.5)
-                    m.bias.uniform_(-0.5, 0.5)
-    return model
-
-
 def _vision(name):
     torchvision = pytest.importorskip("torchvision")
-    return _randomize_batch_norms(getattr(torchvision.models, name)(weights=None).eval())
+    return randomize_batch_norms(getattr(torchvision.models, name)(weights=None).eval())
 
 
 def _bert_layer():
@@ -72,10 +60,6 @@ def test_models_match_eager_after_all_passes(make_model, shape):
         assert_close(kiln.compile(traced)(x), expected, atol=1e-4, rtol=1e-4)
 
 
-def _explained_ops(compiled, x):
-    return [e["op"] for e in json.loads(compiled.explain(x))["entries"]]
-
-
 def test_batch_norms_of_a_scripted_resnet_are_folded():
     model = _vision("resnet18")
     x = torch.randn(1, 3, 64, 64)
@@ -83,13 +67,14 @@ def test_batch_norms_of_a_scripted_resnet_are_folded():
     code = (
         "import json, sys, torch, kiln\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
-        "from test_graph_passes import _vision, _explained_ops\n"
+        "from test_graph_passes import _vision\n"
+        "from models import explained_ops\n"
         "torch.manual_seed(0)\n"
         "m = _vision('resnet18'); x = torch.randn(1, 3, 64, 64)\n"
         "c = kiln.compile(torch.jit.script(m))\n"
         "with torch.no_grad():\n"
         "    torch.testing.assert_close(c(x), m(x), atol=1e-4, rtol=1e-4)\n"
-        "ops = _explained_ops(c, x)\n"
+        "ops = explained_ops(c, x)\n"
         "assert 'aten::batch_norm' not in ops, ops\n"
         "assert sum(op == 'aten::conv2d' for op in ops) == 20, ops\n"
         "print('ok')\n")
@@ -137,7 +122,7 @@ class _UnfoldableBatchNorms(torch.nn.Module):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batch_norms_with_nothing_to_fold_into_fuse_with_their_neighbours(dtype):
     torch.manual_seed(0)
-    model = _randomize_batch_norms(_UnfoldableBatchNorms().eval()).to(dtype)
+    model = randomize_batch_norms(_UnfoldableBatchNorms().eval()).to(dtype)
     x = torch.randn(2, 3, 6, 6, dtype=dtype)
     tolerance = 1e-5 if dtype == torch.float32 else 1e-12
     with torch.no_grad():
@@ -160,16 +145,16 @@ def test_batch_norms_with_nothing_to_fold_into_fuse_with_their_neighbours(dtype)
 
 def test_a_half_precision_batch_norm_stays_with_aten():
     # ATen normalizes float16 in float32 and rounds once; x * scale + shift would round twice.
-    model = _randomize_batch_norms(torch.nn.Sequential(torch.nn.BatchNorm1d(8)).eval())
+    model = randomize_batch_norms(torch.nn.Sequential(torch.nn.BatchNorm1d(8)).eval())
     x = torch.randn(4, 8)
     compiled = kiln.compile(torch.jit.trace(model, (x,)))
-    assert "aten::batch_norm" not in _explained_ops(compiled, x)
+    assert "aten::batch_norm" not in explained_ops(compiled, x)
     model_half = model.to(torch.bfloat16)
     xh = x.to(torch.bfloat16)
     compiled_half = kiln.compile(torch.jit.trace(model_half, (xh,)))
     with torch.no_grad():
         assert torch.equal(compiled_half(xh), model_half(xh))
-    assert "aten::batch_norm" in _explained_ops(compiled_half, xh)
+    assert "aten::batch_norm" in explained_ops(compiled_half, xh)
 
 
 class _GroupNorms(torch.nn.Module):
@@ -316,7 +301,7 @@ class _GatedBlock(torch.nn.Module):
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_one_pixel_convolutions_run_as_linears(batch, tmp_path):
-    model = _randomize_batch_norms(_GatedBlock().eval())
+    model = randomize_batch_norms(_GatedBlock().eval())
     x = torch.randn(batch, 3, 12, 12)
     ir = _compiled_ir(model, x, tmp_path)
     with torch.no_grad():
@@ -385,7 +370,7 @@ def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
         "from models import ConvNet\n"
         "from test_graph_passes import _randomize_batch_norms\n"
         "torch.manual_seed(0)\n"
-        "m = _randomize_batch_norms(ConvNet().eval())\n"
+        "m = randomize_batch_norms(ConvNet().eval())\n"
         "x = torch.randn(2, 3, 16, 16)\n"
         "with torch.no_grad():\n"
         "    ref = m(x)\n"
@@ -428,92 +413,6 @@ def test_matmul_of_a_transposed_weight_becomes_linear_with_an_epilogue():
     # The first epilogue reads the GEMM output, an arena buffer that dies there, and writes
     # its result over it.
     assert explanation["in_place_writes"] >= 1, explanation
-
-
-class _MasksOfSizes(torch.nn.Module):
-    """Masks built from sizes alone: Swin's shifted-window mask in small (zeros of the input's
-    type written through slices, compared pairwise) and a causal one (full, triu)."""
-
-    def forward(self, x):
-        m = x.new_zeros((8, 8))
-        m[:4, :4] = 1.0
-        m[4:, :2] = 2.0
-        m = m.view(64)
-        pairs = (m.unsqueeze(0) - m.unsqueeze(1)).ne(0)
-        bias = torch.zeros_like(pairs, dtype=x.dtype).masked_fill(pairs, -100.0)
-        causal = torch.full((64, 64), float("-inf")).triu(1)
-        return torch.softmax(x + bias + causal, -1)
-
-
-def test_masks_built_from_sizes_alone_are_computed_at_compile_time():
-    model, x = _MasksOfSizes(), torch.randn(2, 64, 64)
-    before = kiln.stats()["extern_steps"]
-    traced = traced_after_checking_both_entry_points(model, x)
-    # Both entry points: every step left is a generated kernel (the add and the softmax).
-    assert kiln.stats()["extern_steps"] == before
-    assert {e["where"] for e in json.loads(traced.explain(x))["entries"]} == {"fused kernel"}
-
-
-class _RelativePositionBias(torch.nn.Module):
-    """Window attention's bias: a table of weights indexed by a constant buffer, 1.2 MB once
-    gathered (GC-ViT's 14x14 windows, 8 heads)."""
-
-    def __init__(self, window=14, heads=8):
-        super().__init__()
-        span = 2 * window - 1
-        self.table = torch.nn.Parameter(torch.randn(span * span, heads))
-        grid = torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
-        coords = torch.stack(grid).flatten(1)
-        relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + window - 1
-        self.register_buffer("index", (relative[..., 0] * span + relative[..., 1]).flatten())
-
-    def forward(self, scores):
-        n = scores.shape[-1]
-        bias = self.table[self.index].view(n, n, -1).permute(2, 0, 1)
-        return torch.softmax(scores + bias, -1)
-
-
-def test_a_relative_position_bias_is_gathered_at_compile_time():
-    model, x = _RelativePositionBias().eval(), torch.randn(1, 8, 196, 196)
-    before = kiln.stats()["extern_steps"]
-    traced = traced_after_checking_both_entry_points(model, x)
-    assert kiln.stats()["extern_steps"] == before
-    assert "aten::index.Tensor" not in _explained_ops(traced, x)
-
-
-def _conv_bn(channels, kernel, stride, groups):
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=groups, bias=False),
-        torch.nn.BatchNorm2d(channels))
-
-
-class _ReparameterizableBlock(torch.nn.Module):
-    """MobileOne's training-time block (RepVGG's with one kxk branch): an identity batch norm, a
-    1x1 branch and three 3x3 branches of one input, summed one add at a time."""
-
-    def __init__(self, channels=16, stride=1, groups=1):
-        super().__init__()
-        self.identity = torch.nn.BatchNorm2d(channels) if stride == 1 else None
-        self.scale = _conv_bn(channels, 1, stride, groups)
-        self.kxk = torch.nn.ModuleList(_conv_bn(channels, 3, stride, groups) for _ in range(3))
-
-    def forward(self, x):
-        out = self.identity(x) if self.identity is not None else 0
-        out = out + self.scale(x)
-        for branch in self.kxk:
-            out = out + branch(x)
-        return torch.relu(out)
-
-
-@pytest.mark.parametrize("stride,groups", [(1, 1), (2, 1), (1, 16)])
-def test_convolution_branches_of_one_input_merge_into_one(stride, groups):
-    torch.manual_seed(0)
-    model = _randomize_batch_norms(_ReparameterizableBlock(stride=stride, groups=groups).eval())
-    x = torch.randn(2, 16, 14, 14)
-    traced = traced_after_checking_both_entry_points(model, x)
-    convolutions = [op for op in _explained_ops(traced, x)
-                    if "conv" in op and not op.endswith("_weight")]
-    assert len(convolutions) == 1, convolutions
 
 
 class _FeatureMaps(torch.nn.Module):
@@ -652,7 +551,7 @@ def test_large_linears_run_on_onednn_with_weights_packed_at_compile_time(make_mo
     # The packed (and transposed) weights are constants, computed once.
     assert "_reorder_linear_weight" not in ir and "onednn_linear_weight" not in ir, ir
     assert "aten::t(" not in ir, ir
-    ops = _explained_ops(scripted, x)
+    ops = explained_ops(scripted, x)
     assert ops.count(_ONEDNN_LINEAR) == 2 and product not in ops, ops
 
 
@@ -804,7 +703,7 @@ class _SplitBranches(torch.nn.Module):
 def test_convolutions_of_channel_slices_run_on_kilns_primitive():
     model = _SplitBranches().eval()
     traced = traced_after_checking_both_entry_points(model, torch.randn(2, 3, 12, 12))
-    ops = _explained_ops(traced, torch.randn(2, 3, 12, 12))
+    ops = explained_ops(traced, torch.randn(2, 3, 12, 12))
     assert ops.count("kiln::onednn_conv2d") == 3 and "aten::_convolution" not in ops, ops
 
 
