@@ -111,11 +111,12 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
   return result;
 }
 
-// A tensor of `type` whose values nobody reads: what a fold passes an op that reads its input's
-// type alone (kTypeOnlyInput).
+// A tensor of `type`'s dtype and sizes whose values nobody reads: what a fold passes an op that
+// reads its input's type alone (kTypeOnlyInput). One element, expanded: the input may be a large
+// activation (`x.new_zeros(...)` of a video clip), and the result takes the node's strides anyway.
 at::Tensor stand_in(const ir::TensorType& type, c10::Device device) {
-  return at::empty_strided(type.sizes, type.strides,
-                           at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
+  return at::empty({}, at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device))
+      .expand(type.sizes);
 }
 
 }  // namespace
