@@ -10,13 +10,12 @@ import torch
 
 import kiln
 from child import run_child
-from models import ConvNet, assert_close
-from test_graph_passes import _randomize_batch_norms
+from models import ConvNet, assert_close, randomize_batch_norms
 
 
 def _model():
     torch.manual_seed(0)
-    return _randomize_batch_norms(ConvNet().eval())
+    return randomize_batch_norms(ConvNet().eval())
 
 
 def _final_graphs(dump_dir: pathlib.Path) -> str:
@@ -72,7 +71,7 @@ def _run_instances_in_turn(count, rounds):
     """Compiles `count` instances of one model (different weights) and calls them in turn,
     each checked against its eager self; returns kiln's counters."""
     torch.manual_seed(1)
-    models = [_randomize_batch_norms(ConvNet().eval()) for _ in range(count)]
+    models = [randomize_batch_norms(ConvNet().eval()) for _ in range(count)]
     x = torch.randn(2, 3, 16, 16)
     kiln.reset_stats()
     compiled = [torch.compile(m, backend="kiln") for m in models]

@@ -367,8 +367,7 @@ def test_a_conv_net_matches_eager_with_each_pass_disabled(disabled):
     code = (
         "import sys, torch, kiln\n"
         f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
-        "from models import ConvNet\n"
-        "from test_graph_passes import _randomize_batch_norms\n"
+        "from models import ConvNet, randomize_batch_norms\n"
         "torch.manual_seed(0)\n"
         "m = randomize_batch_norms(ConvNet().eval())\n"
         "x = torch.randn(2, 3, 16, 16)\n"
