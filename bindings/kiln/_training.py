@@ -29,7 +29,6 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.runtime_wrappers import coerce_to_expected_memory_format
 from torch._functorch._aot_autograd.schemas import MutationType, OutputType
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.autograd.function import once_differentiable
 
 from . import _stats
 from ._errors import KilnError
@@ -135,6 +134,23 @@ def _why_not(metadata, example_inputs) -> str:
     return ""
 
 
+class _FirstOrderOnly(torch.autograd.Function):
+    """A compiled backward graph run where autograd records: its results are connected to the
+    tensors it read, and differentiating them raises (as AOTAutograd's runtime does)."""
+
+    @staticmethod
+    def forward(ctx, backward_graph, *arguments):
+        return tuple(backward_graph(list(arguments)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "kiln: a second backward (double backward, e.g. a gradient penalty) through a "
+            "compiled training graph is not supported (by any AOTAutograd backend); run the "
+            "model code whose gradient is differentiated again outside torch.compile, e.g. "
+            "under torch.compiler.disable")
+
+
 def _autograd_function(forward_graph, backward_graph, layout: _Layout):
     """A torch.autograd.Function over the two compiled (boxed) graphs."""
 
@@ -157,7 +173,6 @@ def _autograd_function(forward_graph, backward_graph, layout: _Layout):
             return tuple(outputs)
 
         @staticmethod
-        @once_differentiable  # a second backward through kiln's graph raises, never lies
         def backward(ctx, *grads):
             if layout.deterministic is False and torch.are_deterministic_algorithms_enabled():
                 raise RuntimeError(
@@ -165,7 +180,16 @@ def _autograd_function(forward_graph, backward_graph, layout: _Layout):
                     "its forward was compiled with it off; compile with it on")
             tangents = [coerce_to_expected_memory_format(grads[i], expected)
                         for i, expected in zip(layout.tangent_outputs, layout.tangent_formats)]
-            return tuple(backward_graph([*ctx.saved_tensors, *ctx.unchecked, *tangents]))
+            arguments = [*ctx.saved_tensors, *ctx.unchecked, *tangents]
+            # Under create_graph the grads depend on the saved tensors (or on the incoming
+            # grads), but the compiled backward records nothing: they go through a node whose
+            # own backward raises, so a second backward fails instead of dropping its terms.
+            # once_differentiable would look at the incoming grads alone and miss the case
+            # where only the saved tensors require grad (a gradient penalty on sum(f(x))).
+            if torch.is_grad_enabled() and any(
+                    isinstance(t, torch.Tensor) and t.requires_grad for t in arguments):
+                return _FirstOrderOnly.apply(backward_graph, *arguments)
+            return tuple(backward_graph(arguments))
 
     return KilnTrainingGraph
 

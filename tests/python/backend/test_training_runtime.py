@@ -135,6 +135,22 @@ def test_a_second_backward_through_the_graph_raises():
         sum(g.sum() for g in grads).backward()
 
 
+def test_a_gradient_penalty_raises_rather_than_drop_its_gradient():
+    """grad(sum(f(x)), x, create_graph=True): the incoming grad needs no grad, only the saved
+    tensors do. The first gradient is eager's; differentiating it raises (a penalty built on it
+    would otherwise add nothing to the loss's gradient, silently)."""
+    model = torch.compile(_Mlp(), backend="kiln")
+    x = torch.randn(5, 16, requires_grad=True)
+    (grad,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+    eager_x = x.detach().requires_grad_()
+    (expected,) = torch.autograd.grad(model._orig_mod(eager_x).sum(), eager_x)
+    assert_close(grad.detach(), expected)
+    assert grad.requires_grad
+    penalty = (grad.norm(dim=1) - 1).square().mean()
+    with pytest.raises(RuntimeError, match="double backward"):
+        penalty.backward()
+
+
 def test_the_runtime_can_be_switched_to_aotautograds(monkeypatch):
     monkeypatch.setenv("KILN_TRAINING_RUNTIME", "aot")
     stats = _matches_eager(_Mlp, torch.randn(5, 16))
