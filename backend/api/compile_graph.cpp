@@ -12,6 +12,7 @@
 #include "backend/api/graph_cache.h"
 #include "backend/api/precision.h"
 #include "backend/api/run_node.h"
+#include "backend/api/shared_constants.h"
 #include "kiln/error.h"
 #include "passes/pipeline.h"
 #include "runtime/bridge/tensor_bridge.h"
@@ -95,6 +96,8 @@ PipelineResult graph_passes(std::unique_ptr<ir::Graph>& graph, std::vector<at::T
     if (cached) {
       graph = std::move(cached->graph);
       constants = std::move(cached->constants);
+      for (at::Tensor& constant : constants)
+        constant = share_folded_constant(std::move(constant));
       compiled.graph_loaded = true;
       PipelineResult result;
       result.layout_conversions = cached->layout_conversions;
@@ -147,7 +150,8 @@ PipelineOptions pipeline_options(c10::Device device, const CompileOptions& optio
     };
   }
   if (auto ir_device = to_ir_device(device)) pipeline.device = *ir_device;
-  // Weights computed at compile time (folded batch norms, ...) join the constants.
+  // Weights computed at compile time (folded batch norms, ...) join the constants, shared with
+  // earlier compiles that folded the same bytes (shared_constants.h).
   pipeline.evaluate_constant = [&all_constants, device, name](
                                    const ir::Node& node,
                                    const std::vector<int64_t>& indices) -> std::optional<int64_t> {
@@ -157,7 +161,7 @@ PipelineOptions pipeline_options(c10::Device device, const CompileOptions& optio
         inputs.push_back(indices[k] == kTypeOnlyInput ? stand_in(node.input(k)->type(), device)
                                                       : all_constants.at(indices[k]));
       }
-      all_constants.push_back(evaluate_node(node, inputs, device));
+      all_constants.push_back(share_folded_constant(evaluate_node(node, inputs, device)));
     } catch (const std::exception& e) {
       log(LogLevel::Debug, name + ": not folding " + node.op() + ": " + e.what());
       return std::nullopt;

@@ -1,5 +1,6 @@
 #include "kiln/stats.h"
 
+#include "backend/api/shared_constants.h"
 #include "backend/api/stats_recorder.h"
 
 #include <mutex>
@@ -22,14 +23,15 @@ Stats& counters() {
   return stats;
 }
 
-// The disk cache and the JIT count since the process began; stats() reports since the last
-// reset.
+// The disk cache, the JIT and the shared constants count since the process began; stats()
+// reports since the last reset.
 struct CodeCounts {
-  int64_t hits = 0, misses = 0, compiled = 0, loaded = 0;
+  int64_t hits = 0, misses = 0, compiled = 0, loaded = 0, shared_bytes = 0;
 };
 
 CodeCounts code_counts() {
   CodeCounts now;
+  now.shared_bytes = shared_constant_bytes();
 #ifdef KILN_HAVE_LLVM
   if (const jit::DiskCache* cache = jit::DiskCache::opened()) {
     const jit::DiskCache::Counts counts = cache->counts();
@@ -59,6 +61,7 @@ Stats stats() {
   s.disk_cache_misses = now.misses - base.misses;
   s.modules_compiled = now.compiled - base.compiled;
   s.modules_loaded = now.loaded - base.loaded;
+  s.shared_constant_bytes = now.shared_bytes - base.shared_bytes;
   return s;
 }
 

@@ -49,7 +49,9 @@ def stats() -> dict:
     graphs_loaded: region specializations whose optimized graph was loaded (disk cache or
     package) instead of made by the graph passes (not dynamo's `graphs`);
     shape_classes: of the specializations, those compiled once for every size of the input dims
-    a new signature showed to vary; class_plans: plans made from them for new sizes (no compile).
+    a new signature showed to vary; class_plans: plans made from them for new sizes (no compile);
+    shared_constant_bytes: bytes of folded constants (folded and packed weights) that a compile
+    took from an earlier one that folded the same bytes, instead of keeping a copy.
     """
     with _lock:
         result = dict(_python)

@@ -45,6 +45,7 @@ py::dict stats_dict() {
   d["unfrozen_regions"] = s.unfrozen_regions;
   d["shape_classes"] = s.shape_classes;
   d["class_plans"] = s.class_plans;
+  d["shared_constant_bytes"] = s.shared_constant_bytes;
   d["disk_cache_hits"] = s.disk_cache_hits;
   d["disk_cache_misses"] = s.disk_cache_misses;
   d["modules_compiled"] = s.modules_compiled;

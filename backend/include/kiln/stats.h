@@ -26,6 +26,8 @@ struct Stats {
   int64_t shape_classes = 0;      // of the specializations, shape classes: compiled once for
                                   // every size of some input dims
   int64_t class_plans = 0;        // plans made from a shape class for a new size (no compile)
+  int64_t shared_constant_bytes = 0;  // folded constants (packed weights, ...) taken from an
+                                      // earlier compile of the same bytes, not kept again
 };
 
 /// A snapshot of the counters.

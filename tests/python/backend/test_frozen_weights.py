@@ -183,3 +183,29 @@ def test_results_computed_from_weights_alone_are_the_callers_own():
                 assert got[1].data_ptr() == got[2].data_ptr(), name  # `copied` twice, as eager
                 for g in got:
                     g.add_(100)  # the caller's to write: the next call is unchanged
+
+
+def test_compiles_of_one_model_share_their_folded_weights():
+    """Every compile folds the batch norm into the convolution's weight and packs it for oneDNN;
+    a later compile of the model (another batch size on the TorchScript path, dynamo's graph with
+    a symbolic batch under torch.compile) takes the tensors an earlier one folded to the same
+    bytes instead of keeping copies of its own."""
+    torch.manual_seed(1234)  # weights no other test folds
+    model = randomize_batch_norms(torch.nn.Sequential(
+        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU()).eval())
+    weight_bytes = model[0].weight.numel() * 4
+    example = torch.randn(2, 64, 8, 8)
+    entry_points = {"torch.compile": lambda: torch.compile(model, backend="kiln"),
+                    "TorchScript": lambda: kiln.compile(torch.jit.trace(model, (example,)))}
+    for name, compile_model in entry_points.items():
+        torch._dynamo.reset()
+        kiln.reset_stats()
+        compiled = compile_model()
+        with torch.no_grad():
+            for batch in (2, 3, 5):
+                x = torch.randn(batch, 64, 8, 8)
+                assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        stats = kiln.stats()
+        assert stats["specializations"] >= 2, (name, stats)
+        # The folded weight and its packed copy, at least.
+        assert stats["shared_constant_bytes"] >= 2 * weight_bytes, (name, stats)

@@ -1,0 +1,31 @@
+#pragma once
+
+// Constants the passes fold (a batch norm folded into a convolution's weight, a weight packed
+// for oneDNN, Winograd's transformed filters) come out as the same bytes in every compile of one
+// model: each specialization of a region, each graph dynamo makes of it (static sizes, then
+// symbolic ones), each binding a shape class compiles at. Kept per compile, they would be a copy
+// of the weights each (about 100 MB a compile for ResNet-18). A compile hands each folded
+// constant to `share_folded_constant`, which returns the tensor an earlier compile folded to the
+// same bytes while one still holds it.
+
+#include <ATen/ATen.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln {
+
+/// Smaller constants are kept as they are: sharing them saves little, and comparing costs.
+inline constexpr size_t kMinSharedConstantBytes = 64 << 10;
+
+/// `folded`, or a tensor still alive from an earlier call with the same dtype, sizes, strides
+/// and bytes. Only CPU tensors of at least kMinSharedConstantBytes that alone hold their whole
+/// storage take part: a view of a weight (whose owner may change it) stays what it is. Shared
+/// tensors must never be written: plans read their constants only.
+at::Tensor share_folded_constant(at::Tensor folded);
+
+/// Bytes of the constants this process took from an earlier compile instead of keeping them
+/// again, since it began (kiln::stats() reports them since its last reset).
+int64_t shared_constant_bytes();
+
+}  // namespace kiln
