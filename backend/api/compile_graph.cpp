@@ -161,7 +161,7 @@ PipelineOptions pipeline_options(c10::Device device, const CompileOptions& optio
         inputs.push_back(indices[k] == kTypeOnlyInput ? stand_in(node.input(k)->type(), device)
                                                       : all_constants.at(indices[k]));
       }
-      all_constants.push_back(share_folded_constant(evaluate_node(node, inputs, device)));
+      all_constants.push_back(share_folded_constant(evaluate_node(node, inputs, device), inputs));
     } catch (const std::exception& e) {
       log(LogLevel::Debug, name + ": not folding " + node.op() + ": " + e.what());
       return std::nullopt;

@@ -18,11 +18,13 @@ namespace kiln {
 /// Smaller constants are kept as they are: sharing them saves little, and comparing costs.
 inline constexpr size_t kMinSharedConstantBytes = 64 << 10;
 
-/// `folded`, or a tensor still alive from an earlier call with the same dtype, sizes, strides
-/// and bytes. Only CPU tensors of at least kMinSharedConstantBytes that alone hold their whole
-/// storage take part: a view of a weight (whose owner may change it) stays what it is. Shared
-/// tensors must never be written: plans read their constants only.
-at::Tensor share_folded_constant(at::Tensor folded);
+/// `folded` (computed at compile time from `inputs`), or a tensor still alive from an earlier
+/// call with the same dtype, sizes, strides and bytes. Only CPU tensors of at least
+/// kMinSharedConstantBytes that alone hold their whole storage take part, and no result that is
+/// one of its inputs (`contiguous()` of a contiguous weight returns the weight): a caller's
+/// weight, which its owner may change, is never kept nor handed out. Shared tensors must never
+/// be written: plans read their constants only.
+at::Tensor share_folded_constant(at::Tensor folded, c10::ArrayRef<at::Tensor> inputs = {});
 
 /// Bytes of the constants this process took from an earlier compile instead of keeping them
 /// again, since it began (kiln::stats() reports them since its last reset).

@@ -62,6 +62,13 @@ TEST(SharedConstants, SmallTensorsViewsAndSlicesAreLeftAlone) {
   const at::Tensor copy = weight.clone().view({2, -1});
   EXPECT_TRUE(same_impl(share_folded_constant(copy), copy));
 
+  // A fold that returns its input (contiguous() of a contiguous weight) returns the caller's
+  // weight itself: never kept, never handed out.
+  const at::Tensor callers = unique_values();
+  EXPECT_TRUE(same_impl(share_folded_constant(callers, {callers}), callers));
+  const at::Tensor folded = callers.clone();
+  EXPECT_TRUE(same_impl(share_folded_constant(folded), folded));
+
   const at::Tensor larger = unique_values(2 * kFloats);
   const at::Tensor slice = larger.narrow(0, kFloats, kFloats).clone();
   share_folded_constant(slice);
