@@ -14,8 +14,7 @@ struct Entry {
   WeakTensor tensor;
 };
 
-// Leaked on purpose: plans destroyed by static destructors after this file's would otherwise
-// outlive it (their tensors do not touch the table, but a compile at exit might).
+// Never destroyed: a compile may still run while static objects are destroyed at exit.
 struct Table {
   std::mutex mutex;
   std::unordered_multimap<uint64_t, Entry> entries;
