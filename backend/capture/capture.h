@@ -15,6 +15,9 @@ struct CapturedModule {
   std::shared_ptr<torch::jit::Graph> graph;
   /// The forward arguments a caller passes (without self).
   std::vector<c10::Argument> arguments;
+  /// Removes frozen's methods from their CompilationUnit when the last copy of this capture
+  /// dies (capture.cpp says why).
+  std::shared_ptr<void> methods_release;
 };
 
 /// Clones, sets eval, freezes, inlines and cleans up. Throws kiln::Error (invalid input) for a

@@ -1,7 +1,9 @@
 // kiln::compile on the test models: the same results as LibTorch, guards, bad inputs, and the
 // unwrap/recompile contract.
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/api/function_impl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -332,6 +334,34 @@ TEST(Unwrap, CompileLeavesTheModuleUntouched) {
   EXPECT_TRUE(module.is_training());
   EXPECT_TRUE(module.attr("fc1").toModule().attr("weight").toTensor().equal(weight));
   EXPECT_TRUE(module.find_method("forward").has_value());
+}
+
+// Functions of the module's CompilationUnit whose graphs hold tensor constants (a frozen
+// module's weights).
+size_t functions_holding_tensors(const torch::jit::Module& module) {
+  size_t count = 0;
+  for (torch::jit::Function* function : module._ivalue()->compilation_unit()->get_functions()) {
+    auto* graph_function = function ? torch::jit::tryToGraphFunction(*function) : nullptr;
+    if (!graph_function) continue;
+    const auto nodes = graph_function->graph()->nodes();
+    count += std::any_of(nodes.begin(), nodes.end(), [](const torch::jit::Node* node) {
+      return node->kind() == c10::prim::Constant && node->output()->type()->cast<c10::TensorType>();
+    });
+  }
+  return count;
+}
+
+// Freezing registers the frozen clone's methods, whose graphs hold the weights, in the module's
+// CompilationUnit, which outlives the compiled module: they go when it does.
+TEST(Unwrap, ADestroyedCompiledModuleReleasesItsFrozenWeights) {
+  auto module = load_model("mlp");
+  const size_t before = functions_holding_tensors(module);
+  {
+    auto compiled = compile(module);
+    run(compiled, {torch::randn({8, 64})});
+    EXPECT_GT(functions_holding_tensors(module), before);
+  }
+  EXPECT_EQ(functions_holding_tensors(module), before);
 }
 
 // The compiled module holds its own copy of the weights: a write to the caller's is not seen.
