@@ -1,5 +1,7 @@
 #include "backend/capture/capture.h"
 
+#include <algorithm>
+
 #include <torch/csrc/jit/passes/constant_pooling.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -19,15 +21,11 @@
 namespace kiln {
 namespace {
 
-// freeze_module registers the frozen clone's class type in the module's CompilationUnit (for a
-// module from Python, the process-wide one), and the graphs of its methods hold the weights as
-// constants. Nothing removes them: each compile kept a copy of the model's weights alive after
-// its CompiledModule died (torch.jit.freeze alone does the same: a traced ResNet-18 frozen and
-// dropped in a loop grew by 56 MB a round). The type is the clone's own, so its methods go when
-// the capture does.
-std::shared_ptr<void> release_methods_of(c10::ClassTypePtr type) {
-  return std::shared_ptr<void>(nullptr, [type = std::move(type)](void*) {
-    try {
+// Removes `types`' methods from their CompilationUnit. Each is a class type of a clone kiln
+// made, which nothing else reads.
+void remove_methods(const std::vector<c10::ClassTypePtr>& types) noexcept {
+  try {
+    for (const c10::ClassTypePtr& type : types) {
       const std::shared_ptr<torch::jit::CompilationUnit> unit = type->compilation_unit();
       std::vector<std::string> names;
       for (const torch::jit::Function* method : type->methods())
@@ -37,10 +35,32 @@ std::shared_ptr<void> release_methods_of(c10::ClassTypePtr type) {
         const c10::QualifiedName qualified(*type->name(), name);
         if (unit && unit->find_function(qualified)) unit->unsafeRemoveMethod(qualified);
       }
-    } catch (const std::exception&) {
-      // A method left behind costs memory, not correctness; a destructor must not throw.
     }
-  });
+  } catch (const std::exception&) {
+    // A method left behind costs memory, not correctness.
+  }
+}
+
+// The class types of `module` and its submodules, each once.
+std::vector<c10::ClassTypePtr> types_of(const torch::jit::Module& module) {
+  std::vector<c10::ClassTypePtr> types;
+  for (const torch::jit::Module& part : module.modules()) {
+    if (std::find(types.begin(), types.end(), part.type()) == types.end())
+      types.push_back(part.type());
+  }
+  return types;
+}
+
+// Cloning and freezing register new class types in the module's CompilationUnit (for a module
+// from Python, the process-wide one), which TorchScript never removes: the clone's (a copy of
+// every method of every submodule) and the frozen clone's, the graphs of whose methods hold the
+// weights as constants. So each compile kept a copy of the model's weights alive after its
+// CompiledModule died (torch.jit.freeze alone does the same: a traced ResNet-18 frozen and
+// dropped in a loop grew by 56 MB a round). The clone's methods go once it is frozen; the
+// frozen clone's when the last copy of the capture does.
+std::shared_ptr<void> release_methods_of(const torch::jit::Module& frozen) {
+  return std::shared_ptr<void>(nullptr,
+                               [types = types_of(frozen)](void*) { remove_methods(types); });
 }
 
 }  // namespace
@@ -64,7 +84,8 @@ CapturedModule capture_module(const torch::jit::Module& module, bool share_weigh
     clock.step("cloned");
     copy.eval();
     captured.frozen = torch::jit::freeze_module(copy);
-    captured.methods_release = release_methods_of(captured.frozen.type());
+    captured.methods_release = release_methods_of(captured.frozen);
+    remove_methods(types_of(copy));
     clock.step("frozen");
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::Unsupported, std::string("TorchScript could not freeze the module: ") +
