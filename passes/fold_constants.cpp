@@ -110,9 +110,9 @@ bool from_constants(const ir::Value* value) {
   const ir::Node* p = value->producer();
   if (!p) return false;
   if (p->op() == ir::kConstantOp) return true;
-  const bool pure_extern = !ir::find_op(p->op()) && is_pure_extern(p->op());
-  if (!ir::find_op(p->op()) && !pure_extern) return false;
-  if (p->inputs().empty() && !pure_extern) return false;
+  const bool in_op_table = ir::find_op(p->op()) != nullptr;
+  if (!in_op_table && !is_pure_extern(p->op())) return false;
+  if (in_op_table && p->inputs().empty()) return false;  // a pure extern factory has none
   for (size_t i = 0; i < p->inputs().size(); ++i) {
     if (i == 0 && reads_type_only(p->op())) continue;
     if (!from_constants(p->input(i))) return false;

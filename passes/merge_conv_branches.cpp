@@ -114,9 +114,9 @@ class BranchMerger final : public NodeRewriter {
     }
     // The larger kernel's grid: the other must fit inside it in every dim.
     if (!fits_inside(*b, *a)) std::swap(a, b);
-    const std::optional<std::vector<int64_t>> pad = centring_pad(*b, *a);
-    if (!pad) return nullptr;
-    std::vector<Value*> inputs = {a->input(0), add_at_centre(a->input(1), b->input(1), *pad)};
+    const std::optional<std::vector<int64_t>> offsets = centre_offsets(*b, *a);
+    if (!offsets) return nullptr;
+    std::vector<Value*> inputs = {a->input(0), add_at_centre(a->input(1), b->input(1), *offsets)};
     Value* bias_a = bias_of(*a);
     Value* bias_b = bias_of(*b);
     if (bias_a && bias_b) {
@@ -136,16 +136,16 @@ class BranchMerger final : public NodeRewriter {
     return merged;
   }
 
-  // `large` with `small` added to its centre window (`margins` as centring_pad gives them, last
-  // dim first): `large` sliced down to the window dim by dim, the sum there, and scattered back.
-  // No value is larger than `large`, so fold_constants computes them all; padding `small` to
-  // `large`'s size would be a result nine times its input, which it leaves to run time.
-  Value* add_at_centre(Value* large, Value* small, const std::vector<int64_t>& margins) {
+  // `large` with `small` added to its window at `offsets` (one per spatial dim): `large` sliced
+  // down to the window dim by dim, the sum there, and scattered back. No value is larger than
+  // `large`, so fold_constants computes them all; padding `small` to `large`'s size would be a
+  // result nine times its input, which it leaves to run time.
+  Value* add_at_centre(Value* large, Value* small, const std::vector<int64_t>& offsets) {
     const size_t rank = large->type().sizes.size();
     std::vector<Value*> windows = {large};  // windows[i]: `large` cut in its first i spatial dims
     std::vector<std::pair<int64_t, int64_t>> bounds;  // [start, end) per spatial dim
     for (size_t d = 2; d < rank; ++d) {
-      const int64_t start = margins[2 * (rank - 1 - d)];
+      const int64_t start = offsets[d - 2];
       const int64_t end = start + small->type().sizes[d];
       bounds.emplace_back(start, end);
       TensorType cut = windows.back()->type();  // a view: its parent's strides
@@ -210,22 +210,21 @@ class BranchMerger final : public NodeRewriter {
     return true;
   }
 
-  // constant_pad_nd's pad (last dim first) that centres `small`'s kernel in `large`'s, where their
-  // paddings put both kernels' centres on the same input element; else nullopt.
-  static std::optional<std::vector<int64_t>> centring_pad(const Node& small, const Node& large) {
+  // Where `small`'s kernel sits in `large`'s (an offset per spatial dim), when it fits inside
+  // and their paddings put both kernels' centres on the same input element; else nullopt.
+  static std::optional<std::vector<int64_t>> centre_offsets(const Node& small, const Node& large) {
     if (!fits_inside(small, large)) return std::nullopt;
     const std::vector<int64_t>& ks = small.input(1)->type().sizes;
     const std::vector<int64_t>& kl = large.input(1)->type().sizes;
     const std::vector<int64_t>& ps = *int_list_attr(small, "padding");
     const std::vector<int64_t>& pl = *int_list_attr(large, "padding");
-    std::vector<int64_t> pad;
-    for (size_t d = ks.size(); d-- > 2;) {
+    std::vector<int64_t> offsets;
+    for (size_t d = 2; d < ks.size(); ++d) {
       const int64_t margin = (kl[d] - ks[d]) / 2;
       if (pl[d - 2] - ps[d - 2] != margin) return std::nullopt;
-      pad.push_back(margin);
-      pad.push_back(margin);
+      offsets.push_back(margin);
     }
-    return pad;
+    return offsets;
   }
 
   std::unordered_map<const Value*, int> uses_;
