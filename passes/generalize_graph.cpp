@@ -164,7 +164,27 @@ std::optional<GraphTemplate> generalize_graph(const std::vector<const ir::Graph*
     result.terms.push_back(kernel::as_field(*term));
   }
   result.graph = graphs[0]->clone();
+  result.base_integers = std::move(values[0]);
   return result;
+}
+
+std::string template_difference(const GraphTemplate& graph_template, const ir::Graph& graph,
+                                std::span<const int64_t> sizes) {
+  const std::string structure = structure_difference(*graph_template.graph, graph);
+  if (!structure.empty()) return structure;
+  const std::vector<int64_t> actual = integers(graph);
+  if (actual.size() != graph_template.terms.size())
+    return "they have " + std::to_string(graph_template.terms.size()) + " and " +
+           std::to_string(actual.size()) + " integers";
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const std::optional<kernel::SizeTerm>& term = graph_template.terms[i];
+    const int64_t expected =
+        term ? kernel::evaluate(*term, sizes) : graph_template.base_integers.at(i);
+    if (actual[i] != expected)
+      return "integer " + std::to_string(i) + " is " + std::to_string(actual[i]) + ", not " +
+             std::to_string(expected);
+  }
+  return "";
 }
 
 std::unique_ptr<ir::Graph> instantiate(const GraphTemplate& graph_template,

@@ -28,6 +28,7 @@ struct GraphTemplate {
   /// Per integer of the graph (in integers() order): its term, or none where it is the same at
   /// every binding.
   std::vector<std::optional<kernel::SizeTerm>> terms;
+  std::vector<int64_t> base_integers;  // integers() of `graph`
 };
 
 /// Every integer of the graph a binding may change, in a fixed order: each value's sizes and
@@ -45,6 +46,12 @@ std::string structure_difference(const ir::Graph& a, const ir::Graph& b);
 std::optional<GraphTemplate> generalize_graph(const std::vector<const ir::Graph*>& graphs,
                                               const kernel::Bindings& bindings,
                                               std::string& why_not);
+
+/// Why `graph` is not the template's graph at `sizes`: how their structure differs, or the first
+/// integer that is not its term's value there (a floored size the fit took for a constant, as
+/// `H // 4` is at three heights in a row). Empty when it is.
+std::string template_difference(const GraphTemplate& graph_template, const ir::Graph& graph,
+                                std::span<const int64_t> sizes);
 
 /// The template's graph at `sizes` (one per size input).
 std::unique_ptr<ir::Graph> instantiate(const GraphTemplate& graph_template,

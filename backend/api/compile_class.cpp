@@ -54,6 +54,55 @@ bool shaped_by_a_size(const ir::Node& node, const std::vector<int64_t>& sizes, b
   return false;
 }
 
+/// Per import (the same graph at several bindings, `imported` their template): the values its
+/// integers that move with the sizes take there (dims, strides, attributes), less any value an
+/// integer that stays takes. A decoder's causal mask is [1, P + 1] and compares positions with
+/// `arange(1) + P`: neither is a size input, both move. (A static dim or attribute equal to such
+/// a value at one binding only would make the graphs differ, and there would be no class from
+/// that base.)
+std::vector<std::vector<int64_t>> moving_integers(const GraphTemplate& imported,
+                                                  const std::vector<const ir::Graph*>& imports) {
+  std::vector<int64_t> staying;
+  for (size_t i = 0; i < imported.terms.size(); ++i)
+    if (!imported.terms[i]) staying.push_back(imported.base_integers[i]);
+  std::sort(staying.begin(), staying.end());
+  std::vector<std::vector<int64_t>> moving;
+  for (const ir::Graph* g : imports) {
+    const std::vector<int64_t> values = integers(*g);
+    std::vector<int64_t>& at = moving.emplace_back();
+    for (size_t i = 0; i < values.size() && i < imported.terms.size(); ++i) {
+      if (imported.terms[i] && !std::binary_search(staying.begin(), staying.end(), values[i]))
+        at.push_back(values[i]);
+    }
+    std::sort(at.begin(), at.end());
+  }
+  return moving;
+}
+
+/// Attributes of the weight-packing ops that name the input a packed weight is for (oneDNN picks
+/// its layout for those sizes): the packed values do not follow them. A layout that did would
+/// give constants that differ between the bindings, and no class.
+bool packing_hint(const std::string& attr) {
+  return attr == "input_size" || attr == "rows" || attr == "batch_size";
+}
+
+/// Whether an output dim or an integer attribute of `node` is among `moving` (sorted): its value
+/// follows the sizes.
+bool follows_the_sizes(const ir::Node& node, const std::vector<int64_t>& moving) {
+  auto moves = [&](int64_t v) { return std::binary_search(moving.begin(), moving.end(), v); };
+  for (const ir::Value* out : node.outputs()) {
+    if (std::any_of(out->type().sizes.begin(), out->type().sizes.end(), moves)) return true;
+  }
+  for (const auto& [name, attr] : node.attrs()) {
+    if (packing_hint(name)) continue;
+    if (const auto* i = std::get_if<int64_t>(&attr); i && moves(*i)) return true;
+    if (const auto* list = std::get_if<std::vector<int64_t>>(&attr);
+        list && std::any_of(list->begin(), list->end(), moves))
+      return true;
+  }
+  return false;
+}
+
 /// The constants `graph` reads (its prim::Constant nodes' indices).
 std::vector<int64_t> constants_read(const ir::Graph& graph) {
   std::vector<int64_t> indices;
@@ -146,6 +195,11 @@ ClassBindings class_bindings(std::span<const int64_t> base) {
   return result;
 }
 
+std::string import_difference(const CompiledClass& compiled, const ir::Graph& imported,
+                              std::span<const int64_t> sizes) {
+  return template_difference(compiled.imported, imported, sizes);
+}
+
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes) {
   // The passes' decisions first (a few integer operations), then the kernels' schedules.
   return std::all_of(compiled.guards.begin(), compiled.guards.end(),
@@ -194,6 +248,23 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::vector<std::vector<at::Tensor>> constants_at;
   std::vector<std::vector<kernel::SizeDecision>> decisions;
   const std::vector<int64_t> checked_binding(check_binding.begin(), check_binding.end());
+  std::vector<std::vector<int64_t>> moving;
+  {
+    // The imports themselves first (the passes change them in place): every size the graph
+    // computes (shapes, and size arithmetic such as a view's `H // 4`) as a term of the sizes.
+    std::vector<std::unique_ptr<ir::Graph>> imported;
+    std::vector<const ir::Graph*> views;
+    for (const ImportedGraph& at_binding : imports)
+      views.push_back(imported.emplace_back(at_binding.graph->clone()).get());
+    std::string why_not;
+    std::optional<GraphTemplate> imported_template = generalize_graph(views, bindings, why_not);
+    if (!imported_template) no_class("its import: " + why_not);
+    result->imported = std::move(*imported_template);
+    const std::string why = import_difference(*result, *check.graph, check_binding);
+    if (!why.empty()) no_class("its import at a further binding is not the fitted one: " + why);
+    views.push_back(check.graph.get());
+    moving = moving_integers(result->imported, views);
+  }
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
     std::vector<at::Tensor> constants = imports[j].constants;
@@ -204,16 +275,18 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     // size-generic kernel whose schedule splits its rows across blocks).
     pipeline.reduction_pieces = nullptr;
     // A value computed from weights alone is folded into a constant, but not one shaped by a
-    // size (BERT's `position_ids[:, :tokens]`, and the position embeddings of it): its values
-    // would follow the sizes. It stays an op of the graph. A fold whose value follows the sizes
-    // in another way (a packed weight whose layout depends on the batch) gives constants that
-    // differ between the bindings, and no class.
+    // size (BERT's `position_ids[:, :tokens]`, and the position embeddings of it; a decoder's
+    // causal mask over P + 1 positions, and `arange(1) + P`): its values would follow the sizes. It
+    // stays an op of the graph. A fold whose value follows the sizes in another way (a packed
+    // weight whose layout depends on the batch) gives constants that differ between the bindings,
+    // and no class.
     const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
-    pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes](
+    pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes, moving = moving[j]](
                                      const ir::Node& node, const std::vector<int64_t>& indices) {
       const bool type_only =
           std::find(indices.begin(), indices.end(), kTypeOnlyInput) != indices.end();
-      if (shaped_by_a_size(node, sizes, type_only)) return std::optional<int64_t>();
+      if (shaped_by_a_size(node, sizes, type_only) || follows_the_sizes(node, moving))
+        return std::optional<int64_t>();
       return fold(node, indices);
     };
     kernel::RecordSizeDecisions recording;

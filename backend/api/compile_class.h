@@ -36,6 +36,9 @@ struct DecisionGuard {
 
 struct CompiledClass {
   GraphTemplate graph;
+  /// The imported graphs (before the passes) as one template: a member's import must be it
+  /// instantiated there (`import_difference`).
+  GraphTemplate imported;
   /// The decisions whose value moves with the sizes, once each.
   std::vector<DecisionGuard> guards;
   std::vector<at::Tensor> constants;
@@ -70,6 +73,14 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
                                                    std::span<const int64_t> check_binding,
                                                    const CompileOptions& options,
                                                    const std::string& name, bool plan_memory);
+
+/// Why `imported` (the region imported at `sizes`) is not the class's import template there, or
+/// empty. The fit sees three bindings next to each other: an integer that is not a polynomial of
+/// the sizes (a size floored by a stride of 4, `H // 4`) can take values there that a term gives
+/// (a constant) and others elsewhere. A binding whose import differs is not a member: its plan
+/// would compute other shapes than the graph does.
+std::string import_difference(const CompiledClass& compiled, const ir::Graph& imported,
+                              std::span<const int64_t> sizes);
 
 /// Whether every guard of the class holds at `sizes`.
 bool guards_hold(const CompiledClass& compiled, std::span<const int64_t> sizes);

@@ -193,7 +193,8 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
     for (const FrozenWeight& w : weights)
       frozen.push_back(w.input);
     if (!needs_autograd(inputs)) {
-      auto import = [&](const Tensors& at) { return source_.import(at, frozen); };
+      // Kept by a class, to import its new members: `frozen` by value.
+      auto import = [this, frozen](const Tensors& at) { return source_.import(at, frozen); };
       if (auto as_class =
               classes_.compile(inputs, weights, import, options_, name_, source_.symbolic_dims))
         return as_class;

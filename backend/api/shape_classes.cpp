@@ -31,7 +31,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
         std::lock_guard lock(entry->mutex);
         if (auto found = entry->plans.find(*binding); found != entry->plans.end())
           return found->second;
-      } else if (auto spec = plan_of(*entry, *binding)) {
+      } else if (auto spec = plan_of(*entry, *binding, inputs)) {
         return spec;
       }
     }
@@ -67,17 +67,39 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::nearest_plan(
   log(LogLevel::Debug, nearest->compiled->name + ": run by the plan of a class compiled for " +
                            "other size decisions (" + guard_failure(*nearest->compiled, binding) +
                            ")");
-  return plan_of(*nearest, binding, /*despite_guards=*/true);
+  return plan_of(*nearest, binding, inputs, /*despite_guards=*/true);
+}
+
+std::string ShapeClasses::member_import_difference(Entry& entry,
+                                                   const std::vector<int64_t>& binding,
+                                                   const std::vector<at::Tensor>& inputs) const {
+  // Once per new binding: an import reads the inputs' metadata and runs no pass (a fraction of
+  // a millisecond for a transformer layer's region).
+  try {
+    const ImportedGraph imported = entry.import(inputs);
+    const std::string why = import_difference(*entry.compiled, *imported.graph, binding);
+    return why.empty() ? why : "its import at these sizes is not the class's: " + why;
+  } catch (const std::exception& e) {
+    return std::string("importing it at these sizes threw ") + e.what();
+  }
 }
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
-    Entry& entry, const std::vector<int64_t>& binding, bool despite_guards) const {
+    Entry& entry, const std::vector<int64_t>& binding, const std::vector<at::Tensor>& inputs,
+    bool despite_guards) const {
   std::lock_guard lock(entry.mutex);
   if (auto found = entry.plans.find(binding); found != entry.plans.end()) return found->second;
   // Guards are tested once per new binding, not per call.
   if (!despite_guards && !guards_hold(*entry.compiled, binding)) {
     log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " +
                              guard_failure(*entry.compiled, binding));
+    return nullptr;
+  }
+  const std::string differs = member_import_difference(entry, binding, inputs);
+  if (!differs.empty()) {
+    log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " + differs);
+    std::unique_lock lock(mutex_);
+    failed_.push_back(entry.shape.size_inputs);
     return nullptr;
   }
   auto spec = std::make_shared<RegionSpecialization>();
@@ -158,6 +180,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     entry->shape = std::move(shape);
     entry->compiled = std::move(compiled);
     entry->frozen = weights;
+    entry->import = import;
     entry->plans.emplace(base, spec);
     {
       std::unique_lock lock(mutex_);

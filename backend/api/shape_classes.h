@@ -55,11 +55,17 @@ class ShapeClasses {
 
  private:
   struct Entry;
-  /// The entry's plan at `binding` (made now if new), or null where its guards do not hold
-  /// (unless `despite_guards`).
+  /// The entry's plan at `binding` (`inputs`' own; made now if new), or null where its guards do
+  /// not hold (unless `despite_guards`) or the region imported at these inputs is not the class's
+  /// import there (then the entry's dims count as a failed attempt).
   std::shared_ptr<const RegionSpecialization> plan_of(Entry& entry,
                                                       const std::vector<int64_t>& binding,
+                                                      const std::vector<at::Tensor>& inputs,
                                                       bool despite_guards = false) const;
+  /// Why the region imported at `inputs` (at `binding`) is not the entry's class's import there,
+  /// or empty.
+  std::string member_import_difference(Entry& entry, const std::vector<int64_t>& binding,
+                                       const std::vector<at::Tensor>& inputs) const;
   /// The plan of the class whose guards these inputs fail fewest, made despite them; null when
   /// they are a member of no class's dims, or (`only_past_bounds`) while more classes over
   /// those dims may still be compiled.
@@ -74,6 +80,7 @@ class ShapeClasses {
     ShapeClass shape;
     std::shared_ptr<const CompiledClass> compiled;
     std::vector<FrozenWeight> frozen;
+    Import import;  // to check a new binding's import against the class's
     std::mutex mutex;
     std::map<std::vector<int64_t>, std::shared_ptr<const RegionSpecialization>> plans;
   };

@@ -110,5 +110,29 @@ TEST(GeneralizeGraph, GraphsThatDifferInStructureOrInASumHaveNoTemplate) {
     EXPECT_FALSE(term.has_value());
 }
 
+TEST(GeneralizeGraph, AFlooredSizeTheFitTookForAConstantIsCaughtWhereItMoves) {
+  // max_pool2d(x, 4) over a height h: its output is h // 4 high, 14 at heights 57, 58 and 59.
+  auto pooled = [](int64_t h) {
+    return ir::parse_graph("graph(%x : f32[2,8," + str(h) + ",8]):\n  %y : f32[2,8," + str(h / 4) +
+                           ",2] = aten::max_pool2d(%x) {kernel_size=[4,4], stride=[4,4], "
+                           "padding=[0,0], dilation=[1,1], ceil_mode=false}\n  return (%y)\n");
+  };
+  auto a = pooled(57), b = pooled(58), check = pooled(59);
+  std::string why_not;
+  const std::optional<GraphTemplate> t =
+      generalize_graph({a.get(), b.get()}, {{57}, {58}}, why_not);
+  ASSERT_TRUE(t) << why_not;
+  EXPECT_EQ(template_difference(*t, *check, Binding{59}), "");
+  // At 60 the pooled height is 15: the graph there is not the template's.
+  const std::string differs = template_difference(*t, *pooled(60), Binding{60});
+  EXPECT_NE(differs.find("is 15, not 14"), std::string::npos) << differs;
+  // Another op is a difference of structure.
+  auto relu = ir::parse_graph(
+      "graph(%x : f32[2,8,60,8]):\n  %y : f32[2,8,15,2] = aten::relu(%x)\n"
+      "  return (%y)\n");
+  EXPECT_NE(template_difference(*t, *relu, Binding{60}).find("is aten::relu in the other"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

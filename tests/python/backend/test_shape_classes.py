@@ -181,3 +181,51 @@ def test_a_size_decision_is_a_guard_and_sizes_past_it_get_a_class_of_their_own()
     stats = kiln.stats()
     assert stats["shape_classes"] == 2 and stats["specializations"] == 2, stats
     assert stats["class_plans"] == 3 and stats["fallbacks"] == 0, stats
+
+
+class _Pool4(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.max_pool2d(x, 4) * 2 + 1
+
+
+@pytest.mark.parametrize("entry", ["torch.compile", "torchscript"])
+def test_a_size_floored_by_a_stride_of_four_is_never_given_another_sizes_plan(entry):
+    """max_pool2d(x, 4) over heights 57 to 81: the pooled height h // 4 takes one value at three
+    heights in a row (14 at 57, 58 and 59), so a fit made at bindings one apart can take it for a
+    constant. Each new height's import is checked against the class's: a height whose pooled
+    height the class would get wrong is no member and compiles on its own. Every output has
+    eager's shape and values."""
+    torch._dynamo.reset()
+    model = _Pool4().eval()
+    heights = [57, 58, 61, 62, 65, 66, 69, 73, 77]
+    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
+                kiln.compile(torch.jit.trace(model, (torch.randn(2, 4, 57, 20),))))
+    kiln.reset_stats()
+    _stream(compiled, model, [(2, 4, h, 20) for h in heights])
+    assert kiln.stats()["shape_classes"] >= 1, kiln.stats()  # the path was taken
+
+
+def test_greedy_generation_with_a_kv_cache_compiles_its_step_once():
+    """transformers' GPT-2 generating with its default KV cache: each step's past length is a new
+    size. The step's causal mask is [1, P + 1] and compares positions with `arange(1) + P`; both
+    move with the past length P without being a size input, so a class folds neither (folded,
+    they would be constants that differ between the bindings, and no class). The step compiles
+    once as a class; every later length is a plan of it."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    config = GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=100, n_positions=64,
+                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
+    ids = torch.randint(1, 100, (2, 5))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=False)
+        model.forward = torch.compile(model.forward, backend="kiln")
+        kiln.reset_stats()
+        tokens = model.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=False)
+    assert torch.equal(tokens, expected)
+    stats = kiln.stats()
+    assert stats["shape_classes"] >= 1 and stats["fallbacks"] == 0, stats
+    assert stats["specializations"] <= 4 and stats["class_plans"] >= 8, stats
