@@ -52,20 +52,26 @@ const char* activation_of(const Node& conv) {
 /// need their transformed tiles to stay in cache (half the limit below 128 channels); and a
 /// transformed filter past 4 MB (ResNet's 256-channel ones are 9 MB) comes from memory on every
 /// call, which pays only over enough tiles (a batch of 8 at 14x14 has 128).
+///
+/// The tiles are counted as outputs over 16 (N H W / 16, a polynomial of the sizes: a shape
+/// class keeps these decisions as guards, and over image sizes a tile count rounded up follows no
+/// term); a map whose sides are not multiples of 4 has a few more.
 bool wins(const std::vector<int64_t>& input, int64_t out_channels) {
   const int64_t channels = input[1];
   const int64_t narrowest = std::min(channels, out_channels);
-  const int64_t tiles =
-      input[0] * ((input[2] + kTile - 1) / kTile) * ((input[3] + kTile - 1) / kTile);
+  const int64_t outputs = input[0] * input[2] * input[3];
   const int64_t filter = kPoints * channels * out_channels;
   if (narrowest < kMinChannels) return false;
+  const int64_t tile = kTile * kTile;
   const bool filter_pays =
       filter <= kMaxFloats / 4 ||
-      (filter <= kMaxFloats &&
-       kernel::at_least(tiles, kMinTiles, "a convolution's tiles, to amortize Winograd's filter"));
+      (filter <= kMaxFloats && kernel::at_least(outputs, kMinTiles * tile,
+                                                "a convolution's outputs, to amortize Winograd's "
+                                                "filter over their tiles"));
   const int64_t tile_limit = narrowest >= 2 * kMinChannels ? kMaxFloats : kMaxFloats / 2;
-  return filter_pays && kernel::at_most(kPoints * tiles * (channels + out_channels), tile_limit,
-                                        "a convolution's transformed tiles, to take Winograd's");
+  return filter_pays &&
+         kernel::at_most(kPoints * outputs * (channels + out_channels), tile_limit * tile,
+                         "a convolution's transformed tiles, to take Winograd's");
 }
 
 }  // namespace

@@ -60,12 +60,18 @@ bool shaped_by_a_size(const ir::Node& node, const std::vector<int64_t>& sizes, b
 /// `arange(1) + P`: neither is a size input, both move. (A static dim or attribute equal to such
 /// a value at one binding only would make the graphs differ, and there would be no class from
 /// that base.)
-std::vector<std::vector<int64_t>> moving_integers(const GraphTemplate& imported,
-                                                  const std::vector<const ir::Graph*>& imports) {
+/// The values of the integers of `imported` that stay at every binding, sorted.
+std::vector<int64_t> staying_integers(const GraphTemplate& imported) {
   std::vector<int64_t> staying;
   for (size_t i = 0; i < imported.terms.size(); ++i)
     if (!imported.terms[i]) staying.push_back(imported.base_integers[i]);
   std::sort(staying.begin(), staying.end());
+  return staying;
+}
+
+std::vector<std::vector<int64_t>> moving_integers(const GraphTemplate& imported,
+                                                  const std::vector<const ir::Graph*>& imports) {
+  const std::vector<int64_t> staying = staying_integers(imported);
   std::vector<std::vector<int64_t>> moving;
   for (const ir::Graph* g : imports) {
     const std::vector<int64_t> values = integers(*g);
@@ -86,12 +92,16 @@ bool packing_hint(const std::string& attr) {
   return attr == "input_size" || attr == "rows" || attr == "batch_size";
 }
 
-/// Whether an output dim or an integer attribute of `node` is among `moving` (sorted): its value
-/// follows the sizes.
-bool follows_the_sizes(const ir::Node& node, const std::vector<int64_t>& moving) {
+/// Whether an integer attribute of `node` is among `moving` (sorted), or (`type_only`: it reads an
+/// input for its type alone, as `zeros_like(x)` does) an output dim is: its value follows the
+/// sizes. Otherwise a node folded from constants has their shapes and its attributes to go by:
+/// an output dim equal to a moving value by chance (Winograd's 36 points, a stage 36 high) does
+/// not make it follow the sizes.
+bool follows_the_sizes(const ir::Node& node, const std::vector<int64_t>& moving, bool type_only) {
   auto moves = [&](int64_t v) { return std::binary_search(moving.begin(), moving.end(), v); };
   for (const ir::Value* out : node.outputs()) {
-    if (std::any_of(out->type().sizes.begin(), out->type().sizes.end(), moves)) return true;
+    if (type_only && std::any_of(out->type().sizes.begin(), out->type().sizes.end(), moves))
+      return true;
   }
   for (const auto& [name, attr] : node.attrs()) {
     if (packing_hint(name)) continue;
@@ -114,6 +124,49 @@ std::vector<int64_t> constants_read(const ir::Graph& graph) {
   return indices;
 }
 
+/// The op that reads constant `index` first, to say which fold differs ("read by <op>").
+std::string reader_of(const ir::Graph& graph, int64_t index) {
+  const ir::Value* constant = nullptr;
+  for (const ir::Node* node : graph.nodes()) {
+    if (node->op() == ir::kConstantOp) {
+      const auto* i = std::get_if<int64_t>(node->find_attr("index"));
+      if (i && *i == index) constant = node->output();
+      continue;
+    }
+    if (!constant) continue;
+    for (const ir::Value* input : node->inputs())
+      if (input == constant) return "read by " + node->op();
+  }
+  return "read by no node";
+}
+
+/// Whether constant `index` is read only as the `packed` operand of kiln's oneDNN ops (a weight
+/// packed in the layout oneDNN picks for the input's sizes). A class keeps the base binding's:
+/// at sizes where the primitive reads another layout, the op packs its dense operand again
+/// (runtime/onednn_packed.h), so that packing is a choice of speed, not of what is computed.
+bool read_as_packed_weight_only(const ir::Graph& graph, int64_t index) {
+  const ir::Value* constant = nullptr;
+  bool read = false;
+  for (const ir::Node* node : graph.nodes()) {
+    if (node->op() == ir::kConstantOp) {
+      const auto* i = std::get_if<int64_t>(node->find_attr("index"));
+      if (i && *i == index) constant = node->output();
+      continue;
+    }
+    if (!constant) continue;
+    const bool packs = node->op() == "kiln::onednn_conv2d" || node->op() == "kiln::onednn_conv3d" ||
+                       node->op() == "kiln::onednn_linear";
+    for (size_t k = 0; k < node->inputs().size(); ++k) {
+      if (node->input(k) != constant) continue;
+      if (!packs || k != 2) return false;
+      read = true;
+    }
+  }
+  for (const ir::Value* out : graph.outputs())
+    if (out == constant) return false;
+  return read;
+}
+
 /// Why the constants the graphs read differ at two bindings (an imported weight is the same
 /// tensor at both; one the passes folded must hold the same values), or empty. The graphs are
 /// the same but for their integers, so they read the same indices.
@@ -127,7 +180,9 @@ std::string constants_difference(const ir::Graph& graph, const std::vector<at::T
     const bool same = x.layout() == at::kStrided && y.layout() == at::kStrided &&
                       x.sizes() == y.sizes() && x.strides() == y.strides() &&
                       x.scalar_type() == y.scalar_type() && at::equal(x, y);
-    if (!same) return "the passes fold constant " + std::to_string(i) + " to other values";
+    if (!same && !read_as_packed_weight_only(graph, i))
+      return "the passes fold constant " + std::to_string(i) + " (" + reader_of(graph, i) +
+             ") to other values";
   }
   return "";
 }
@@ -231,12 +286,10 @@ std::string guard_failure(const CompiledClass& compiled, std::span<const int64_t
   return "";
 }
 
-std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,
-                                                   const kernel::Bindings& bindings,
-                                                   ImportedGraph check,
-                                                   std::span<const int64_t> check_binding,
-                                                   const CompileOptions& options,
-                                                   const std::string& name, bool plan_memory) {
+std::shared_ptr<const CompiledClass> compile_class(
+    std::vector<ImportedGraph> imports, const kernel::Bindings& bindings, ImportedGraph check,
+    std::span<const int64_t> check_binding, const CompileOptions& options, const std::string& name,
+    bool plan_memory, const std::vector<std::vector<int64_t>>& dims) {
   const auto start = std::chrono::steady_clock::now();
   auto result = std::make_shared<CompiledClass>();
   result->options = options;
@@ -249,6 +302,7 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
   std::vector<std::vector<kernel::SizeDecision>> decisions;
   const std::vector<int64_t> checked_binding(check_binding.begin(), check_binding.end());
   std::vector<std::vector<int64_t>> moving;
+  std::vector<int64_t> staying;
   {
     // The imports themselves first (the passes change them in place): every size the graph
     // computes (shapes, and size arithmetic such as a view's `H // 4`) as a term of the sizes.
@@ -264,6 +318,7 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     if (!why.empty()) no_class("its import at a further binding is not the fitted one: " + why);
     views.push_back(check.graph.get());
     moving = moving_integers(result->imported, views);
+    staying = staying_integers(result->imported);
   }
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
   for (size_t j = 0; j < imports.size(); ++j) {
@@ -280,12 +335,18 @@ std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> im
     // stays an op of the graph. A fold whose value follows the sizes in another way (a packed
     // weight whose layout depends on the batch) gives constants that differ between the bindings,
     // and no class.
-    const std::vector<int64_t>& sizes = j < bindings.size() ? bindings[j] : checked_binding;
+    // A size equal to an integer that stays (a side of 256 and a layer of 256 channels) says
+    // nothing of what follows the sizes.
+    std::vector<int64_t> sizes = !dims.empty()         ? dims.at(j)
+                                 : j < bindings.size() ? bindings[j]
+                                                       : checked_binding;
+    std::erase_if(sizes,
+                  [&](int64_t v) { return std::binary_search(staying.begin(), staying.end(), v); });
     pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes, moving = moving[j]](
                                      const ir::Node& node, const std::vector<int64_t>& indices) {
       const bool type_only =
           std::find(indices.begin(), indices.end(), kTypeOnlyInput) != indices.end();
-      if (shaped_by_a_size(node, sizes, type_only) || follows_the_sizes(node, moving))
+      if (shaped_by_a_size(node, sizes, type_only) || follows_the_sizes(node, moving, type_only))
         return std::optional<int64_t>();
       return fold(node, indices);
     };

@@ -65,14 +65,14 @@ ClassBindings class_bindings(std::span<const int64_t> base);
 
 /// `imports[j]`: the region imported at `bindings[j]` (laid out as kernel::Bindings says);
 /// `check`: imported at `check_binding`, which the fit does not use: the template and the
-/// kernels instantiated there must be what the pipeline makes there. CPU only. Throws
-/// kiln::Error (Unsupported) where the region has no shape class, saying why.
-std::shared_ptr<const CompiledClass> compile_class(std::vector<ImportedGraph> imports,
-                                                   const kernel::Bindings& bindings,
-                                                   ImportedGraph check,
-                                                   std::span<const int64_t> check_binding,
-                                                   const CompileOptions& options,
-                                                   const std::string& name, bool plan_memory);
+/// kernels instantiated there must be what the pipeline makes there. `dims[j]`: the sizes of the
+/// dims the size inputs stand for at each binding, the check's last (ShapeClass::steps); empty
+/// where they are the bindings themselves. CPU only. Throws kiln::Error (Unsupported) where the
+/// region has no shape class, saying why.
+std::shared_ptr<const CompiledClass> compile_class(
+    std::vector<ImportedGraph> imports, const kernel::Bindings& bindings, ImportedGraph check,
+    std::span<const int64_t> check_binding, const CompileOptions& options, const std::string& name,
+    bool plan_memory, const std::vector<std::vector<int64_t>>& dims = {});
 
 /// Why `imported` (the region imported at `sizes`) is not the class's import template there, or
 /// empty. The fit sees three bindings next to each other: an integer that is not a polynomial of

@@ -49,6 +49,21 @@ bool same_kind(const ShapeClass::Input& a, const at::Tensor& b) {
          static_cast<int64_t>(a.sizes.size()) == b.dim();
 }
 
+int64_t step_of(const ShapeClass& shape_class, size_t s) {
+  return shape_class.steps.empty() ? 1 : shape_class.steps[s];
+}
+
+int64_t offset_of(const ShapeClass& shape_class, size_t s) {
+  return shape_class.offsets.empty() ? 0 : shape_class.offsets[s];
+}
+
+/// The value of size input `s` whose dims are `size` long, or -1 where none is (off its step).
+int64_t value_of(const ShapeClass& shape_class, size_t s, int64_t size) {
+  const int64_t step = step_of(shape_class, s), above = size - offset_of(shape_class, s);
+  if (above < 0 || above % step != 0) return -1;
+  return above / step;
+}
+
 }  // namespace
 
 std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
@@ -183,8 +198,10 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
         continue;
       }
       moved = true;
-      if (t.size(d) < 2 || (binding[s] >= 0 && binding[s] != t.size(d))) return std::nullopt;
-      binding[s] = t.size(d);
+      const int64_t value = value_of(shape_class, s, t.size(d));
+      if (t.size(d) < 2 || value < 2 || (binding[s] >= 0 && binding[s] != value))
+        return std::nullopt;
+      binding[s] = value;
     }
     if (moved ? !dense_in(t.sizes().vec(), t.strides(), want)
               : t.strides() != c10::IntArrayRef(want.strides))
@@ -195,17 +212,25 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
 
 std::vector<int64_t> base_binding(const ShapeClass& shape_class) {
   std::vector<int64_t> binding;
-  for (const auto& dims : shape_class.size_inputs) {
-    const auto [input, dim] = dims.at(0);
-    binding.push_back(shape_class.inputs[input].sizes[dim]);
+  for (size_t s = 0; s < shape_class.size_inputs.size(); ++s) {
+    const auto [input, dim] = shape_class.size_inputs[s].at(0);
+    binding.push_back(value_of(shape_class, s, shape_class.inputs[input].sizes[dim]));
   }
   return binding;
+}
+
+std::vector<int64_t> dim_sizes(const ShapeClass& shape_class, std::span<const int64_t> binding) {
+  std::vector<int64_t> sizes;
+  for (size_t s = 0; s < binding.size(); ++s)
+    sizes.push_back(step_of(shape_class, s) * binding[s] + offset_of(shape_class, s));
+  return sizes;
 }
 
 std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
                                   const std::vector<at::Tensor>& inputs,
                                   std::span<const int64_t> binding) {
   std::vector<at::Tensor> result = inputs;
+  const std::vector<int64_t> dims = dim_sizes(shape_class, binding);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ShapeClass::Input& input = shape_class.inputs[i];
     if (!input.defined) continue;
@@ -213,7 +238,7 @@ std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
     bool moved = false;
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (input.size_input[d] < 0) continue;
-      sizes[d] = binding[input.size_input[d]];
+      sizes[d] = dims[input.size_input[d]];
       moved = true;
     }
     if (!moved) continue;

@@ -24,6 +24,12 @@ namespace kiln {
 struct ShapeClass {
   /// Per size input: the (input, dim) pairs it is read from.
   std::vector<std::vector<std::pair<size_t, int>>> size_inputs;
+  /// Per size input (empty: all 1 and 0): its dims are `step * value + offset` long. An image
+  /// through strided convolutions has sizes that are polynomials of its height only over heights
+  /// one stride product apart (a ResNet's 224, 256, 288: 7, 8, 9 at its last stage), so its
+  /// class's size input counts those (choose_steps in shape_classes.cpp).
+  std::vector<int64_t> steps;
+  std::vector<int64_t> offsets;
   struct Input {
     bool defined = false;
     at::ScalarType dtype = at::kFloat;
@@ -68,6 +74,10 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
 
 /// The class's base binding.
 std::vector<int64_t> base_binding(const ShapeClass& shape_class);
+
+/// The sizes of the dims each size input stands for at `binding` (the binding itself where every
+/// step is 1).
+std::vector<int64_t> dim_sizes(const ShapeClass& shape_class, std::span<const int64_t> binding);
 
 /// Inputs like `inputs` (members of the class) at another binding: the tensors with a size
 /// input are new, uninitialized, dense in their dim order (what an import reads is their

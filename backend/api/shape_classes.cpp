@@ -6,8 +6,64 @@
 #include "backend/api/environment.h"
 #include "backend/api/stats_recorder.h"
 #include "kiln/error.h"
+#include "passes/generalize_graph.h"
 
 namespace kiln {
+namespace {
+
+/// The largest step choose_steps tries: the product of a network's strides (32 for ResNets,
+/// MobileNets and ConvNeXts, 16 for a ViT's patches), with one more stage to spare.
+constexpr int64_t kMaxStep = 64;
+
+/// Whether the region imported at `shape`'s base binding (`base`) and with size input `s` moved
+/// by one and by two is one template along that input: every size a polynomial of it there.
+bool imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::Tensor>& inputs,
+                    const ir::Graph& base, const ShapeClasses::Import& import) {
+  const std::vector<int64_t> binding = base_binding(shape);
+  auto moved = [&](int64_t by) {
+    std::vector<int64_t> at = binding;
+    at[s] += by;
+    return import(inputs_at(shape, inputs, at));
+  };
+  try {
+    const ImportedGraph one = moved(1), two = moved(2);
+    std::string why_not;
+    const std::optional<GraphTemplate> fitted =
+        generalize_graph({&base, one.graph.get()}, {{binding[s]}, {binding[s] + 1}}, why_not);
+    const std::vector<int64_t> further = {binding[s] + 2};
+    return fitted && template_difference(*fitted, *two.graph, further).empty();
+  } catch (const std::exception&) {
+    return false;  // the graph refuses those sizes (a view that needs them even)
+  }
+}
+
+/// Sets each size input's step to the smallest power of two, up to kMaxStep, whose bindings
+/// the region's import follows (imports_follow): 1 for a sequence length or a batch, the product
+/// of the strides an image's height meets for a CNN (a floored size is a polynomial only over
+/// sizes that many apart). Imports alone, a few milliseconds: a region with none has no class,
+/// and no pass has run. Throws Unsupported where a size input has none.
+void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
+                  const ShapeClasses::Import& import) {
+  const ImportedGraph base = import(inputs);
+  const std::vector<int64_t> sizes = base_binding(shape);
+  shape.steps.assign(sizes.size(), 1);
+  shape.offsets.assign(sizes.size(), 0);
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    bool found = false;
+    for (int64_t step = 1; step <= kMaxStep && !found && sizes[s] / step >= 2; step *= 2) {
+      shape.steps[s] = step;
+      shape.offsets[s] = sizes[s] % step;
+      found = imports_follow(shape, s, inputs, *base.graph, import);
+    }
+    if (!found)
+      throw Error(ErrorKind::Unsupported,
+                  "no shape class: the imported graph's sizes follow size input " +
+                      std::to_string(s) + " at no step up to " + std::to_string(kMaxStep) +
+                      " (a size it floors by a stride the sizes seen do not divide)");
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<const RegionSpecialization> ShapeClasses::plan(
     const std::vector<at::Tensor>& inputs) const {
@@ -161,14 +217,19 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
   }
   const auto start = std::chrono::steady_clock::now();
   try {
+    choose_steps(shape, inputs, import);
     const std::vector<int64_t> base = base_binding(shape);
     const auto [bindings, check] = class_bindings(base);
     std::vector<ImportedGraph> imports;
-    for (size_t j = 0; j < bindings.size(); ++j)
+    std::vector<std::vector<int64_t>> dims;
+    for (size_t j = 0; j < bindings.size(); ++j) {
       imports.push_back(import(j == 0 ? inputs : inputs_at(shape, inputs, bindings[j])));
+      dims.push_back(dim_sizes(shape, bindings[j]));
+    }
     ImportedGraph checked = import(inputs_at(shape, inputs, check));
+    dims.push_back(dim_sizes(shape, check));
     auto compiled = compile_class(std::move(imports), bindings, std::move(checked), check, options,
-                                  name, /*plan_memory=*/true);
+                                  name, /*plan_memory=*/true, dims);
     auto region = instantiate_class(*compiled, base);
     region->compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -189,8 +250,14 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     record_compiled(*region);
     record_shape_class();
     record_frozen_weights(static_cast<int64_t>(weights.size()));
+    std::string steps;
+    for (size_t s = 0; s < base.size(); ++s) {
+      if (entry->shape.steps[s] > 1)
+        steps += (steps.empty() ? ", size input " : ", ") + std::to_string(s) + " in steps of " +
+                 std::to_string(entry->shape.steps[s]);
+    }
     log(LogLevel::Info, name + ": compiled once for every size of " + std::to_string(base.size()) +
-                            " input dims (a shape class) in " +
+                            " input dims (a shape class" + steps + ") in " +
                             std::to_string(static_cast<int>(region->compile_seconds * 1e3)) +
                             " ms");
     return spec;

@@ -229,3 +229,51 @@ def test_greedy_generation_with_a_kv_cache_compiles_its_step_once():
     stats = kiln.stats()
     assert stats["shape_classes"] >= 1 and stats["fallbacks"] == 0, stats
     assert stats["specializations"] <= 4 and stats["class_plans"] >= 8, stats
+
+
+class _Strided(torch.nn.Module):
+    """Two stride-2 convolutions and a max pool: every size after them is the image's over 8,
+    floored, and a polynomial of the image's height only over heights 8 apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2), torch.nn.Conv2d(32, 32, 1))
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.body(x))
+        return self.head(y.mean((2, 3))), y * 2
+
+
+@pytest.mark.parametrize("entry", ["torch.compile", "torchscript"])
+def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_their_strides(entry):
+    """Square images of sides 40 to 120, multiples of 8: the class's size input counts eights
+    (choose_steps), so one compile serves them all, with no fallback past max_specializations
+    (under torch.compile one per symbolic graph: dynamo recompiles at sizes its fake convolution
+    guards on). Sides off the step (36, 44) are no members: they compile on their own. Every
+    output is eager's."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _Strided().eval()
+    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
+                kiln.compile(torch.jit.trace(model, (torch.randn(1, 3, 32, 32),))))
+    kiln.reset_stats()
+    sides = [32, 40, 48, 56, 64, 72, 80, 96, 104, 120, 48]
+    with torch.no_grad():
+        for side in sides:
+            x = torch.randn(1, 3, side, side)
+            for got, want in zip(compiled(x), model(x)):
+                assert_close(got, want)
+        stats = kiln.stats()
+        # dynamo's graphs: the first static, each later one symbolic; the module's compiles.
+        graphs = stats["graphs"] - 1 if entry == "torch.compile" else 1
+        assert stats["shape_classes"] == graphs and stats["fallbacks"] == 0, stats
+        assert stats["specializations"] <= graphs + 2 and stats["class_plans"] >= 6, stats
+        for side in (36, 44):
+            x = torch.randn(1, 3, side, side)
+            for got, want in zip(compiled(x), model(x)):
+                assert_close(got, want)
+    assert kiln.stats()["class_plans"] == stats["class_plans"], kiln.stats()
