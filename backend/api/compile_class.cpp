@@ -74,6 +74,23 @@ bool schedule_holds(const CompiledKernel& k, std::span<const int64_t> sizes) {
   return !k.schedule_holds || k.schedule_holds(sizes.data());
 }
 
+/// The imported graphs (`imports[j]` at `bindings[j]`) as one template, which the import at
+/// `check_binding` must be there: every size the graph computes (shapes, and size arithmetic
+/// such as a view's `H // 4`) a term of the sizes. Throws Unsupported where it is not.
+GraphTemplate fit_imports(const std::vector<ImportedGraph>& imports,
+                          const kernel::Bindings& bindings, const ir::Graph& check,
+                          std::span<const int64_t> check_binding) {
+  std::vector<const ir::Graph*> views;
+  for (const ImportedGraph& at_binding : imports)
+    views.push_back(at_binding.graph.get());
+  std::string why_not;
+  std::optional<GraphTemplate> fitted = generalize_graph(views, bindings, why_not);
+  if (!fitted) no_class("its import: " + why_not);
+  const std::string why = template_difference(*fitted, check, check_binding);
+  if (!why.empty()) no_class("its import at a further binding is not the fitted one: " + why);
+  return std::move(*fitted);
+}
+
 }  // namespace
 
 ClassBindings class_bindings(std::span<const int64_t> base) {
@@ -139,26 +156,14 @@ std::shared_ptr<const CompiledClass> compile_class(
   std::vector<std::vector<at::Tensor>> constants_at;
   std::vector<std::vector<kernel::SizeDecision>> decisions;
   const std::vector<int64_t> checked_binding(check_binding.begin(), check_binding.end());
-  std::vector<std::vector<int64_t>> moving;
-  std::vector<int64_t> staying;
-  {
-    // The imports themselves first (the passes change them in place): every size the graph
-    // computes (shapes, and size arithmetic such as a view's `H // 4`) as a term of the sizes.
-    std::vector<std::unique_ptr<ir::Graph>> imported;
-    std::vector<const ir::Graph*> views;
-    for (const ImportedGraph& at_binding : imports)
-      views.push_back(imported.emplace_back(at_binding.graph->clone()).get());
-    std::string why_not;
-    std::optional<GraphTemplate> imported_template = generalize_graph(views, bindings, why_not);
-    if (!imported_template) no_class("its import: " + why_not);
-    result->imported = std::move(*imported_template);
-    const std::string why = import_difference(*result, *check.graph, check_binding);
-    if (!why.empty()) no_class("its import at a further binding is not the fitted one: " + why);
-    views.push_back(check.graph.get());
-    moving = moving_integers(result->imported, views);
-    staying = staying_integers(result->imported);
-  }
+  // The imports themselves first (the passes change them in place).
+  result->imported = fit_imports(imports, bindings, *check.graph, check_binding);
   imports.push_back(std::move(check));  // last: run as the others, fitted by none
+  std::vector<const ir::Graph*> imported;
+  for (const ImportedGraph& at_binding : imports)
+    imported.push_back(at_binding.graph.get());
+  const std::vector<std::vector<int64_t>> moving = moving_integers(result->imported, imported);
+  const std::vector<int64_t> staying = staying_integers(result->imported);
   for (size_t j = 0; j < imports.size(); ++j) {
     std::vector<at::Tensor> constants = imports[j].constants;
     PipelineOptions pipeline =
@@ -170,11 +175,9 @@ std::shared_ptr<const CompiledClass> compile_class(
     // A value computed from weights alone is folded into a constant, but not one shaped by a
     // size (BERT's `position_ids[:, :tokens]`, and the position embeddings of it; a decoder's
     // causal mask over P + 1 positions, and `arange(1) + P`): its values would follow the sizes. It
-    // stays an op of the graph. A fold whose value follows the sizes in another way (a packed
-    // weight whose layout depends on the batch) gives constants that differ between the bindings,
-    // and no class.
-    // A size equal to an integer that stays (a side of 256 and a layer of 256 channels) says
-    // nothing of what follows the sizes.
+    // stays an op of the graph. A fold whose value follows the sizes in another way gives
+    // constants that differ between the bindings, and no class. A size equal to an integer that
+    // stays (a side of 256 and a layer of 256 channels) says nothing of what follows the sizes.
     std::vector<int64_t> sizes = !dims.empty()         ? dims.at(j)
                                  : j < bindings.size() ? bindings[j]
                                                        : checked_binding;
