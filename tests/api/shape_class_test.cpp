@@ -116,5 +116,27 @@ TEST(ShapeClass, InputsAtAnotherBindingKeepTheirLayout) {
   EXPECT_EQ(binding_of(*c, moved), batch);
 }
 
+TEST(ShapeClass, ASizeInputWithAStepCountsSteps) {
+  // An image's height and width, one size input in steps of 8 from the base 40 x 40.
+  std::optional<ShapeClass> c =
+      form_class(describe({at::ones({1, 3, 32, 32})}, {}), {at::ones({1, 3, 40, 40})}, {});
+  ASSERT_TRUE(c);
+  c->steps = {8};
+  c->offsets = {0};
+  EXPECT_EQ(base_binding(*c), Binding{5});
+  EXPECT_EQ(dim_sizes(*c, Binding{7}), Binding{56});
+  EXPECT_EQ(binding_of(*c, {at::ones({1, 3, 120, 120})}), Binding{15});
+  EXPECT_EQ(binding_of(*c, {at::ones({1, 3, 16, 16})}), Binding{2});
+  // Off the step, and one step (a value of 1, which broadcasts where a stage is 1 high).
+  EXPECT_FALSE(binding_of(*c, {at::ones({1, 3, 44, 44})}));
+  EXPECT_FALSE(binding_of(*c, {at::ones({1, 3, 8, 8})}));
+  const Tensors at_9 = inputs_at(*c, {at::ones({1, 3, 40, 40})}, Binding{9});
+  EXPECT_EQ(at_9[0].sizes(), (std::vector<int64_t>{1, 3, 72, 72}));
+  // An offset: heights 4 past a multiple of 8.
+  c->offsets = {4};
+  EXPECT_EQ(binding_of(*c, {at::ones({1, 3, 44, 44})}), Binding{5});
+  EXPECT_FALSE(binding_of(*c, {at::ones({1, 3, 40, 40})}));
+}
+
 }  // namespace
 }  // namespace kiln
