@@ -5,8 +5,9 @@ precision="bf16") and Inductor (dynamic=True), each in a fresh process with empt
     python bench/dynamic_shapes.py [--cases bert2_lengths,resnet18_batches,gpt2_generate]
 
 Streams: a 2-layer BERT encoder over 50 sequence lengths from 1 to 512, ResNet-18 over 10 batch
-sizes from 1 to 32 (each stream in a fixed shuffled order), and greedy generation of 64 tokens
-with transformers' KV cache on a 2-layer GPT-2; the first two also through kiln's TorchScript
+sizes from 1 to 32 and over 10 square image sides from 160 to 448 (eight multiples of 32, two
+not; each stream in a fixed shuffled order), and greedy generation of 64 tokens with
+transformers' KV cache on a 2-layer GPT-2; all but generation also through kiln's TorchScript
 path (kiln_ts: the model traced, then kiln.compile). The first pass over a stream includes every
 compile; the second (and, for generation, later generations) is the steady state. Per backend:
 both passes' times, kiln's and dynamo's compile counts, kiln's fallbacks to eager, and the
@@ -31,7 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BACKENDS = ["eager", "kiln", "kiln_bf16", "inductor", "kiln_ts"]
 # kiln's TorchScript path (kiln.compile of a traced module): not for generation, which is a loop
 # tracing cannot capture.
-TRACEABLE = {"bert2_lengths", "resnet18_batches"}
+TRACEABLE = {"bert2_lengths", "resnet18_batches", "resnet18_sides"}
 NEW_TOKENS = 64
 
 
@@ -55,6 +56,17 @@ def _resnet18():
     return torchvision.models.resnet18(), [(torch.randn(b, 3, 224, 224),) for b in batches]
 
 
+def _resnet18_sides():
+    import torch
+    import torchvision
+
+    # Square images of sides 160 to 448: eight multiples of 32 (a ResNet's stride product, one
+    # class in steps of it) and two sides off it (each compiled on its own).
+    sides = [160, 192, 224, 256, 288, 320, 384, 448, 240, 200]
+    random.Random(0).shuffle(sides)
+    return torchvision.models.resnet18(), [(torch.randn(1, 3, s, s),) for s in sides]
+
+
 def _gpt2():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -63,7 +75,8 @@ def _gpt2():
     return GPT2LMHeadModel(config), [(torch.randint(0, 1000, (2, 8)),)]
 
 
-CASES = {"bert2_lengths": _bert2, "resnet18_batches": _resnet18, "gpt2_generate": _gpt2}
+CASES = {"bert2_lengths": _bert2, "resnet18_batches": _resnet18,
+         "resnet18_sides": _resnet18_sides, "gpt2_generate": _gpt2}
 
 
 def _first_tensor(out):
@@ -79,7 +92,7 @@ def _first_tensor(out):
 def _example(case: str, stream: list):
     """What kiln_ts traces with: the stream's input whose varying size is nearest 16 (at a size of
     1 tracing would record that size's own branches)."""
-    dim = -1 if case == "bert2_lengths" else 0
+    dim = 0 if case == "resnet18_batches" else -1
     return min(stream, key=lambda inputs: abs(inputs[0].shape[dim] - 16))
 
 
