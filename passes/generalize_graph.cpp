@@ -187,6 +187,34 @@ std::string template_difference(const GraphTemplate& graph_template, const ir::G
   return "";
 }
 
+std::vector<const ir::Node*> nodes_with_terms(const GraphTemplate& graph_template,
+                                              const ir::Graph& graph) {
+  // The integers in integers() order, each with the node that owns it (none: a graph input).
+  std::vector<const ir::Node*> owners;
+  auto type = [&](const ir::Value* v, const ir::Node* owner) {
+    owners.insert(owners.end(), v->type().sizes.size() + v->type().strides.size(), owner);
+  };
+  for (const ir::Value* v : graph.inputs())
+    type(v, nullptr);
+  for (const ir::Node* node : graph.nodes()) {
+    for (const ir::Value* v : node->outputs())
+      type(v, node);
+    for (const auto& [name, attr] : node->attrs()) {
+      if (names_something(*node, name)) continue;
+      if (std::holds_alternative<int64_t>(attr)) owners.push_back(node);
+      if (const auto* list = std::get_if<std::vector<int64_t>>(&attr))
+        owners.insert(owners.end(), list->size(), node);
+    }
+    if (node->subgraph()) owners.insert(owners.end(), integers(*node->subgraph()).size(), node);
+  }
+  std::vector<const ir::Node*> moving;
+  for (size_t i = 0; i < owners.size() && i < graph_template.terms.size(); ++i) {
+    if (graph_template.terms[i] && owners[i] && (moving.empty() || moving.back() != owners[i]))
+      moving.push_back(owners[i]);
+  }
+  return moving;
+}
+
 std::unique_ptr<ir::Graph> instantiate(const GraphTemplate& graph_template,
                                        std::span<const int64_t> sizes) {
   std::unique_ptr<ir::Graph> graph = graph_template.graph->clone();

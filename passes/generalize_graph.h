@@ -53,6 +53,12 @@ std::optional<GraphTemplate> generalize_graph(const std::vector<const ir::Graph*
 std::string template_difference(const GraphTemplate& graph_template, const ir::Graph& graph,
                                 std::span<const int64_t> sizes);
 
+/// The nodes of `graph` (the template's graph at some binding: the same structure) that own an
+/// integer the template fits to a term: an output size or stride, or an attribute, that moves
+/// with the sizes.
+std::vector<const ir::Node*> nodes_with_terms(const GraphTemplate& graph_template,
+                                              const ir::Graph& graph);
+
 /// The template's graph at `sizes` (one per size input).
 std::unique_ptr<ir::Graph> instantiate(const GraphTemplate& graph_template,
                                        std::span<const int64_t> sizes);

@@ -120,6 +120,30 @@ bool follows_the_sizes(const ir::Node& node, const std::vector<int64_t>& moving,
   return false;
 }
 
+bool ImportedNodes::has(const ir::Node& node) const {
+  return !node.outputs().empty() && node.output(0)->id() < values;
+}
+
+bool ImportedNodes::moves(const ir::Node& node) const {
+  return std::any_of(node.outputs().begin(), node.outputs().end(), [&](const ir::Value* v) {
+    return std::binary_search(moving.begin(), moving.end(), v);
+  });
+}
+
+ImportedNodes imported_nodes_of(const GraphTemplate& imported, const ir::Graph& graph) {
+  ImportedNodes result;
+  for (const ir::Value* v : graph.inputs())
+    result.values = std::max(result.values, v->id() + 1);
+  for (const ir::Node* node : graph.nodes()) {
+    for (const ir::Value* v : node->outputs())
+      result.values = std::max(result.values, v->id() + 1);
+  }
+  for (const ir::Node* node : nodes_with_terms(imported, graph))
+    result.moving.insert(result.moving.end(), node->outputs().begin(), node->outputs().end());
+  std::sort(result.moving.begin(), result.moving.end());
+  return result;
+}
+
 std::string constants_difference(const ir::Graph& graph, const std::vector<at::Tensor>& a,
                                  const std::vector<at::Tensor>& b) {
   for (int64_t i : constants_read(graph)) {

@@ -43,6 +43,19 @@ std::vector<std::vector<int64_t>> moving_integers(const GraphTemplate& imported,
 /// the sizes.
 bool follows_the_sizes(const ir::Node& node, const std::vector<int64_t>& moving, bool type_only);
 
+/// The nodes of an import (the region's graph before any pass, at one binding of a class), told
+/// apart from those the passes add later by their outputs: a graph's values are numbered in
+/// order of creation and never removed.
+struct ImportedNodes {
+  int values = 0;                        // the import's values: ids below it
+  std::vector<const ir::Value*> moving;  // sorted: outputs of nodes with an integer that moves
+  bool has(const ir::Node& node) const;
+  bool moves(const ir::Node& node) const;
+};
+
+/// `graph` (an import, before the passes run on it) against its class's import template.
+ImportedNodes imported_nodes_of(const GraphTemplate& imported, const ir::Graph& graph);
+
 /// Why the constants `graph` reads differ between two bindings' constants `a` and `b` (an
 /// imported weight is the same tensor at both; one the passes folded must hold the same values,
 /// but for a weight packed for oneDNN, whose op packs it again where its layout differs), or

@@ -183,13 +183,19 @@ std::shared_ptr<const CompiledClass> compile_class(
                                                        : checked_binding;
     std::erase_if(sizes,
                   [&](int64_t v) { return std::binary_search(staying.begin(), staying.end(), v); });
-    pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes, moving = moving[j]](
-                                     const ir::Node& node, const std::vector<int64_t>& indices) {
+    // A node of the import is judged by the import template (exactly: whether an integer of it
+    // moves); a node the passes made, by the values above.
+    const ImportedNodes imported_nodes = imported_nodes_of(result->imported, *imports[j].graph);
+    pipeline.evaluate_constant = [fold = pipeline.evaluate_constant, sizes, moving = moving[j],
+                                  imported_nodes](const ir::Node& node,
+                                                  const std::vector<int64_t>& indices) {
       const bool type_only =
           std::find(indices.begin(), indices.end(), kTypeOnlyInput) != indices.end();
-      if (shaped_by_a_size(node, sizes, type_only) || follows_the_sizes(node, moving, type_only))
-        return std::optional<int64_t>();
-      return fold(node, indices);
+      const bool follows = imported_nodes.has(node)
+                               ? imported_nodes.moves(node)
+                               : shaped_by_a_size(node, sizes, type_only) ||
+                                     follows_the_sizes(node, moving, type_only);
+      return follows ? std::optional<int64_t>() : fold(node, indices);
     };
     kernel::RecordSizeDecisions recording;
     PipelineResult passes = run_pipeline(*imports[j].graph, pipeline);

@@ -134,5 +134,22 @@ TEST(GeneralizeGraph, AFlooredSizeTheFitTookForAConstantIsCaughtWhereItMoves) {
             std::string::npos);
 }
 
+TEST(GeneralizeGraph, TheNodesWithTermsAreThoseWhoseIntegersMove) {
+  // A slice to the token count (its end moves) and a view of a weight (nothing of it moves).
+  auto graph = [](int64_t tokens) {
+    return ir::parse_graph("graph(%p : f32[1,64], %w : f32[32]):\n  %s : f32[1," + str(tokens) +
+                           "] = aten::slice.Tensor(%p) {dim=1, start=0, end=" + str(tokens) +
+                           ", step=1}\n  %v : f32[4,8] = aten::view(%w) {size=[4,8]}\n"
+                           "  return (%s, %v)\n");
+  };
+  auto a = graph(7), b = graph(8);
+  std::string why_not;
+  const std::optional<GraphTemplate> t = generalize_graph({a.get(), b.get()}, {{7}, {8}}, why_not);
+  ASSERT_TRUE(t) << why_not;
+  const std::vector<const ir::Node*> moving = nodes_with_terms(*t, *b);
+  ASSERT_EQ(moving.size(), 1u);
+  EXPECT_EQ(moving[0]->op(), "aten::slice.Tensor");
+}
+
 }  // namespace
 }  // namespace kiln
