@@ -48,10 +48,10 @@ int64_t numel(const std::vector<int64_t>& sizes) {
 constexpr int64_t kMaxTranscendentalRecompute = 4096;
 
 bool worth_recomputing(const ir::Node& node, const std::vector<int64_t>& shape) {
-  const int64_t extra = numel(shape) - numel(node.output()->type().sizes);
   return !kernel::computes_transcendental(node) ||
-         kernel::at_most(extra, kMaxTranscendentalRecompute,
-                         "the elements a transcendental op is recomputed for, to fuse it");
+         kernel::difference_at_most(
+             numel(shape), numel(node.output()->type().sizes), kMaxTranscendentalRecompute,
+             "the elements a transcendental op is recomputed for, to fuse it");
 }
 
 }  // namespace

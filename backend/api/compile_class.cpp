@@ -27,8 +27,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 /// The guards of the decisions the pipeline made at each binding (`decisions[j]` at
 /// `bindings[j]`, the check binding's last): the same decisions, in the same order, with the same
-/// outcomes at every binding, each value a term of the sizes that the check binding reproduces.
-/// Values that do not move need no guard.
+/// outcomes at every binding, each value (and what it is less) a term of the sizes, the check
+/// binding's too. Values that do not move need no guard.
 std::vector<DecisionGuard> decision_guards(
     const std::vector<std::vector<kernel::SizeDecision>>& decisions,
     const kernel::Bindings& bindings, std::span<const int64_t> check_binding) {
@@ -38,28 +38,33 @@ std::vector<DecisionGuard> decision_guards(
       no_class("the passes make " + std::to_string(base.size()) + " and " +
                std::to_string(at_binding.size()) + " size decisions at two bindings");
   }
+  const kernel::Bindings checked_bindings = kernel::with_check(bindings, check_binding);
+  // A side of the comparison: its term (a constant where it does not move).
+  auto side = [&](const std::vector<int64_t>& values, const char* what) {
+    if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; }))
+      return kernel::SizeTerm{values[0], {}};
+    const std::optional<kernel::SizeTerm> term = kernel::fit_term(values, checked_bindings);
+    if (!term)
+      no_class(std::string("a size decision's value follows no term of the sizes: ") + what);
+    return *term;
+  };
   std::vector<DecisionGuard> guards;
   for (size_t i = 0; i < base.size(); ++i) {
-    std::vector<int64_t> values;
+    std::vector<int64_t> values, less;
     for (const auto& at_binding : decisions) {
       const kernel::SizeDecision& d = at_binding[i];
       if (d.threshold != base[i].threshold || d.outcome != base[i].outcome ||
           std::string(d.what) != base[i].what)
         no_class(std::string("the passes decide otherwise at two bindings: ") + base[i].what);
       values.push_back(d.value);
+      less.push_back(d.less);
     }
-    const int64_t checked = values.back();
-    values.pop_back();
-    if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; }) &&
-        checked == values[0])
-      continue;
-    const std::optional<kernel::SizeTerm> term = kernel::fit_term(values, bindings);
-    if (!term || kernel::evaluate(*term, check_binding) != checked)
-      no_class(std::string("a size decision's value follows no term of the sizes: ") +
-               base[i].what);
-    DecisionGuard guard{*term, base[i].threshold, base[i].outcome, base[i].what};
+    DecisionGuard guard{side(values, base[i].what), base[i].threshold, base[i].outcome,
+                        base[i].what, side(less, base[i].what)};
+    if (guard.value.factors.empty() && guard.less.factors.empty()) continue;  // no move
     const bool seen = std::any_of(guards.begin(), guards.end(), [&](const DecisionGuard& g) {
-      return g.value == guard.value && g.threshold == guard.threshold && g.outcome == guard.outcome;
+      return g.value == guard.value && g.less == guard.less && g.threshold == guard.threshold &&
+             g.outcome == guard.outcome;
     });
     if (!seen) guards.push_back(std::move(guard));
   }
@@ -67,7 +72,8 @@ std::vector<DecisionGuard> decision_guards(
 }
 
 bool holds(const DecisionGuard& g, std::span<const int64_t> sizes) {
-  return (kernel::evaluate(g.value, sizes) >= g.threshold) == g.outcome;
+  return (kernel::evaluate(g.value, sizes) - kernel::evaluate(g.less, sizes) >= g.threshold) ==
+         g.outcome;
 }
 
 bool schedule_holds(const CompiledKernel& k, std::span<const int64_t> sizes) {
@@ -83,11 +89,11 @@ GraphTemplate fit_imports(const std::vector<ImportedGraph>& imports,
   std::vector<const ir::Graph*> views;
   for (const ImportedGraph& at_binding : imports)
     views.push_back(at_binding.graph.get());
+  views.push_back(&check);
   std::string why_not;
-  std::optional<GraphTemplate> fitted = generalize_graph(views, bindings, why_not);
+  std::optional<GraphTemplate> fitted =
+      generalize_graph(views, kernel::with_check(bindings, check_binding), why_not);
   if (!fitted) no_class("its import: " + why_not);
-  const std::string why = template_difference(*fitted, check, check_binding);
-  if (!why.empty()) no_class("its import at a further binding is not the fitted one: " + why);
   return std::move(*fitted);
 }
 
@@ -205,15 +211,18 @@ std::shared_ptr<const CompiledClass> compile_class(
     graphs.push_back(std::move(imports[j].graph));
     kernels.push_back(std::move(passes.kernels));
   }
-  const std::unique_ptr<ir::Graph> checked = std::move(graphs.back());
-  const std::vector<kernel::Kernel> checked_kernels = std::move(kernels.back());
-  graphs.pop_back();
-  kernels.pop_back();
+  // The check binding's graph and kernels are fitted with the others (it chooses between terms
+  // that fit the rest alike), and must then be what the template gives there.
+  const kernel::Bindings checked_bindings = kernel::with_check(bindings, check_binding);
   std::vector<const ir::Graph*> views;
   for (const auto& g : graphs)
     views.push_back(g.get());
   std::string why_not;
-  std::optional<GraphTemplate> graph = generalize_graph(views, bindings, why_not);
+  std::optional<GraphTemplate> graph = generalize_graph(views, checked_bindings, why_not);
+  const std::unique_ptr<ir::Graph> checked = std::move(graphs.back());
+  const std::vector<kernel::Kernel> checked_kernels = std::move(kernels.back());
+  graphs.pop_back();
+  kernels.pop_back();
   if (!graph) no_class(why_not);
   result->guards = decision_guards(decisions, bindings, check_binding);
   result->graph = std::move(*graph);
@@ -231,14 +240,16 @@ std::shared_ptr<const CompiledClass> compile_class(
     std::vector<kernel::Kernel> lowered;
     for (const auto& at_binding : kernels)
       lowered.push_back(at_binding.at(k));
-    kernel::Generalized generic = kernel::generalize(lowered, bindings);
+    if (k >= checked_kernels.size())
+      no_class("kernel " + lowered[0].name + " is missing at a further binding");
+    lowered.push_back(checked_kernels[k]);
+    kernel::Generalized generic = kernel::generalize(lowered, checked_bindings);
     if (!generic.kernel) no_class("kernel " + lowered[0].name + ": " + generic.why_not);
     // (A kernel whose integers do not move has no size inputs: the same at every binding.)
     const kernel::Kernel bound = generic.kernel->size_inputs.empty()
                                      ? *generic.kernel
                                      : kernel::bind_sizes(*generic.kernel, check_binding);
-    if (k >= checked_kernels.size() ||
-        !kernel::same_computation(kernel::without_terms(bound), checked_kernels[k]))
+    if (!kernel::same_computation(kernel::without_terms(bound), checked_kernels[k]))
       no_class("kernel " + lowered[0].name + " at a further binding is not the fitted one");
     result->kernels.push_back(std::move(*generic.kernel));
   }

@@ -25,13 +25,14 @@
 namespace kiln {
 
 /// A size-dependent decision of the passes (passes/kernel/size_decisions.h) that the class's
-/// plan relies on: `value`'s term of the size inputs compared with `threshold` must come out as
-/// `outcome` at a member's binding.
+/// plan relies on: `value`'s term of the size inputs less `less`'s compared with `threshold`
+/// must come out as `outcome` at a member's binding.
 struct DecisionGuard {
   kernel::SizeTerm value;
   int64_t threshold = 0;
   bool outcome = false;
   std::string what;
+  kernel::SizeTerm less = {0, {}};
 };
 
 struct CompiledClass {

@@ -28,10 +28,9 @@ bool imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::Ten
   try {
     const ImportedGraph one = moved(1), two = moved(2);
     std::string why_not;
-    const std::optional<GraphTemplate> fitted =
-        generalize_graph({&base, one.graph.get()}, {{binding[s]}, {binding[s] + 1}}, why_not);
-    const std::vector<int64_t> further = {binding[s] + 2};
-    return fitted && template_difference(*fitted, *two.graph, further).empty();
+    return generalize_graph({&base, one.graph.get(), two.graph.get()},
+                            {{binding[s]}, {binding[s] + 1}, {binding[s] + 2}}, why_not)
+        .has_value();
   } catch (const std::exception&) {
     return false;  // the graph refuses those sizes (a view that needs them even)
   }

@@ -1,7 +1,9 @@
 #include "passes/kernel/generalize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 
 #include "passes/kernel/size_terms.h"
@@ -12,6 +14,12 @@ namespace {
 /// The highest power of one input a term may hold: sizes and strides are products of distinct
 /// dims, so a power above 1 is already rare (an attention score's [s, s] holds s*s elements).
 constexpr int kMaxDegree = 4;
+
+/// The largest scale of a factor's form (fit_shifted_product): a side in steps of at most 64
+/// (choose_steps) floored by strides comes out as (64 / strides) * s + shift. Scales are powers
+/// of two for the same reason; both bounds keep a product of forms from fitting values that
+/// merely happen to grow.
+constexpr int64_t kMaxScale = 64;
 
 __int128 power(int64_t base, int k) {
   __int128 p = 1;
@@ -25,11 +33,20 @@ void check_bindings(const std::vector<Kernel>& kernels, const Bindings& bindings
     throw std::invalid_argument("generalize: " + std::to_string(kernels.size()) + " kernels for " +
                                 std::to_string(bindings.size()) + " bindings");
   const std::vector<int64_t>& base = bindings[0];
-  if (bindings.size() != base.size() + 1)
+  if (bindings.size() != base.size() + 1 && bindings.size() != base.size() + 2)
     throw std::invalid_argument("generalize: " + std::to_string(base.size()) +
                                 " size inputs need " + std::to_string(base.size() + 1) +
-                                " bindings (the base, then one per input moved alone), not " +
+                                " bindings (the base, then one per input moved alone), and may "
+                                "have a check after them, not " +
                                 std::to_string(bindings.size()));
+  if (bindings.size() == base.size() + 2) {
+    const std::vector<int64_t>& check = bindings.back();
+    if (check.size() != base.size() ||
+        std::any_of(check.begin(), check.end(), [](int64_t v) { return v < 2; }))
+      throw std::invalid_argument(
+          "generalize: the check binding needs one value of at least 2 "
+          "per size input");
+  }
   for (size_t i = 0; i < base.size(); ++i) {
     const std::vector<int64_t>& moved = bindings[i + 1];
     bool alone = moved.size() == base.size() && moved[i] != base[i];
@@ -102,7 +119,7 @@ std::optional<SizeTerm> fit_affine(std::span<const int64_t> values, const Bindin
     v -= values[0];
   // The increments are c * (m(b) - m(base)); try m = the one input that moved the value.
   int input = -1;
-  for (size_t i = 0; i + 1 < bindings.size(); ++i) {
+  for (size_t i = 0; i < bindings[0].size(); ++i) {
     if (moved[i + 1] == 0) continue;
     if (input >= 0) return std::nullopt;
     input = static_cast<int>(i);
@@ -112,6 +129,66 @@ std::optional<SizeTerm> fit_affine(std::span<const int64_t> values, const Bindin
   if (moved[input + 1] % step != 0) return std::nullopt;
   SizeTerm term{moved[input + 1] / step, {input}};
   term.constant = values[0] - term.coefficient * bindings[0][input];
+  if (!reproduces(term, values, bindings)) return std::nullopt;
+  return term;
+}
+
+/// The `k`-th root of `n` where it is an integer, else 0.
+int64_t exact_root(int64_t n, int k) {
+  const auto guess = static_cast<int64_t>(std::llround(std::pow(static_cast<double>(n), 1.0 / k)));
+  for (int64_t r = std::max<int64_t>(guess - 1, 1); r <= guess + 1; ++r)
+    if (power(r, k) == n) return r;
+  return 0;
+}
+
+/// The form w = scale * s + shift and power p with (w(b) / w(a))^p = ratio (reduced, above 1 or
+/// below) for input s moved from a to b, its scale a power of two up to kMaxScale and w(a) >= 1;
+/// the highest power first (a side's square under one symbol is (s - 1)^2, not a form of 2s).
+std::optional<std::pair<FactorForm, int>> fit_form(int64_t numerator, int64_t denominator,
+                                                   int64_t a, int64_t b) {
+  for (int p = kMaxDegree; p >= 1; --p) {
+    const int64_t n = exact_root(numerator, p), d = exact_root(denominator, p);
+    if (n == 0 || d == 0 || n == d) continue;
+    // w(b) = w(a) + scale * (b - a) and w(b) / w(a) = n / d: w(a) = scale * (b - a) * d / (n - d).
+    const int64_t num = (b - a) * d, den = n - d;
+    const int64_t scale = std::abs(den) / std::gcd(num, den);
+    if (scale > kMaxScale || (scale & (scale - 1)) != 0) continue;
+    const int64_t at_a = scale * num / den;
+    if (at_a < 1) continue;
+    return std::pair{FactorForm{scale, at_a - scale * a}, p};
+  }
+  return std::nullopt;
+}
+
+/// The term c * w0^p0 * w1^p1 * ..., each w a form of one input (an image's sides past
+/// strides: 8 * (s0 - 1) * (s1 - 1) elements), fitted input by input from the ratio its move
+/// makes of the value, or none. Positive values only (sizes and the strides and offsets they
+/// make).
+std::optional<SizeTerm> fit_shifted_product(std::span<const int64_t> values,
+                                            const Bindings& bindings) {
+  const std::vector<int64_t>& base = bindings.at(0);
+  const int64_t v0 = values[0];
+  if (v0 < 1) return std::nullopt;
+  __int128 coefficient = v0;
+  SizeTerm term{1, {}};
+  for (size_t i = 0; i < base.size(); ++i) {
+    const int64_t vi = values[i + 1];
+    if (vi == v0) continue;
+    if (vi < 1) return std::nullopt;
+    const int64_t g = std::gcd(v0, vi);
+    const auto fitted = fit_form(vi / g, v0 / g, base[i], bindings[i + 1][i]);
+    if (!fitted) return std::nullopt;
+    const auto [form, p] = *fitted;
+    const int64_t at_base = form.scale * base[i] + form.shift;
+    for (int k = 0; k < p; ++k) {
+      if (coefficient % at_base != 0) return std::nullopt;
+      coefficient /= at_base;
+      term.factors.push_back(static_cast<int>(i));
+      term.forms.push_back(form);
+    }
+  }
+  term.coefficient = static_cast<int64_t>(coefficient);
+  term = normalized(std::move(term));
   if (!reproduces(term, values, bindings)) return std::nullopt;
   return term;
 }
@@ -142,14 +219,20 @@ std::string no_term_reason(const std::string& what, std::span<const int64_t> val
   for (int64_t v : values)
     seen += (seen.empty() ? "" : ", ") + std::to_string(v);
   return what + " takes " + seen +
-         " at the bindings: no term of the size inputs (a constant times a product of them, or "
-         "one of them times a constant plus a constant) gives that";
+         " at the bindings: no term of the size inputs (a constant times a product of them, each "
+         "perhaps scaled and shifted, or one of them times a constant plus a constant) gives that";
+}
+
+Bindings with_check(Bindings bindings, std::span<const int64_t> check) {
+  bindings.emplace_back(check.begin(), check.end());
+  return bindings;
 }
 
 std::optional<SizeTerm> fit_term(std::span<const int64_t> values, const Bindings& bindings) {
   if (values.size() != bindings.size()) return std::nullopt;
   if (std::optional<SizeTerm> monomial = fit_monomial(values, bindings)) return monomial;
-  return fit_affine(values, bindings);
+  if (std::optional<SizeTerm> affine = fit_affine(values, bindings)) return affine;
+  return fit_shifted_product(values, bindings);
 }
 
 std::optional<SizeTerm> fit_monomial(std::span<const int64_t> values, const Bindings& bindings) {

@@ -23,6 +23,7 @@
 //     store b1 [1024, 1] = %5
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -114,15 +115,28 @@ struct Buffer {
   bool is_output;
 };
 
+/// One factor of a SizeTerm: its size input times `scale` plus `shift`. An image side floored
+/// by a stride moves with the input that counts the side's steps but from another origin: past
+/// an unpadded stride-2 pool a side of 2*s is s - 1, and a ResNet's side of 32*s + 1 is 8*s + 1
+/// after its stem. Canonical: scale >= 1 and gcd(scale, |shift|) = 1 (size_terms.h).
+struct FactorForm {
+  int64_t scale = 1;
+  int64_t shift = 0;
+  bool operator==(const FactorForm&) const = default;
+  auto operator<=>(const FactorForm&) const = default;
+};
+
 /// An integer of a size-generic kernel that varies from call to call: `coefficient` times the
 /// product of the run-time size inputs `factors` names (indices into Kernel::size_inputs, sorted,
-/// repeats allowed), plus `constant` (a KV cache's length plus one, and what collapse_dims makes
+/// repeats allowed), each in its form (`forms`, one per factor, or empty where every factor is
+/// its input itself), plus `constant` (a KV cache's length plus one, and what collapse_dims makes
 /// of it times constant sizes). A constant is a term without factors (and `constant` 0). See
 /// size_terms.h.
 struct SizeTerm {
   int64_t coefficient = 1;
   std::vector<int> factors;
   int64_t constant = 0;
+  std::vector<FactorForm> forms = {};
   bool operator==(const SizeTerm&) const = default;
 };
 

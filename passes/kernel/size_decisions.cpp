@@ -13,6 +13,12 @@ bool at_least(int64_t value, int64_t threshold, const char* what) {
   return outcome;
 }
 
+bool difference_at_most(int64_t value, int64_t less, int64_t threshold, const char* what) {
+  const bool outcome = value - less >= threshold + 1;
+  if (recording) recording->push_back({value, threshold + 1, outcome, what, less});
+  return !outcome;
+}
+
 RecordSizeDecisions::RecordSizeDecisions() : outer_(recording) {
   recording = &decisions_;
 }

@@ -19,8 +19,11 @@ namespace kiln::kernel {
 struct SizeDecision {
   int64_t value = 0;
   int64_t threshold = 0;
-  bool outcome = false;   // value >= threshold
+  bool outcome = false;   // value - less >= threshold
   const char* what = "";  // what is compared, and for which decision (a literal)
+  /// Subtracted from `value` before the comparison: a difference of two sizes (the elements an
+  /// op is recomputed for, a map's less the gate's) is no term, but each side is one.
+  int64_t less = 0;
 };
 
 /// `value >= threshold`, logged in this thread's recording if one is open.
@@ -30,6 +33,9 @@ bool at_least(int64_t value, int64_t threshold, const char* what);
 inline bool at_most(int64_t value, int64_t threshold, const char* what) {
   return !at_least(value, threshold + 1, what);
 }
+
+/// `value - less <= threshold`, logged with both sides (SizeDecision::less).
+bool difference_at_most(int64_t value, int64_t less, int64_t threshold, const char* what);
 
 /// Records the decisions this thread's passes make while it lives (recordings nest: an inner
 /// one takes the decisions until it ends).

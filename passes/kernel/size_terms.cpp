@@ -1,6 +1,7 @@
 #include "passes/kernel/size_terms.h"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace kiln::kernel {
@@ -16,8 +17,14 @@ std::string field_problem(const std::optional<SizeTerm>& term, int64_t value,
       return what + "'s term names size input " + std::to_string(f) + " of " +
              std::to_string(inputs.size());
   }
-  if (!std::is_sorted(term->factors.begin(), term->factors.end()))
-    return what + "'s term has its factors out of order";
+  if (!term->forms.empty() && term->forms.size() != term->factors.size())
+    return what + "'s term has " + std::to_string(term->forms.size()) + " forms for " +
+           std::to_string(term->factors.size()) + " factors";
+  for (const FactorForm& form : term->forms) {
+    if (form.scale < 1 || std::gcd(form.scale, form.shift) != 1)
+      return what + "'s term " + print_term(*term) + " has a factor not in canonical form";
+  }
+  if (normalized(*term) != *term) return what + "'s term has its factors out of order";
   if (evaluate(*term, inputs) != value)
     return what + " is " + std::to_string(value) + " but its term " + print_term(*term) +
            " gives " + std::to_string(evaluate(*term, inputs));
@@ -28,29 +35,74 @@ std::string field_problem(const std::optional<SizeTerm>& term, int64_t value,
 
 int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs) {
   int64_t value = term.coefficient;
-  for (int f : term.factors)
-    value *= inputs[f];
+  for (size_t k = 0; k < term.factors.size(); ++k) {
+    const FactorForm form = form_of(term, k);
+    value *= form.scale * inputs[term.factors[k]] + form.shift;
+  }
   return value + term.constant;
+}
+
+FactorForm form_of(const SizeTerm& term, size_t k) {
+  return term.forms.empty() ? FactorForm{} : term.forms[k];
+}
+
+SizeTerm normalized(SizeTerm term) {
+  std::vector<std::pair<int, FactorForm>> factors;
+  for (size_t k = 0; k < term.factors.size(); ++k)
+    factors.emplace_back(term.factors[k], form_of(term, k));
+  std::sort(factors.begin(), factors.end());
+  term.factors.clear();
+  term.forms.clear();
+  const bool plain = std::all_of(factors.begin(), factors.end(),
+                                 [](const auto& f) { return f.second == FactorForm{}; });
+  for (const auto& [input, form] : factors) {
+    term.factors.push_back(input);
+    if (!plain) term.forms.push_back(form);
+  }
+  return term;
 }
 
 SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value) {
   return term ? *term : SizeTerm{value, {}};
 }
 
+namespace {
+
+/// `term` as a product: c * s + d as g * ((c/g) * s + d/g), g = gcd(c, d) (its sign c's, so that
+/// the form's scale is positive); a term without a constant as it is. None for a term with a
+/// constant and more than one factor, or one whose factor has a form already.
+std::optional<SizeTerm> as_product(const SizeTerm& term) {
+  if (term.constant == 0 || term.factors.empty()) return term;
+  if (term.factors.size() != 1 || !term.forms.empty() || term.coefficient == 0) return std::nullopt;
+  const int64_t g = std::gcd(term.coefficient, term.constant) * (term.coefficient < 0 ? -1 : 1);
+  return SizeTerm{g, term.factors, 0, {{term.coefficient / g, term.constant / g}}};
+}
+
+}  // namespace
+
 std::optional<SizeTerm> product(const SizeTerm& a, const SizeTerm& b) {
   if (a.factors.empty() && a.constant != 0) return product({a.coefficient + a.constant, {}}, b);
   if (b.factors.empty() && b.constant != 0) return product(a, {b.coefficient + b.constant, {}});
   if (a.factors.empty()) {  // a constant c: c * (k * m + d)
     if (a.coefficient == 0) return SizeTerm{0, {}};
-    return SizeTerm{a.coefficient * b.coefficient, b.factors, a.coefficient * b.constant};
+    SizeTerm p = b;
+    p.coefficient *= a.coefficient;
+    p.constant *= a.coefficient;
+    return p;
   }
   if (b.factors.empty()) return product(b, a);
-  if (a.constant != 0 || b.constant != 0) return std::nullopt;
-  SizeTerm p{a.coefficient * b.coefficient, a.factors};
+  const std::optional<SizeTerm> x = as_product(a), y = as_product(b);
+  if (!x || !y) return std::nullopt;
+  SizeTerm p{x->coefficient * y->coefficient, x->factors};
   if (p.coefficient == 0) return SizeTerm{0, {}};
-  p.factors.insert(p.factors.end(), b.factors.begin(), b.factors.end());
-  std::sort(p.factors.begin(), p.factors.end());
-  return p;
+  p.factors.insert(p.factors.end(), y->factors.begin(), y->factors.end());
+  if (!x->forms.empty() || !y->forms.empty()) {
+    for (size_t k = 0; k < x->factors.size(); ++k)
+      p.forms.push_back(form_of(*x, k));
+    for (size_t k = 0; k < y->factors.size(); ++k)
+      p.forms.push_back(form_of(*y, k));
+  }
+  return normalized(std::move(p));
 }
 
 std::optional<SizeTerm> as_field(const SizeTerm& term) {
@@ -175,9 +227,16 @@ std::string print_term(const SizeTerm& term) {
   if (term.factors.empty()) return std::to_string(term.coefficient + term.constant);
   std::string text;
   if (term.coefficient != 1) text = term.coefficient == -1 ? "-" : std::to_string(term.coefficient);
-  for (int f : term.factors) {
+  for (size_t k = 0; k < term.factors.size(); ++k) {
     if (!text.empty() && text != "-") text += "*";
-    text += "s" + std::to_string(f);
+    const std::string input = "s" + std::to_string(term.factors[k]);
+    const FactorForm form = form_of(term, k);
+    if (form == FactorForm{}) {
+      text += input;
+      continue;
+    }
+    text += "(" + (form.scale == 1 ? "" : std::to_string(form.scale) + "*") + input +
+            (form.shift > 0 ? "+" : "") + (form.shift == 0 ? "" : std::to_string(form.shift)) + ")";
   }
   if (term.constant > 0) text += "+" + std::to_string(term.constant);
   if (term.constant < 0) text += std::to_string(term.constant);

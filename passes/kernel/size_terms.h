@@ -3,9 +3,11 @@
 // A kernel may serve every value of some run-time integers, its size inputs: what the plan
 // computes per call from the region's sizes (a sequence length, a batch, a KV cache's length plus
 // one). Each size, stride or offset that varies with them carries a SizeTerm, a constant times a
-// product of inputs plus a constant: dense strides are products of sizes, and collapse_dims'
-// merges multiply sizes, which keeps a term a term but where two varying sizes of which one has
-// a constant would multiply (collapse_dims then leaves them apart). The
+// product of inputs plus a constant, where a factor may be an input in a form, scale * s + shift
+// (an image side floored by strides: s - 1, 8*s + 1): dense strides are products of sizes, and
+// collapse_dims' merges multiply sizes, which keeps a term a term but where a term with both a
+// factor and a constant would multiply one whose factors it cannot take (collapse_dims then
+// leaves them apart). The
 // concrete fields (Kernel::sizes, IndexMap::strides and offset) keep their values at
 // Kernel::size_inputs, the example binding, so code that reads them sees one member of the
 // family, and bind_sizes moves a kernel to another member.
@@ -35,8 +37,16 @@ int64_t evaluate(const SizeTerm& term, std::span<const int64_t> inputs);
 /// `term` if set, else the constant `value`, as a term (a constant has no factors).
 SizeTerm term_or_constant(const std::optional<SizeTerm>& term, int64_t value);
 
-/// a * b, normalized: factors sorted, none left beside a zero coefficient; none where it is no
-/// term (two terms with factors, one of them with a constant: (s + 1) * t).
+/// The form of the term's factor `k`: {1, 0} where the term has no forms.
+FactorForm form_of(const SizeTerm& term, size_t k);
+
+/// `term` in canonical order: its factors sorted by input then form, and no forms where every
+/// factor is its input itself.
+SizeTerm normalized(SizeTerm term);
+
+/// a * b, normalized: factors sorted, none left beside a zero coefficient. A factor with a
+/// constant, c * s + d, multiplies as g * ((c/g) * s + d/g), g = gcd(c, d), so (s - 1) * t is
+/// the term (s-1)*t; none where a term with a constant has other factors too.
 std::optional<SizeTerm> product(const SizeTerm& a, const SizeTerm& b);
 
 /// `term` as a kernel field: none when it is a constant.
@@ -59,8 +69,8 @@ Kernel bind_sizes(const Kernel& kernel, std::span<const int64_t> inputs);
 Kernel without_terms(Kernel kernel);
 
 /// Empty when the kernel's terms are well formed (one per dim or none, factors naming size
-/// inputs in order, each concrete field equal to its term at the example binding); otherwise
-/// what is wrong. validate() calls it.
+/// inputs in order, forms canonical, each concrete field equal to its term at the example binding);
+/// otherwise what is wrong. validate() calls it.
 std::string size_term_problem(const Kernel& kernel);
 
 /// Why a code generator cannot compile `kernel` size-generic, or empty (also for a kernel of
@@ -70,7 +80,7 @@ std::string size_term_problem(const Kernel& kernel);
 /// reduction (split_pieces) has no size-generic code.
 std::string generic_problem(const Kernel& kernel);
 
-/// "768*s0*s1", "s0", "-2*s1", "s0+1", "4".
+/// "768*s0*s1", "s0", "-2*s1", "s0+1", "4", "8*(s0-1)*(2*s1+1)".
 std::string print_term(const SizeTerm& term);
 
 }  // namespace kiln::kernel

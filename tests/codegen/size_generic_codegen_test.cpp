@@ -174,6 +174,24 @@ TEST(SizeGenericCodegen, RowsOfASizePlusOne) {
                  });
 }
 
+// An image's channels past strides that floor its sides: [4, s0 - 1, 2*s1 + 1] (an unpadded
+// stride-2 pool's rows, a side off its step), each channel a plane of (s0-1)*(2*s1+1): sizes
+// with constants, and strides that are products of shifted factors.
+TEST(SizeGenericCodegen, PlanesOfShiftedSides) {
+  const SizeTerm rows{1, {0}, -1}, columns{2, {1}, 1};
+  const SizeTerm plane{1, {0, 1}, 0, {{1, -1}, {2, 1}}};
+  Kernel k = make_kernel("planes", {4, 4, 9}, 0, {F32, F32}, {F32});
+  KernelBuilder b(k);
+  const int x = b.load(0, {36, 9, 1});
+  const int y = b.load(1, {1, 0, 0});
+  b.store(2, {36, 9, 1}, b.binary(Op::Mul, x, y, F32));
+  k.size_inputs = {5, 4};
+  k.size_terms = {std::nullopt, rows, columns};
+  k.exprs[x].map.stride_terms = {plane, columns, std::nullopt};
+  k.stores[0].map.stride_terms = {plane, columns, std::nullopt};
+  check_bindings(k, {{5, 4}, {2, 2}, {1, 3}, {9, 3}, {17, 7}, {3, 40}}, uniform(-2, 2));
+}
+
 // out = x * s1 + s0 (a length and a position used as values: constants that follow the size
 // inputs), in float32 and int64.
 TEST(SizeGenericCodegen, ConstantsThatFollowTheSizeInputs) {

@@ -29,6 +29,13 @@ Modes:
   the module's second batch compiles a size-generic specialization (a module shape class,
   backend/api/module_classes.h) that later batches run. The detail counts the module's compiles
   and its regions' classes.
+- `sides` / `script_sides`: as `stream` / `script_stream`, over a stream of image sizes
+  (SIDE_STREAM: multiples of 8, of 16, odd sides, non-square) at the case's own batch; 2-D
+  convolutional cases only (the others skip). Sides come in steps of a net's strides
+  (docs/shape-classes.md), so these are the streams that exercise steps, floored sizes and the
+  import check. A size where eager itself fails (a concatenation of maps that a stride floors
+  differently, a linear head over a flattened map) is not judged; a case where eager runs at no
+  size of the stream but its own skips.
 
 Tolerance, per dtype, element by element: |kiln - eager| <= atol * scale + rtol * |eager|, where
 scale is max(1, max |eager|) over the tensor: float32 rtol 1e-3, atol 1e-4; float64 rtol 1e-7,
@@ -43,6 +50,7 @@ kiln alike; the element test alone would call them failures.
 
 import dataclasses
 import hashlib
+import inspect
 import linecache
 import traceback
 
@@ -57,7 +65,8 @@ TOLERANCES = {
     torch.bfloat16: (1e-2, 1e-2),
 }
 
-MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16")
+MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16",
+         "sides", "script_sides")
 
 # The bf16 modes' bounds on the norm-relative error (above).
 BF16_FACTOR = 4.0
@@ -67,6 +76,10 @@ BF16_LIMIT = 0.5
 # After the case's own batch: sizes both sides of it, a size seen before, and 1 (which dynamo
 # specializes, as kiln does: a class of its own).
 STREAM_BATCHES = (3, 5, 2, 8, 1, 7, 5)
+# After the case's own sides (7 to 16): squares in steps of 8 and 16, odd and prime sides (off
+# any step), a non-square size, and sizes seen before.
+SIDE_STREAM = ((24, 24), (32, 32), (17, 17), (40, 40), (24, 40), (48, 48), (23, 23), (32, 32),
+               (16, 16))
 
 
 @dataclasses.dataclass
@@ -193,6 +206,8 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
         return _train_step(case, inputs, options)
     if mode in ("stream", "script_stream"):
         return _stream(case, options, mode)
+    if mode in ("sides", "script_sides"):
+        return _sides_stream(case, options, mode)
     if mode in ("bf16", "trace_bf16"):
         return _bf16(case, inputs, options, mode)
     model = case["make_model"]().eval()
@@ -216,31 +231,59 @@ def _run(mode: str, source: str, strict: bool) -> Outcome:
 
 
 def _stream(case: dict, options: dict, mode: str) -> Outcome:
+    batches = (case["make_inputs"]()[0].shape[0], *STREAM_BATCHES)
+    calls = [(f"batch {batch}", lambda batch=batch: case["make_inputs"](batch)) for batch in batches]
+    return _judged_stream(case, options, mode, calls, f"batches {list(batches)}")
+
+
+def _sides_stream(case: dict, options: dict, mode: str) -> Outcome:
+    make_inputs = case["make_inputs"]
+    if "sides" not in inspect.signature(make_inputs).parameters:
+        return Outcome(mode, "skip", "no image input")
+    own = tuple(make_inputs()[0].shape[2:])
+    sizes = (own, *SIDE_STREAM)
+    calls = [(f"sides {h}x{w}", lambda size=(h, w): make_inputs(sides=size)) for h, w in sizes]
+    return _judged_stream(case, options, mode, calls, "sides")
+
+
+def _judged_stream(case: dict, options: dict, mode: str, calls: list, what: str) -> Outcome:
+    """Calls the compiled model on each of `calls` ((label, inputs maker)), judging each against
+    eager on the same inputs; labels where eager itself raises are not judged."""
     model = case["make_model"]().eval()
-    how = "script" if mode == "script_stream" else "infer"
-    compiled = _compiled(model, case["make_inputs"](), how, options, mode)
+    scripted = mode.startswith("script_")
+    compiled = _compiled(model, case["make_inputs"](), "script" if scripted else "infer", options, mode)
     if isinstance(compiled, Outcome):
         return compiled
     before = kiln.stats()
-    batches = (case["make_inputs"]()[0].shape[0], *STREAM_BATCHES)
-    for batch in batches:
-        inputs = case["make_inputs"](batch)
+    judged, invalid = [], []
+    for label, make in calls:
+        inputs = make()
         with torch.no_grad():
-            want, got = model(*inputs), compiled(*inputs)
+            try:
+                want = model(*inputs)
+            except Exception:  # the module's own limits at this size: not kiln's concern
+                invalid.append(label)
+                continue
+            got = compiled(*inputs)
 
         def reference():
             with torch.no_grad():
                 exact = case["make_model"]().double().eval()(*map(as_float64, inputs))
-            return {f"output at batch {batch}": exact}
+            return {f"output at {label}": exact}
 
-        problem = judged_with_reference([(f"output at batch {batch}", got, want)], reference)
+        problem = judged_with_reference([(f"output at {label}", got, want)], reference)
         if problem:
             return Outcome(mode, "fail", problem)
+        judged.append(label)
+    if len(judged) < 2:
+        return Outcome(mode, "skip", f"eager runs at {len(judged)} of the stream's sizes")
     after = kiln.stats()
     classes = after["shape_classes"] - before["shape_classes"]
     plans = after["class_plans"] - before["class_plans"]
-    compiles = f"{compiled.num_specializations} module compiles, " if mode == "script_stream" else ""
-    return Outcome(mode, "pass", f"batches {list(batches)}: {compiles}{classes} classes, {plans} plans")
+    compiles = f"{compiled.num_specializations} module compiles, " if scripted else ""
+    if what == "sides":
+        what = f"{len(judged)} sides ({len(invalid)} invalid in eager)"
+    return Outcome(mode, "pass", f"{what}: {compiles}{classes} classes, {plans} plans")
 
 
 def _float_outputs(value) -> list:

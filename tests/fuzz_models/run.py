@@ -1,7 +1,7 @@
 """The model fuzzer's command line: `make fuzz-models SEEDS=a:b` runs it.
 
     python tests/fuzz_models/run.py --seeds 0:200 [--out DIR] [--lenient] [--file CASE.py]
-        [--modes infer,train,trace,script,stream,script_stream,bf16,trace_bf16]
+        [--modes infer,train,trace,script,stream,script_stream,bf16,trace_bf16,sides,script_sides]
 
 kiln compiles with strict=True unless --lenient: a fallback (to eager, the interpreter or ATen)
 would otherwise hide the failure that caused it behind eager's correct result. Prints one line
@@ -25,7 +25,8 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16")
+MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16",
+         "sides", "script_sides")
 LINE = re.compile(r"^seed (\d+) ")
 
 
@@ -51,7 +52,7 @@ def worker(seeds: range, modes: list, out: pathlib.Path, strict: bool, eager_onl
             continue
         wanted = [m for m in modes if m != "train" or case.trainable]
         outcomes = check(case.source, wanted, strict=strict)
-        detailed = ("stream", "bf16")  # the classes made, the errors measured
+        detailed = ("stream", "sides", "bf16")  # the classes made, the errors measured
         shown = [f"{o.mode}:{o.status}"
                  + (f" ({o.detail})" if o.mode.endswith(detailed) and o.status == "pass" else "")
                  for o in outcomes]

@@ -54,6 +54,7 @@ class Writer:
         self.count = 0
         self.channels_last = False
         self.batch = 1  # of the inputs, as the case draws it
+        self.sides = None  # an image input's height and width, as the case draws them
         self.has_parameters = False
         self.has_dropout = False
         # PyTorch 2.11's CPU backward of a 1x1 stride-2 convolution over a channels-last input
@@ -85,6 +86,9 @@ class Writer:
     def input(self, shape: list, channels_last: bool = False) -> Tensor:
         name = f"x{len(self.inputs)}"
         make = f"torch.randn({self._batched(shape)}, generator=g)"
+        if len(shape) == 4 and self.sides is None:  # an image: make_inputs takes its sides too
+            self.sides = list(shape[2:])
+            make = f"torch.randn([batch, {shape[1]}, *sides], generator=g)"
         if channels_last:
             fmt = "torch.channels_last" if len(shape) == 4 else "torch.channels_last_3d"
             make += f".contiguous(memory_format={fmt})"
@@ -103,13 +107,14 @@ class Writer:
         args = ", ".join(name for name, _ in self.inputs)
         makes = "".join(f"        {make},\n" for _, make in self.inputs)
         layout = ".to(memory_format=torch.channels_last)" if self.channels_last else ""
+        sides = f", sides={tuple(self.sides)}" if self.sides else ""
         return (
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
             "class Model(nn.Module):\n"
             "    def __init__(self):\n        super().__init__()\n"
             f"{init}\n\n"
             f"    def forward(self, {args}):\n{body}\n        return {out.name}\n\n\n"
-            f"def make_inputs(batch={self.batch}):\n"
+            f"def make_inputs(batch={self.batch}{sides}):\n"
             f"    g = torch.Generator().manual_seed({self.seed})\n"
             f"    return (\n{makes}    )\n\n\n"
             "def make_model():\n"

@@ -46,6 +46,28 @@ TEST(Generalize, FitTermFindsTheMonomial) {
   EXPECT_EQ(fit({3, 4}, {{6}, {8}}), std::nullopt);  // s / 2
 }
 
+TEST(Generalize, FitTermFindsProductsOfShiftedInputs) {
+  // An image's area past an unpadded stride-2 pool, sides in steps of 2 (s - 1 each), 8
+  // channels: 8 * (s0 - 1) * (s1 - 1).
+  const Bindings sides = {{12, 12}, {13, 12}, {12, 13}};
+  EXPECT_EQ(fit({8 * 11 * 11, 8 * 12 * 11, 8 * 11 * 12}, sides),
+            (SizeTerm{8, {0, 1}, 0, {{1, -1}, {1, -1}}}));
+  // A ResNet's side of 32 * s + 1 after its stem and pool, both sides one symbol: 64 (8s + 1)^2.
+  // Two points along one input fit an affine term as well; the check binding chooses.
+  const std::vector<int64_t> area = {64 * 57 * 57, 64 * 65 * 65, 64 * 73 * 73};
+  EXPECT_EQ(fit({area[0], area[1]}, {{7}, {8}}), (SizeTerm{62464, {0}, -229312}));
+  EXPECT_EQ(fit(area, with_check({{7}, {8}}, std::vector<int64_t>{9})),
+            (SizeTerm{64, {0, 0}, 0, {{8, 1}, {8, 1}}}));
+  // Scales that are no power of two up to 64 (3s + 1, 128s + 1), and sums, fit nothing.
+  const Bindings two = {{5, 8}, {6, 8}, {5, 9}};
+  EXPECT_EQ(fit({16 * 8, 19 * 8, 16 * 9}, two), std::nullopt);
+  EXPECT_EQ(fit({641 * 8, 769 * 8, 641 * 9}, two), std::nullopt);
+  EXPECT_EQ(fit({8 * 64 + 7, 9 * 64 + 7, 8 * 65 + 7}, {{8, 64}, {9, 64}, {8, 65}}), std::nullopt);
+  // What fits two points but not the check is no term: s^2 - s + 1 at 4, 5 and 6.
+  EXPECT_EQ(fit({13, 21}, {{4}, {5}}), (SizeTerm{8, {0}, -19}));
+  EXPECT_EQ(fit({13, 21, 31}, with_check({{4}, {5}}, std::vector<int64_t>{6})), std::nullopt);
+}
+
 std::string layer_norm_gelu(int64_t batch, int64_t tokens) {
   const std::string shape = "f32[" + std::to_string(batch) + "," + std::to_string(tokens) + ",32]";
   return "graph(%x : " + shape +
@@ -173,6 +195,9 @@ TEST(Generalize, BindingsMustMoveEachInputAlone) {
   EXPECT_THROW(generalize({k, k, k}, {{2, 8}, {3, 9}, {2, 9}}), std::invalid_argument);
   EXPECT_THROW(generalize({k, k, k}, {{2, 8}, {1, 8}, {2, 9}}), std::invalid_argument);
   EXPECT_THROW(generalize({k, k}, {{2, 8}, {3, 8}, {2, 9}}), std::invalid_argument);
+  // A check binding may follow; its values are sizes too (at least 2).
+  EXPECT_THROW(generalize({k, k, k, k}, {{2, 8}, {3, 8}, {2, 9}, {1, 10}}), std::invalid_argument);
+  EXPECT_TRUE(generalize({k, k, k, k}, {{2, 8}, {3, 8}, {2, 9}, {4, 10}}).kernel);
 }
 
 }  // namespace

@@ -36,6 +36,20 @@ TEST(SizeDecisions, AreRecordedInOrderWithTheirOutcomes) {
   EXPECT_FALSE(outer.decisions()[1].outcome);
 }
 
+TEST(SizeDecisions, ADifferenceIsRecordedWithBothSides) {
+  // A gate's 32 values broadcast over a 32 x 12 x 12 map: 4576 extra elements, more than 4096.
+  RecordSizeDecisions recording;
+  EXPECT_FALSE(difference_at_most(32 * 144, 32, 4096, "extra"));
+  EXPECT_TRUE(difference_at_most(32 * 128, 32, 4096, "extra"));
+  ASSERT_EQ(recording.decisions().size(), 2u);
+  const SizeDecision& d = recording.decisions()[0];
+  EXPECT_EQ(d.value, 32 * 144);
+  EXPECT_EQ(d.less, 32);
+  EXPECT_EQ(d.threshold, 4097);  // recorded as !(value - less >= 4097)
+  EXPECT_TRUE(d.outcome);
+  EXPECT_FALSE(recording.decisions()[1].outcome);
+}
+
 TEST(SizeDecisions, ALinearsRowsDecideWhetherItIsAContraction) {
   auto linear = [](int rows) {
     return ir::parse_graph("graph(%x : f32[" + std::to_string(rows) +

@@ -117,6 +117,31 @@ TEST(SizeTerms, SameComputationComparesTerms) {
   EXPECT_FALSE(same_computation(a, bind_sizes(a, std::vector<int64_t>{5, 3})));
 }
 
+TEST(SizeTerms, ShiftedFactorsMultiplyEvaluateAndPrint) {
+  // A side past an unpadded stride-2 pool (s0 - 1) times one off its step (2*s1 + 1), times 8.
+  const SizeTerm rows{1, {0}, -1}, columns{2, {1}, 1};
+  const std::optional<SizeTerm> plane = product(product(columns, rows).value(), term(8, {}));
+  ASSERT_TRUE(plane);
+  EXPECT_EQ(*plane, (SizeTerm{8, {0, 1}, 0, {{1, -1}, {2, 1}}}));
+  EXPECT_EQ(evaluate(*plane, std::vector<int64_t>{5, 4}), 8 * 4 * 9);
+  EXPECT_EQ(print_term(*plane), "8*(s0-1)*(2*s1+1)");
+  // c * s + d multiplies as gcd(c, d) times a canonical form: 6s - 4 is 2 (3s - 2).
+  EXPECT_EQ(product(SizeTerm{6, {0}, -4}, term(1, {1})),
+            (SizeTerm{2, {0, 1}, 0, {{3, -2}, {1, 0}}}));
+  // A term with a constant and two factors has no product form.
+  EXPECT_EQ(product(SizeTerm{1, {0, 1}, 1}, term(1, {0})), std::nullopt);
+  // validate checks the forms: canonical (scale >= 1, gcd 1), one per factor, in order.
+  Kernel k = generic_add(4, 3);
+  k.exprs[0].map.strides[0] = 64 * 2 * 3;
+  k.exprs[0].map.stride_terms[0] = SizeTerm{64, {1}, 0, {{2, 0}}};
+  EXPECT_NE(size_term_problem(k).find("not in canonical form"), std::string::npos);
+  k.exprs[0].map.strides[0] = 64 * 5;
+  k.exprs[0].map.stride_terms[0] = SizeTerm{64, {1}, 0, {{1, 2}}};
+  EXPECT_EQ(size_term_problem(k), "");
+  k.exprs[0].map.stride_terms[0] = SizeTerm{64, {1}, 0, {{1, 2}, {1, 0}}};
+  EXPECT_NE(size_term_problem(k).find("forms for"), std::string::npos);
+}
+
 TEST(SizeTerms, CollapseMergesOnlyWhatMergesAtEverySize) {
   // Dense [s0, s1, 64] merges into one dim of 64*s0*s1 for x and out, but y broadcasts over the
   // first two dims only: [s0*s1, 64] with y's stride 0 on the merged dim.

@@ -116,8 +116,15 @@ class Emitter {
   std::string integer(const kernel::SizeTerm& term) const {
     if (term.factors.empty()) return std::to_string(term.coefficient + term.constant);
     std::string text = term.coefficient == 1 ? "" : std::to_string(term.coefficient) + "LL";
-    for (int f : term.factors)
-      text += (text.empty() ? "" : " * ") + size_input(f);
+    for (size_t k = 0; k < term.factors.size(); ++k) {
+      const kernel::FactorForm form = kernel::form_of(term, k);
+      std::string factor = size_input(term.factors[k]);
+      if (form.scale != 1) factor = std::to_string(form.scale) + "LL * " + factor;
+      if (form.shift != 0)
+        factor = "(" + factor + (form.shift > 0 ? " + " : " - ") +
+                 std::to_string(std::llabs(form.shift)) + "LL)";
+      text += (text.empty() ? "" : " * ") + factor;
+    }
     if (term.constant != 0)
       text +=
           (term.constant > 0 ? " + " : " - ") + std::to_string(std::llabs(term.constant)) + "LL";

@@ -6,8 +6,13 @@ namespace kiln::codegen {
 
 llvm::Value* SizeValues::term(const kernel::SizeTerm& term) {
   llvm::Value* value = nullptr;
-  for (int f : term.factors)
-    value = value ? b_.CreateMul(value, inputs_.at(f)) : inputs_.at(f);
+  for (size_t k = 0; k < term.factors.size(); ++k) {
+    llvm::Value* factor = inputs_.at(term.factors[k]);
+    const kernel::FactorForm form = kernel::form_of(term, k);
+    if (form.scale != 1) factor = b_.CreateMul(factor, b_.getInt64(form.scale));
+    if (form.shift != 0) factor = b_.CreateAdd(factor, b_.getInt64(form.shift));
+    value = value ? b_.CreateMul(value, factor) : factor;
+  }
   if (!value) return b_.getInt64(term.coefficient + term.constant);
   if (term.coefficient != 1) value = b_.CreateMul(value, b_.getInt64(term.coefficient));
   return term.constant == 0 ? value : b_.CreateAdd(value, b_.getInt64(term.constant));

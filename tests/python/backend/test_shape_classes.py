@@ -253,8 +253,9 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
     """Square images of sides 40 to 120, multiples of 8: the class's size input counts eights
     (choose_steps), so one compile serves them all, with no fallback past max_specializations
     (under torch.compile one per symbolic graph: dynamo recompiles at sizes its fake convolution
-    guards on). Sides off the step (36, 44) are no members: they compile on their own. Every
-    output is eager's."""
+    guards on). Sides off the step (36, 44, 52, 60: four past a multiple of 8) are no members:
+    the first compiles on its own, the next forms one more class (their sizes past the strides are
+    shifted factors: (s - 1) / 2 + 1 ...), which the last two join. Every output is eager's."""
     torch.manual_seed(0)
     torch._dynamo.reset()
     model = _Strided().eval()
@@ -272,8 +273,11 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
         graphs = stats["graphs"] - 1 if entry == "torch.compile" else 1
         assert stats["shape_classes"] == graphs and stats["fallbacks"] == 0, stats
         assert stats["specializations"] <= graphs + 2 and stats["class_plans"] >= 6, stats
-        for side in (36, 44):
+        for side in (36, 44, 52, 60):
             x = torch.randn(1, 3, side, side)
             for got, want in zip(compiled(x), model(x)):
                 assert_close(got, want)
-    assert kiln.stats()["class_plans"] == stats["class_plans"], kiln.stats()
+    after = kiln.stats()
+    assert after["shape_classes"] == stats["shape_classes"] + 1 and after["fallbacks"] == 0, after
+    assert after["specializations"] <= stats["specializations"] + 1, after
+    assert after["class_plans"] == stats["class_plans"] + 3, after
