@@ -15,32 +15,60 @@ namespace {
 /// MobileNets and ConvNeXts, 16 for a ViT's patches), with one more stage to spare.
 constexpr int64_t kMaxStep = 64;
 
+/// How far the region's imports along one size input are one template (imports_follow).
+enum class Follows {
+  kNo,
+  kNear,  // at the base and one and two steps from it
+  kFar,   // there and at a distant binding too
+};
+
 /// Whether the region imported at `shape`'s base binding (`base`) and with size input `s` moved
-/// by one and by two is one template along that input: every size a polynomial of it there.
-bool imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::Tensor>& inputs,
-                    const ir::Graph& base, const ShapeClasses::Import& import) {
+/// by one and by two is one template along that input: every size a polynomial of it there; and
+/// whether the import at a distant binding is that template there. Sizes floored by a stride
+/// larger than the step can stay put over three steps (AlexNet's `(H - 7) // 4` is 55 at heights
+/// 224 to 226), which the fit takes for constants; the distant binding is kMaxStep sizes away
+/// (at least three steps), below the base where that is a binding (a sequence near its model's
+/// longest has no room above).
+Follows imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::Tensor>& inputs,
+                       const ir::Graph& base, const ShapeClasses::Import& import) {
   const std::vector<int64_t> binding = base_binding(shape);
   auto moved = [&](int64_t by) {
     std::vector<int64_t> at = binding;
     at[s] += by;
     return import(inputs_at(shape, inputs, at));
   };
+  std::optional<GraphTemplate> fitted;
   try {
     const ImportedGraph one = moved(1), two = moved(2);
     std::string why_not;
-    return generalize_graph({&base, one.graph.get(), two.graph.get()},
-                            {{binding[s]}, {binding[s] + 1}, {binding[s] + 2}}, why_not)
-        .has_value();
+    fitted = generalize_graph({&base, one.graph.get(), two.graph.get()},
+                              {{binding[s]}, {binding[s] + 1}, {binding[s] + 2}}, why_not);
   } catch (const std::exception&) {
-    return false;  // the graph refuses those sizes (a view that needs them even)
+    return Follows::kNo;  // the graph refuses those sizes (a view that needs them even)
   }
+  if (!fitted) return Follows::kNo;
+  const int64_t distance = std::max<int64_t>(3, kMaxStep / shape.steps[s]);
+  for (const int64_t by : {-distance, distance}) {
+    if (binding[s] + by < 2) continue;
+    try {
+      const ImportedGraph distant = moved(by);
+      const std::vector<int64_t> there = {binding[s] + by};
+      return template_difference(*fitted, *distant.graph, there).empty() ? Follows::kFar
+                                                                         : Follows::kNear;
+    } catch (const std::exception&) {
+      // sizes the graph refuses below the base: try above it
+    }
+  }
+  return Follows::kNear;
 }
 
 /// Sets each size input's step to the smallest power of two, up to kMaxStep, whose bindings
-/// the region's import follows (imports_follow): 1 for a sequence length or a batch, the product
-/// of the strides an image's height meets for a CNN (a floored size is a polynomial only over
-/// sizes that many apart). Imports alone, a few milliseconds: a region with none has no class,
-/// and no pass has run. Throws Unsupported where a size input has none.
+/// the region's import follows near and far (imports_follow): 1 for a sequence length or a
+/// batch, the product of the strides an image's height meets for a CNN (a floored size is a
+/// polynomial only over sizes that many apart); else the smallest it follows near (a slice
+/// clamped at a weight's length differs far away, and its members' imports are checked
+/// anyway). Imports alone, a few milliseconds: a region with none has no class, and no pass has
+/// run. Throws Unsupported where a size input has none.
 void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
                   const ShapeClasses::Import& import) {
   const ImportedGraph base = import(inputs);
@@ -48,17 +76,21 @@ void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
   shape.steps.assign(sizes.size(), 1);
   shape.offsets.assign(sizes.size(), 0);
   for (size_t s = 0; s < sizes.size(); ++s) {
-    bool found = false;
-    for (int64_t step = 1; step <= kMaxStep && !found && sizes[s] / step >= 2; step *= 2) {
+    std::optional<int64_t> near, far;
+    for (int64_t step = 1; step <= kMaxStep && !far && sizes[s] / step >= 2; step *= 2) {
       shape.steps[s] = step;
       shape.offsets[s] = sizes[s] % step;
-      found = imports_follow(shape, s, inputs, *base.graph, import);
+      const Follows follows = imports_follow(shape, s, inputs, *base.graph, import);
+      if (follows == Follows::kFar) far = step;
+      if (follows != Follows::kNo && !near) near = step;
     }
-    if (!found)
+    if (!near)
       throw Error(ErrorKind::Unsupported,
                   "no shape class: the imported graph's sizes follow size input " +
                       std::to_string(s) + " at no step up to " + std::to_string(kMaxStep) +
                       " (a size it floors by a stride the sizes seen do not divide)");
+    shape.steps[s] = far.value_or(*near);
+    shape.offsets[s] = sizes[s] % shape.steps[s];
   }
 }
 

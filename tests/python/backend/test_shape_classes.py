@@ -281,3 +281,41 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
     assert after["shape_classes"] == stats["shape_classes"] + 1 and after["fallbacks"] == 0, after
     assert after["specializations"] <= stats["specializations"] + 1, after
     assert after["class_plans"] == stats["class_plans"] + 3, after
+
+
+class _WideStrides(torch.nn.Module):
+    """AlexNet's stem: an 11x11 stride-4 convolution and unpadded stride-2 pools. Its sizes are
+    floored by 4 at first, so over three heights in a row they can stay put (224 to 226 all give
+    55), and past the pools each side is shifted from its multiple: (H - 7) // 4 + 1, then
+    (that - 3) // 2 + 1, ..."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 11, stride=4, padding=2), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(3, 2), torch.nn.Conv2d(8, 16, 5, padding=2), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(3, 2))
+
+    def forward(self, x):
+        return self.body(x).flatten(1).sum(1, keepdim=True) + self.body(x).amax((2, 3))
+
+
+@pytest.mark.parametrize("entry", ["torch.compile", "torchscript"])
+def test_sides_floored_past_their_step_and_shifted_share_a_class(entry):
+    """Square images of sides 128 to 320 in steps of 32 (the stem's stride product): the step
+    is found by a distant import (three heights in a row look constant), and the sides past the
+    pools are shifted factors, so one class serves them. Every output is eager's."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _WideStrides().eval()
+    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
+                kiln.compile(torch.jit.trace(model, (torch.randn(1, 3, 224, 224),))))
+    kiln.reset_stats()
+    with torch.no_grad():
+        for side in (224, 256, 128, 288, 160, 320, 192, 256):
+            x = torch.randn(1, 3, side, side)
+            assert_close(compiled(x), model(x))
+    stats = kiln.stats()
+    graphs = stats["graphs"] - 1 if entry == "torch.compile" else 1
+    assert stats["shape_classes"] == graphs and stats["fallbacks"] == 0, stats
+    assert stats["specializations"] <= graphs + 2 and stats["class_plans"] >= 4, stats
