@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "passes/kernel/size_terms.h"
 
@@ -150,12 +151,16 @@ std::optional<std::pair<FactorForm, int>> fit_form(int64_t numerator, int64_t de
     const int64_t n = exact_root(numerator, p), d = exact_root(denominator, p);
     if (n == 0 || d == 0 || n == d) continue;
     // w(b) = w(a) + scale * (b - a) and w(b) / w(a) = n / d: w(a) = scale * (b - a) * d / (n - d).
-    const int64_t num = (b - a) * d, den = n - d;
-    const int64_t scale = std::abs(den) / std::gcd(num, den);
+    const __int128 num = static_cast<__int128>(b - a) * d, den = n - d;
+    __int128 g = num < 0 ? -num : num, r = den < 0 ? -den : den;
+    while (r != 0)
+      g = std::exchange(r, g % r);
+    const __int128 scale = (den < 0 ? -den : den) / g;
     if (scale > kMaxScale || (scale & (scale - 1)) != 0) continue;
-    const int64_t at_a = scale * num / den;
-    if (at_a < 1) continue;
-    return std::pair{FactorForm{scale, at_a - scale * a}, p};
+    const __int128 at_a = scale * num / den;
+    if (at_a < 1 || at_a > INT64_MAX / 2) continue;
+    const auto s = static_cast<int64_t>(scale);
+    return std::pair{FactorForm{s, static_cast<int64_t>(at_a) - s * a}, p};
   }
   return std::nullopt;
 }

@@ -231,6 +231,18 @@ def test_greedy_generation_with_a_kv_cache_compiles_its_step_once():
     assert stats["specializations"] <= 4 and stats["class_plans"] >= 8, stats
 
 
+def _image_model(cls, entry: str, side: int):
+    """A fresh `cls` in eval, and it compiled through `entry` (traced at a square image of
+    `side`), with kiln's stats reset."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = cls().eval()
+    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
+                kiln.compile(torch.jit.trace(model, (torch.randn(1, 3, side, side),))))
+    kiln.reset_stats()
+    return model, compiled
+
+
 class _Strided(torch.nn.Module):
     """Two stride-2 convolutions and a max pool: every size after them is the image's over 8,
     floored, and a polynomial of the image's height only over heights 8 apart."""
@@ -255,13 +267,8 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
     (under torch.compile one per symbolic graph: dynamo recompiles at sizes its fake convolution
     guards on). Sides off the step (36, 44, 52, 60: four past a multiple of 8) are no members:
     the first compiles on its own, the next forms one more class (their sizes past the strides are
-    shifted factors: (s - 1) / 2 + 1 ...), which the last two join. Every output is eager's."""
-    torch.manual_seed(0)
-    torch._dynamo.reset()
-    model = _Strided().eval()
-    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
-                kiln.compile(torch.jit.trace(model, (torch.randn(1, 3, 32, 32),))))
-    kiln.reset_stats()
+    shifted factors), which the last two join. Every output is eager's."""
+    model, compiled = _image_model(_Strided, entry, side=32)
     sides = [32, 40, 48, 56, 64, 72, 80, 96, 104, 120, 48]
     with torch.no_grad():
         for side in sides:
@@ -305,12 +312,7 @@ def test_sides_floored_past_their_step_and_shifted_share_a_class(entry):
     """Square images of sides 128 to 320 in steps of 32 (the stem's stride product): the step
     is found by a distant import (three heights in a row look constant), and the sides past the
     pools are shifted factors, so one class serves them. Every output is eager's."""
-    torch.manual_seed(0)
-    torch._dynamo.reset()
-    model = _WideStrides().eval()
-    compiled = (torch.compile(model, backend="kiln") if entry == "torch.compile" else
-                kiln.compile(torch.jit.trace(model, (torch.randn(1, 3, 224, 224),))))
-    kiln.reset_stats()
+    model, compiled = _image_model(_WideStrides, entry, side=224)
     with torch.no_grad():
         for side in (224, 256, 128, 288, 160, 320, 192, 256):
             x = torch.randn(1, 3, side, side)
