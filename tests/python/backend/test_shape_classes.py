@@ -266,7 +266,7 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
     (choose_steps), so one compile serves them all, with no fallback past max_specializations
     (under torch.compile one per symbolic graph: dynamo recompiles at sizes its fake convolution
     guards on). Sides off the step (36, 44, 52, 60: four past a multiple of 8) are no members:
-    the first forms one more class (in steps of 4; their sizes past the strides are shifted
+    the first forms one more class (in steps of 8 from 4: their sizes past the strides are shifted
     factors), whose plans the other three are. Every output is eager's."""
     model, compiled = _image_model(_Strided, entry, side=32)
     sides = [32, 40, 48, 56, 64, 72, 80, 96, 104, 120, 48]
