@@ -72,7 +72,7 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region) {
 
 RegionSource fx_region(std::shared_ptr<const FxProgram> program,
                        std::function<Tensors(const Tensors&)> fallback, std::vector<size_t> weights,
-                       std::vector<std::vector<int>> symbolic_dims) {
+                       DeclaredSizes declared_sizes) {
   for (size_t i : weights) {
     if (static_cast<int64_t>(i) >= program->num_inputs()) {
       throw Error(ErrorKind::InvalidInput, "weight input " + std::to_string(i) +
@@ -88,7 +88,7 @@ RegionSource fx_region(std::shared_ptr<const FxProgram> program,
   source.fallback = std::move(fallback);
   source.fallback_in = RunsIn::Eager;
   source.op_names = program->op_names();
-  source.symbolic_dims = std::move(symbolic_dims);
+  source.declared_sizes = std::move(declared_sizes);
   return source;
 }
 
@@ -196,7 +196,7 @@ std::shared_ptr<const RegionRunner::Specialization> RegionRunner::compile_specia
       // Kept by a class, to import its new members: `frozen` by value.
       auto import = [this, frozen](const Tensors& at) { return source_.import(at, frozen); };
       if (auto as_class =
-              classes_.compile(inputs, weights, import, options_, name_, source_.symbolic_dims))
+              classes_.compile(inputs, weights, import, options_, name_, source_.declared_sizes))
         return as_class;
     }
     spec->compiled = compile(inputs, frozen);

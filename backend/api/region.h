@@ -46,10 +46,10 @@ struct RegionSource {
   RunsIn fallback_in = RunsIn::Interpreter;
   /// The region's ops, for explain when it is not compiled.
   std::vector<std::string> op_names;
-  /// Per input, per dim: the graph's symbolic size it is (dims of one symbol move together;
-  /// torch.compile's dynamic dims), or -1. Empty where the graph has none: its region then
-  /// forms shape classes only from two signatures (shape_classes.h).
-  std::vector<std::vector<int>> symbolic_dims;
+  /// The graph's symbolic sizes of its inputs (torch.compile's dynamic dims). Empty where the
+  /// graph has none: its region then forms shape classes only from two signatures
+  /// (shape_classes.h).
+  DeclaredSizes declared_sizes;
 };
 
 /// A TorchScript subgraph of dispatcher ops (see partition.h) as a region source.
@@ -60,7 +60,7 @@ RegionSource torchscript_region(std::shared_ptr<torch::jit::Graph> region);
 KILN_INTERNAL RegionSource fx_region(std::shared_ptr<const FxProgram> program,
                                      std::function<Tensors(const Tensors&)> fallback,
                                      std::vector<size_t> weights,
-                                     std::vector<std::vector<int>> symbolic_dims = {});
+                                     DeclaredSizes declared_sizes = {});
 
 class KILN_INTERNAL RegionRunner {
  public:

@@ -64,6 +64,25 @@ int64_t value_of(const ShapeClass& shape_class, size_t s, int64_t size) {
   return above / step;
 }
 
+/// The size of a derived dim at a binding whose size inputs' dims are `dims` long.
+int64_t derived_size(const SizeExpression& size, std::span<const int64_t> dims) {
+  return size.evaluate([&](int64_t s, int64_t) { return dims[static_cast<size_t>(s)]; });
+}
+
+/// `size` with its kDim tokens reading size inputs where they read symbols; none where a symbol
+/// is no size input.
+std::optional<SizeExpression> over_size_inputs(const SizeExpression& size,
+                                               const std::map<int, int>& groups) {
+  std::vector<SizeExpression::Token> tokens = size.tokens();
+  for (SizeExpression::Token& token : tokens) {
+    if (token.op != SizeExpression::Op::kDim) continue;
+    auto group = groups.find(static_cast<int>(token.a));
+    if (group == groups.end()) return std::nullopt;
+    token = {SizeExpression::Op::kDim, group->second, 0};
+  }
+  return SizeExpression(std::move(tokens));
+}
+
 }  // namespace
 
 std::vector<ShapeClass::Input> describe(const std::vector<at::Tensor>& inputs,
@@ -135,12 +154,12 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
 
 std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
                                         const std::vector<size_t>& weights,
-                                        const std::vector<std::vector<int>>& symbols,
-                                        std::string* why_not) {
+                                        const DeclaredSizes& declared, std::string* why_not) {
   auto none = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return std::nullopt;
   };
+  const std::vector<std::vector<int>>& symbols = declared.symbols;
   if (symbols.size() != now.size()) return none("the symbols name another number of inputs");
   ShapeClass result;
   result.global_state = signature_of(std::vector<at::Tensor>{});
@@ -151,7 +170,7 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
     ShapeClass::Input& input = result.inputs[i];
     const std::string at = "input " + std::to_string(i);
     const bool any =
-        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s >= 0; });
+        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s != -1; });
     if (!any) continue;
     if (!t.defined() || t.layout() != at::kStrided || t.dim() != std::ssize(symbols[i]))
       return none(at + " is not a strided tensor of the rank its symbols say");
@@ -172,6 +191,20 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
       return none(at + " is not dense in its dim order");
   }
   if (result.size_inputs.empty()) return none("no symbolic dim");
+  const std::vector<int64_t> dims = dim_sizes(result, base_binding(result));
+  for (const DeclaredSizes::Derived& derived : declared.derived) {
+    const std::string at =
+        "input " + std::to_string(derived.input) + "'s dim " + std::to_string(derived.dim);
+    if (derived.input >= now.size() || derived.dim < 0 ||
+        derived.dim >= std::ssize(symbols[derived.input]) ||
+        symbols[derived.input][derived.dim] != -2)
+      return none(at + " is not a derived dim of the symbols");
+    std::optional<SizeExpression> size = over_size_inputs(derived.size, groups);
+    if (!size) return none(at + " is derived from a symbol no dim is");
+    if (derived_size(*size, dims) != now[derived.input].size(derived.dim))
+      return none(at + " is not the value of its expression");
+    result.inputs[derived.input].derived.emplace_back(derived.dim, std::move(*size));
+  }
   return result;
 }
 
@@ -190,11 +223,13 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
         t.dim() != static_cast<int64_t>(want.sizes.size()))
       return std::nullopt;
     if (want.weight && t.unsafeGetTensorImpl() != want.weight) return std::nullopt;
-    bool moved = false;
+    bool moved = !want.derived.empty();  // its derived dims are checked below
     for (int d = 0; d < t.dim(); ++d) {
       const int s = want.size_input[d];
       if (s < 0) {
-        if (t.size(d) != want.sizes[d]) return std::nullopt;
+        const bool derived = std::any_of(want.derived.begin(), want.derived.end(),
+                                         [&](const auto& e) { return e.first == d; });
+        if (!derived && t.size(d) != want.sizes[d]) return std::nullopt;
         continue;
       }
       moved = true;
@@ -206,6 +241,17 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
     if (moved ? !dense_in(t.sizes().vec(), t.strides(), want)
               : t.strides() != c10::IntArrayRef(want.strides))
       return std::nullopt;
+  }
+  if (std::find(binding.begin(), binding.end(), -1) != binding.end()) return std::nullopt;
+  const std::vector<int64_t> dims = dim_sizes(shape_class, binding);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const auto& [d, size] : shape_class.inputs[i].derived) {
+      try {
+        if (inputs[i].size(d) != derived_size(size, dims)) return std::nullopt;
+      } catch (const std::exception&) {
+        return std::nullopt;  // its expression divides by zero at this binding
+      }
+    }
   }
   return binding;
 }
@@ -241,9 +287,21 @@ std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
       sizes[d] = dims[input.size_input[d]];
       moved = true;
     }
+    for (const auto& [d, size] : input.derived) {
+      sizes[d] = derived_size(size, dims);
+      moved = true;
+    }
     if (!moved) continue;
-    result[i] = at::empty_strided(sizes, dense_strides(sizes, input.dim_order, input.broadcast),
-                                  inputs[i].options().requires_grad(false));
+    std::vector<int64_t> strides = dense_strides(sizes, input.dim_order, input.broadcast);
+    // A dim of one may have any stride, and an import reads it: it follows the layout where it
+    // did at these inputs (a [b, 1, n, n] mask), else it is kept (a [1, n] slice of a [1, 512]
+    // buffer has a stride of 512 at every n). A member's own import is checked anyway.
+    const std::vector<int64_t> was =
+        dense_strides(inputs[i].sizes().vec(), input.dim_order, input.broadcast);
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (sizes[d] == 1 && inputs[i].size(d) == 1 && inputs[i].stride(d) != was[d])
+        strides[d] = inputs[i].stride(d);
+    result[i] = at::empty_strided(sizes, strides, inputs[i].options().requires_grad(false));
     if (input.requires_grad) result[i].requires_grad_(true);
   }
   return result;

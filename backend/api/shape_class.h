@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/api/signature.h"
+#include "backend/capture/size_expression.h"
 
 namespace kiln {
 
@@ -39,7 +40,11 @@ struct ShapeClass {
     std::vector<int64_t> strides;  // likewise
     std::vector<int> dim_order;    // outermost first: the order its strides follow
     std::vector<int> size_input;   // per dim: the size input it is, or -1
-    std::vector<bool> broadcast;   // per dim: stride 0 over more than one element (expanded)
+    /// Dims (size_input -1) whose size is an expression of size inputs: a flattened batch
+    /// (`s0 * s1`), a cache one longer (`s0 + 1`). The expression's kDim tokens read size input
+    /// `a`'s dims (their length: `step * value + offset`).
+    std::vector<std::pair<int, SizeExpression>> derived;
+    std::vector<bool> broadcast;  // per dim: stride 0 over more than one element (expanded)
     const c10::TensorImpl* weight = nullptr;  // a frozen weight: this very tensor
   };
   std::vector<Input> inputs;
@@ -60,12 +65,26 @@ std::optional<ShapeClass> form_class(const std::vector<ShapeClass::Input>& earli
                                      const std::vector<size_t>& weights,
                                      std::string* why_not = nullptr);
 
-/// The class whose size inputs the graph declares: `symbols[i][d]` names the symbolic size of
-/// input i's dim d (dims of one symbol move together), or is -1 for a static dim. None (and why)
-/// when a symbolic dim is below 2 now, a tensor with one is not dense, or is a weight.
+/// The symbolic sizes a graph declares for its inputs (torch.compile's dynamic dims).
+struct DeclaredSizes {
+  /// Per input, per dim: the symbol it is (dims of one symbol move together), -1 for a static
+  /// dim, -2 for one derived from symbols (`derived`).
+  std::vector<std::vector<int>> symbols;
+  struct Derived {
+    size_t input = 0;
+    int dim = 0;
+    SizeExpression size;  // its kDim tokens read symbol `a`
+  };
+  std::vector<Derived> derived;
+  bool empty() const { return symbols.empty(); }
+};
+
+/// The class whose size inputs the graph declares (`declared`). None (and why) when a symbolic
+/// dim is below 2 now, a derived one is not its expression's value, a tensor with either is not
+/// dense, or is a weight.
 std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
                                         const std::vector<size_t>& weights,
-                                        const std::vector<std::vector<int>>& symbols,
+                                        const DeclaredSizes& declared,
                                         std::string* why_not = nullptr);
 
 /// The binding of `inputs` in `shape_class`, or none when they are not a member.

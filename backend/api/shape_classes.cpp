@@ -30,7 +30,8 @@ enum class Follows {
 /// (at least three steps), below the base where that is a binding (a sequence near its model's
 /// longest has no room above).
 Follows imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::Tensor>& inputs,
-                       const ir::Graph& base, const ShapeClasses::Import& import) {
+                       const ir::Graph& base, const ShapeClasses::Import& import,
+                       std::string& why_not) {
   const std::vector<int64_t> binding = base_binding(shape);
   auto moved = [&](int64_t by) {
     std::vector<int64_t> at = binding;
@@ -40,10 +41,10 @@ Follows imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::
   std::optional<GraphTemplate> fitted;
   try {
     const ImportedGraph one = moved(1), two = moved(2);
-    std::string why_not;
     fitted = generalize_graph({&base, one.graph.get(), two.graph.get()},
                               {{binding[s]}, {binding[s] + 1}, {binding[s] + 2}}, why_not);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    why_not = std::string("importing it there threw ") + e.what();
     return Follows::kNo;  // the graph refuses those sizes (a view that needs them even)
   }
   if (!fitted) return Follows::kNo;
@@ -77,10 +78,13 @@ void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
   shape.offsets.assign(sizes.size(), 0);
   for (size_t s = 0; s < sizes.size(); ++s) {
     std::optional<int64_t> near, far;
+    std::string why_not;  // at step 1: the likeliest to say what varies
     for (int64_t step = 1; step <= kMaxStep && !far && sizes[s] / step >= 2; step *= 2) {
       shape.steps[s] = step;
       shape.offsets[s] = sizes[s] % step;
-      const Follows follows = imports_follow(shape, s, inputs, *base.graph, import);
+      std::string why;
+      const Follows follows = imports_follow(shape, s, inputs, *base.graph, import, why);
+      if (why_not.empty()) why_not = why;
       if (follows == Follows::kFar) far = step;
       if (follows != Follows::kNo && !near) near = step;
     }
@@ -88,7 +92,8 @@ void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
       throw Error(ErrorKind::Unsupported,
                   "no shape class: the imported graph's sizes follow size input " +
                       std::to_string(s) + " at no step up to " + std::to_string(kMaxStep) +
-                      " (a size it floors by a stride the sizes seen do not divide)");
+                      " (a size it floors by a stride the sizes seen do not divide); at step 1: " +
+                      why_not);
     shape.steps[s] = far.value_or(*near);
     shape.offsets[s] = sizes[s] % shape.steps[s];
   }
@@ -207,7 +212,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
 std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
     const std::vector<at::Tensor>& inputs, const std::vector<FrozenWeight>& weights,
     const Import& import, const CompileOptions& options, const std::string& name,
-    const std::vector<std::vector<int>>& declared) const {
+    const DeclaredSizes& declared) const {
   if (disabled_names().contains("shape_classes")) return nullptr;
   std::vector<size_t> frozen;
   for (const FrozenWeight& w : weights)

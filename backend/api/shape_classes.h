@@ -36,15 +36,17 @@ class ShapeClasses {
   /// are in none (or its plan cannot be made at their sizes).
   std::shared_ptr<const RegionSpecialization> plan(const std::vector<at::Tensor>& inputs) const;
 
-  /// A new signature's specialization as a class: the one the graph declares (`declared`: the
-  /// symbolic size of each input dim, or -1; see declare_class), else one with a signature
+  /// A new signature's specialization as a class: the one the graph declares (`declared`: its
+  /// inputs' symbolic sizes; see declare_class), else one with a signature
   /// recorded before (the most recent first). Imported through `import` with the weights
   /// `weights` frozen; null where it forms none or the class fails to compile (logged at debug
   /// level; after kMaxAttempts failures those dims are not tried again).
-  std::shared_ptr<const RegionSpecialization> compile(
-      const std::vector<at::Tensor>& inputs, const std::vector<FrozenWeight>& weights,
-      const Import& import, const CompileOptions& options, const std::string& name,
-      const std::vector<std::vector<int>>& declared = {}) const;
+  std::shared_ptr<const RegionSpecialization> compile(const std::vector<at::Tensor>& inputs,
+                                                      const std::vector<FrozenWeight>& weights,
+                                                      const Import& import,
+                                                      const CompileOptions& options,
+                                                      const std::string& name,
+                                                      const DeclaredSizes& declared = {}) const;
 
   /// A signature compiled on its own (`frozen`: the inputs frozen as constants): one a later
   /// signature may form a class with.

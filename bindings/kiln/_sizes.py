@@ -71,28 +71,39 @@ def tensor_symbols(tensor: Any) -> list[tuple[sympy.Symbol, int]]:
     return found
 
 
-def symbolic_dims(placeholders: list[torch.fx.Node]) -> list[list[int]]:
+Derived = list[tuple[int, int, Program]]
+
+
+def symbolic_dims(placeholders: list[torch.fx.Node]) -> tuple[list[list[int]], Derived]:
     """Per placeholder, per dim of its example tensor: a number per symbol (dims of one symbol get
-    the same), -1 for a static size. Empty when a dim is an expression of symbols (s0 + 1), which
-    moves with them but is not one itself: the region then waits for a second signature to see
-    which dims move (backend/api/shape_classes.h)."""
+    the same), -1 for a static size, -2 for a size derived from symbols (s0 * s1, s0 + 1: a
+    flattened batch, a cache one token longer); and per derived dim (placeholder, dim, program),
+    the program's ("dim", n, 0) tokens reading symbol n. Both empty when a derived dim has a
+    symbol no dim is, or an operation kiln does not evaluate: the region then waits for a second
+    signature to see which dims move (backend/api/shape_classes.h)."""
     numbers: dict[sympy.Symbol, int] = {}
-    dims = []
     for node in placeholders:
+        for symbol, _ in tensor_symbols(node.meta.get("val")):
+            numbers.setdefault(symbol, len(numbers))
+    dims: list[list[int]] = []
+    derived: Derived = []
+    for i, node in enumerate(placeholders):
         val = node.meta.get("val")
-        sizes = val.shape if isinstance(val, torch.Tensor) else []
         row = []
-        for size in sizes:
-            if not isinstance(size, torch.SymInt):
+        for d, size in enumerate(val.shape if isinstance(val, torch.Tensor) else []):
+            if not isinstance(size, torch.SymInt) or size.node.expr.is_number:
                 row.append(-1)
             elif isinstance(size.node.expr, sympy.Symbol):
-                row.append(numbers.setdefault(size.node.expr, len(numbers)))
-            elif size.node.expr.is_number:
-                row.append(-1)
+                row.append(numbers[size.node.expr])
             else:
-                return []
+                program = compile_expression(
+                    size.node.expr, lambda e: (numbers[e], 0) if e in numbers else None)
+                if program is None:
+                    return [], []
+                derived.append((i, d, program))
+                row.append(-2)
         dims.append(row)
-    return dims if numbers else []
+    return (dims, derived) if numbers else ([], [])
 
 
 def compile_expression(expr: sympy.Expr, locate: Locate) -> Program | None:

@@ -23,20 +23,25 @@ bool takes_size(c10::TypePtr type, bool list) {
   return type->kind() == c10::IntType::Kind || type->kind() == c10::SymIntType::Kind;
 }
 
+std::vector<SizeExpression::Token> size_tokens(const py::handle& tokens) {
+  std::vector<SizeExpression::Token> decoded;
+  for (auto item : tokens.cast<py::list>()) {
+    auto token = item.cast<py::tuple>();
+    decoded.push_back({SizeExpression::op_named(token[0].cast<std::string>()),
+                       token[1].cast<int64_t>(), token[2].cast<int64_t>()});
+  }
+  return decoded;
+}
+
 SizeExpression size_expression(const FxProgram& program, const py::handle& tokens,
                                const std::string& what) {
   if (tokens.is_none()) {
     throw Error(ErrorKind::Unsupported,
                 what + " is a symbolic size that is not an expression of the region's sizes");
   }
-  std::vector<SizeExpression::Token> decoded;
-  for (auto item : tokens.cast<py::list>()) {
-    auto token = item.cast<py::tuple>();
-    SizeExpression::Token t{SizeExpression::op_named(token[0].cast<std::string>()),
-                            token[1].cast<int64_t>(), token[2].cast<int64_t>()};
+  std::vector<SizeExpression::Token> decoded = size_tokens(tokens);
+  for (const SizeExpression::Token& t : decoded)
     if (t.op == SizeExpression::Op::kDim) program.checked_ref(t.a);
-    decoded.push_back(t);
-  }
   return SizeExpression(std::move(decoded));
 }
 
@@ -97,10 +102,20 @@ std::vector<int64_t> add_call(FxProgram& program, const std::string& op, const p
   return program.call(handle, std::move(decoded));
 }
 
+DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const py::list& derived) {
+  DeclaredSizes declared{std::move(symbols), {}};
+  for (auto item : derived) {
+    auto entry = item.cast<py::tuple>();
+    declared.derived.push_back(
+        {entry[0].cast<size_t>(), entry[1].cast<int>(), SizeExpression(size_tokens(entry[2]))});
+  }
+  return declared;
+}
+
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
                                              py::object fallback, std::vector<size_t> weights,
-                                             std::vector<std::vector<int>> symbolic_dims) {
+                                             DeclaredSizes declared_sizes) {
   // The Python callable may outlive any Python frame: release it with the GIL held.
   std::shared_ptr<py::object> eager(new py::object(std::move(fallback)), [](py::object* f) {
     py::gil_scoped_acquire gil;
@@ -122,7 +137,7 @@ std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> pr
     return outputs;
   };
   return std::make_shared<RegionRunner>(
-      fx_region(std::move(program), run_eagerly, std::move(weights), std::move(symbolic_dims)),
+      fx_region(std::move(program), run_eagerly, std::move(weights), std::move(declared_sizes)),
       options, name);
 }
 

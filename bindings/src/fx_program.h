@@ -23,10 +23,14 @@ namespace kiln::python {
 std::vector<int64_t> add_call(FxProgram& program, const std::string& op,
                               const pybind11::list& args);
 
+/// The symbolic sizes of a region's inputs as kiln/_sizes.py's symbolic_dims gives them: per
+/// input and dim a symbol, -1 or -2, and (input, dim, program) per derived dim.
+DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const pybind11::list& derived);
+
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,
                                              pybind11::object fallback,
                                              std::vector<size_t> weights = {},
-                                             std::vector<std::vector<int>> symbolic_dims = {});
+                                             DeclaredSizes declared_sizes = {});
 
 }  // namespace kiln::python

@@ -44,7 +44,7 @@ TEST(ShapeClass, AGraphsSymbolicSizesDeclareTheClassAtItsFirstSignature) {
   const at::Tensor weight = at::randn({64});
   // The tokens of the ids and of the mask are one symbol; the batch is static; the weight has
   // no symbolic dim.
-  const std::vector<std::vector<int>> symbols = {{-1, 0}, {-1, 0}, {-1}};
+  const DeclaredSizes symbols = {{{-1, 0}, {-1, 0}, {-1}}, {}};
   std::string why;
   const std::optional<ShapeClass> c =
       declare_class(encoder_inputs(2, 7, weight), {2}, symbols, &why);
@@ -59,10 +59,53 @@ TEST(ShapeClass, AGraphsSymbolicSizesDeclareTheClassAtItsFirstSignature) {
   EXPECT_FALSE(
       declare_class({at::zeros({2, 7}, at::kLong), at::ones({2, 8}), weight}, {2}, symbols, &why));
   EXPECT_NE(why.find("same symbol"), std::string::npos) << why;
-  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, 0}, {-1, 0}, {1}}));
-  EXPECT_FALSE(declare_class({at::ones({2, 14}).slice(1, 0, 14, 2)}, {}, {{-1, 0}}));
-  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, 0}}));
-  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, {{-1, -1}, {-1, -1}, {-1}}));
+  EXPECT_FALSE(
+      declare_class(encoder_inputs(2, 7, weight), {2}, DeclaredSizes{{{-1, 0}, {-1, 0}, {1}}, {}}));
+  EXPECT_FALSE(
+      declare_class({at::ones({2, 14}).slice(1, 0, 14, 2)}, {}, DeclaredSizes{{{-1, 0}}, {}}));
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2}, DeclaredSizes{{{-1, 0}}, {}}));
+  EXPECT_FALSE(declare_class(encoder_inputs(2, 7, weight), {2},
+                             DeclaredSizes{{{-1, -1}, {-1, -1}, {-1}}, {}}));
+}
+
+TEST(ShapeClass, ADerivedDimMovesWithTheSymbolsItIsAnExpressionOf) {
+  // A training graph's flattened tokens: ids of [batch, tokens] and logits of [batch * tokens, 8].
+  using Op = SizeExpression::Op;
+  auto inputs = [](int64_t batch, int64_t tokens, int64_t rows) {
+    return Tensors{at::zeros({batch, tokens}, at::kLong), at::ones({rows, 8})};
+  };
+  const SizeExpression product({{Op::kDim, 0, 0}, {Op::kDim, 1, 0}, {Op::kMul}});
+  const DeclaredSizes declared = {{{0, 1}, {-2, -1}}, {{1, 0, product}}};
+  std::string why;
+  const std::optional<ShapeClass> c = declare_class(inputs(2, 7, 14), {}, declared, &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->size_inputs.size(), 2u);
+  EXPECT_EQ(binding_of(*c, inputs(3, 5, 15)), (Binding{3, 5}));
+  EXPECT_FALSE(binding_of(*c, inputs(3, 5, 14)));  // not the product
+  const Tensors moved = inputs_at(*c, inputs(2, 7, 14), Binding{4, 6});
+  EXPECT_EQ(moved[1].sizes(), (std::vector<int64_t>{24, 8}));
+  EXPECT_EQ(binding_of(*c, moved), (Binding{4, 6}));
+  // No class: the dim is not the expression's value now, the expression reads a symbol no dim
+  // is, or it names a dim the symbols do not mark derived.
+  EXPECT_FALSE(declare_class(inputs(2, 7, 13), {}, declared, &why));
+  EXPECT_NE(why.find("not the value"), std::string::npos) << why;
+  const SizeExpression unknown({{Op::kDim, 0, 0}, {Op::kDim, 5, 0}, {Op::kMul}});
+  EXPECT_FALSE(declare_class(inputs(2, 7, 14), {}, {declared.symbols, {{1, 0, unknown}}}));
+  EXPECT_FALSE(declare_class(inputs(2, 7, 14), {}, {declared.symbols, {{1, 1, product}}}));
+}
+
+TEST(ShapeClass, ADimOfOneKeepsItsStrideWhereItIsNotItsLayouts) {
+  // A [1, tokens] slice of a [1, 64] position buffer has a stride of 64 at every length; a mask
+  // of [2, 1, tokens, tokens] has the dense stride of its dim of one at each.
+  const at::Tensor buffer = at::arange(64).unsqueeze(0);
+  const std::optional<ShapeClass> c =
+      form_class(describe({buffer.slice(1, 0, 7), at::ones({2, 1, 7, 7})}, {}),
+                 {buffer.slice(1, 0, 9), at::ones({2, 1, 9, 9})}, {});
+  ASSERT_TRUE(c);
+  const Tensors moved = inputs_at(*c, {buffer.slice(1, 0, 9), at::ones({2, 1, 9, 9})}, Binding{5});
+  EXPECT_EQ(moved[0].strides(), (std::vector<int64_t>{64, 1}));
+  EXPECT_EQ(moved[1].strides(), (std::vector<int64_t>{25, 25, 5, 1}));
+  EXPECT_EQ(binding_of(*c, moved), Binding{5});
 }
 
 TEST(ShapeClass, TwoDimsMovingDifferentlyAreTwoInputs) {

@@ -321,3 +321,45 @@ def test_sides_floored_past_their_step_and_shifted_share_a_class(entry):
     graphs = stats["graphs"] - 1 if entry == "torch.compile" else 1
     assert stats["shape_classes"] == graphs and stats["fallbacks"] == 0, stats
     assert stats["specializations"] <= graphs + 2 and stats["class_plans"] >= 4, stats
+
+
+class _TokenModel(torch.nn.Module):
+    """Token and position embeddings, an MLP and a cross entropy over the flattened tokens: its
+    backward takes tensors of [batch * tokens, vocab] (a size derived from two symbols) and the
+    [1, tokens] slice of a [1, 64] position buffer (a dim of one whose stride is the buffer's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(50, 16)
+        self.positions = torch.nn.Embedding(64, 16)
+        self.register_buffer("position_ids", torch.arange(64)[None])
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 50)
+
+    def forward(self, ids):
+        h = self.tokens(ids) + self.positions(self.position_ids[:, :ids.shape[1]])
+        logits = self.down(torch.nn.functional.gelu(self.up(h)))
+        return torch.nn.functional.cross_entropy(logits.view(-1, 50), ids.view(-1))
+
+
+def test_training_over_batches_and_lengths_forms_classes_for_forward_and_backward():
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model, reference = _TokenModel(), _TokenModel()
+    reference.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="kiln")
+    kiln.reset_stats()
+    shapes = [(2, 9), (3, 9), (3, 14), (2, 20), (4, 11), (2, 5), (3, 31), (4, 17), (2, 12),
+              (3, 6), (4, 25), (2, 40)]
+    for batch, length in shapes:
+        ids = torch.randint(0, 50, (batch, length))
+        compiled(ids).backward()
+        reference(ids).backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_close(p.grad, q.grad)
+            p.grad, q.grad = None, None
+    stats = kiln.stats()
+    # dynamo's first graph is static (2 x 9); its second, with the batch symbolic, and its third,
+    # with the length too, are a class each, forward and backward: every later shape is a plan.
+    assert stats["fallbacks"] == 0 and stats["shape_classes"] >= 2, stats
+    assert stats["specializations"] <= 6 and stats["class_plans"] >= 14, stats
