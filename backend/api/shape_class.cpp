@@ -187,11 +187,33 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
       result.size_inputs[group->second].emplace_back(i, d);
       input.size_input[d] = group->second;
     }
-    if (!dense_in(input.sizes, t.strides(), input))
-      return none(at + " is not dense in its dim order");
   }
   if (result.size_inputs.empty()) return none("no symbolic dim");
   const std::vector<int64_t> dims = dim_sizes(result, base_binding(result));
+  // The inputs that are not dense in their dim order (or have symbolic strides only) take the
+  // strides the graph declares, checked here.
+  for (size_t i = 0; i < now.size(); ++i) {
+    ShapeClass::Input& input = result.inputs[i];
+    const bool sized =
+        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s != -1; });
+    auto declared_strides =
+        std::find_if(declared.strides.begin(), declared.strides.end(),
+                     [&](const DeclaredSizes::Strides& s) { return s.input == i; });
+    const bool dense = !sized || dense_in(input.sizes, now[i].strides(), input);
+    if (dense && (sized || declared_strides == declared.strides.end())) continue;
+    const std::string at = "input " + std::to_string(i);
+    if (declared_strides == declared.strides.end() ||
+        std::ssize(declared_strides->strides) != now[i].dim())
+      return none(at + " is not dense in its dim order, and the graph declares no strides");
+    if (input.weight) return none(at + " is a weight with symbolic strides");
+    for (int d = 0; d < now[i].dim(); ++d) {
+      std::optional<SizeExpression> stride =
+          over_size_inputs(declared_strides->strides[static_cast<size_t>(d)], groups);
+      if (!stride || derived_size(*stride, dims) != now[i].stride(d))
+        return none(at + "'s strides are not those the graph declares");
+      input.stride_terms.push_back(std::move(*stride));
+    }
+  }
   for (const DeclaredSizes::Derived& derived : declared.derived) {
     const std::string at =
         "input " + std::to_string(derived.input) + "'s dim " + std::to_string(derived.dim);
@@ -223,7 +245,8 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
         t.dim() != static_cast<int64_t>(want.sizes.size()))
       return std::nullopt;
     if (want.weight && t.unsafeGetTensorImpl() != want.weight) return std::nullopt;
-    bool moved = !want.derived.empty();  // its derived dims are checked below
+    // Derived dims and declared strides are checked below, once the binding is known.
+    bool moved = !want.derived.empty() || !want.stride_terms.empty();
     for (int d = 0; d < t.dim(); ++d) {
       const int s = want.size_input[d];
       if (s < 0) {
@@ -238,19 +261,23 @@ std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
         return std::nullopt;
       binding[s] = value;
     }
-    if (moved ? !dense_in(t.sizes().vec(), t.strides(), want)
-              : t.strides() != c10::IntArrayRef(want.strides))
+    if (want.stride_terms.empty() && (moved ? !dense_in(t.sizes().vec(), t.strides(), want)
+                                            : t.strides() != c10::IntArrayRef(want.strides)))
       return std::nullopt;
   }
   if (std::find(binding.begin(), binding.end(), -1) != binding.end()) return std::nullopt;
   const std::vector<int64_t> dims = dim_sizes(shape_class, binding);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    for (const auto& [d, size] : shape_class.inputs[i].derived) {
-      try {
+    const ShapeClass::Input& want = shape_class.inputs[i];
+    try {
+      for (const auto& [d, size] : want.derived)
         if (inputs[i].size(d) != derived_size(size, dims)) return std::nullopt;
-      } catch (const std::exception&) {
-        return std::nullopt;  // its expression divides by zero at this binding
-      }
+      for (size_t d = 0; d < want.stride_terms.size(); ++d)
+        if (inputs[i].size(d) != 1 &&
+            inputs[i].stride(d) != derived_size(want.stride_terms[d], dims))
+          return std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;  // an expression divides by zero at this binding
     }
   }
   return binding;
@@ -290,6 +317,20 @@ std::vector<at::Tensor> inputs_at(const ShapeClass& shape_class,
     for (const auto& [d, size] : input.derived) {
       sizes[d] = derived_size(size, dims);
       moved = true;
+    }
+    if (!input.stride_terms.empty()) {
+      // A view of a buffer just large enough, at its declared strides.
+      std::vector<int64_t> strides;
+      int64_t extent = 1;
+      for (size_t d = 0; d < sizes.size(); ++d) {
+        strides.push_back(derived_size(input.stride_terms[d], dims));
+        extent += (sizes[d] - 1) * strides.back();
+      }
+      const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+      result[i] = at::empty({empty ? 0 : extent}, inputs[i].options().requires_grad(false))
+                      .as_strided(sizes, strides);
+      if (input.requires_grad) result[i].requires_grad_(true);
+      continue;
     }
     if (!moved) continue;
     std::vector<int64_t> strides = dense_strides(sizes, input.dim_order, input.broadcast);

@@ -44,6 +44,10 @@ struct ShapeClass {
     /// (`s0 * s1`), a cache one longer (`s0 + 1`). The expression's kDim tokens read size input
     /// `a`'s dims (their length: `step * value + offset`).
     std::vector<std::pair<int, SizeExpression>> derived;
+    /// Per dim, where the graph declares strides that are not dense in the dim order (q of a
+    /// fused qkv projection: [b, n, 128] with strides [384 n, 384, 1]): each an expression of
+    /// size inputs, as `derived`'s. Empty for dense inputs.
+    std::vector<SizeExpression> stride_terms;
     std::vector<bool> broadcast;  // per dim: stride 0 over more than one element (expanded)
     const c10::TensorImpl* weight = nullptr;  // a frozen weight: this very tensor
   };
@@ -76,12 +80,18 @@ struct DeclaredSizes {
     SizeExpression size;  // its kDim tokens read symbol `a`
   };
   std::vector<Derived> derived;
+  /// An input's strides, one expression per dim (kDim tokens read symbols, as `derived`'s).
+  struct Strides {
+    size_t input = 0;
+    std::vector<SizeExpression> strides;
+  };
+  std::vector<Strides> strides;
   bool empty() const { return symbols.empty(); }
 };
 
 /// The class whose size inputs the graph declares (`declared`). None (and why) when a symbolic
-/// dim is below 2 now, a derived one is not its expression's value, a tensor with either is not
-/// dense, or is a weight.
+/// dim is below 2 now, a derived one is not its expression's value, a tensor with either is
+/// neither dense nor strided as declared, or is a weight.
 std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
                                         const std::vector<size_t>& weights,
                                         const DeclaredSizes& declared,

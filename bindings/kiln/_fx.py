@@ -602,11 +602,11 @@ def compile_graph(gm: torch.fx.GraphModule, options: dict[str, str], name: str,
                           if isinstance(arg, torch.fx.Node)
                           and (arg.op == "get_attr"
                                or (arg.op == "placeholder" and arg.name in weight_names))]
-        symbolic_dims, derived_dims = _sizes.symbolic_dims(
+        symbolic_dims, derived_dims, stride_dims = _sizes.symbolic_dims(
             [n for i, n in enumerate(placeholders) if i not in call.sizes])
         call.region = _C.Region(program, options, f"{name}-{node.target}",
                                 call.run_eagerly(region), region_weights, symbolic_dims,
-                                derived_dims)
+                                derived_dims, stride_dims)
         call.source = RegionSource(text, region_weights, region)
         node.op, node.target = "call_function", call
         delattr(gm, node.target.__name__)

@@ -72,21 +72,32 @@ def tensor_symbols(tensor: Any) -> list[tuple[sympy.Symbol, int]]:
 
 
 Derived = list[tuple[int, int, Program]]
+Strides = list[tuple[int, list[Program]]]
 
 
-def symbolic_dims(placeholders: list[torch.fx.Node]) -> tuple[list[list[int]], Derived]:
+def symbolic_dims(placeholders: list[torch.fx.Node]) -> tuple[list[list[int]], Derived, Strides]:
     """Per placeholder, per dim of its example tensor: a number per symbol (dims of one symbol get
     the same), -1 for a static size, -2 for a size derived from symbols (s0 * s1, s0 + 1: a
-    flattened batch, a cache one token longer); and per derived dim (placeholder, dim, program),
-    the program's ("dim", n, 0) tokens reading symbol n. Both empty when a derived dim has a
-    symbol no dim is, or an operation kiln does not evaluate: the region then waits for a second
-    signature to see which dims move (backend/api/shape_classes.h)."""
+    flattened batch, a cache one token longer); per derived dim (placeholder, dim, program); and
+    per placeholder with symbolic strides (placeholder, a program per dim), which a class needs
+    where its layout is not dense (q of a fused qkv projection: [b, n, 128] with strides
+    [384 n, 384, 1]). A program's ("dim", n, 0) tokens read symbol n. All empty when a derived dim
+    has a symbol no dim is, or an operation kiln does not evaluate: the region then waits for a
+    second signature to see which dims move (backend/api/shape_classes.h)."""
     numbers: dict[sympy.Symbol, int] = {}
     for node in placeholders:
         for symbol, _ in tensor_symbols(node.meta.get("val")):
             numbers.setdefault(symbol, len(numbers))
+
+    def program_of(size: Any) -> Program | None:
+        if not isinstance(size, torch.SymInt):
+            return [("const", int(size), 0)]
+        return compile_expression(size.node.expr,
+                                  lambda e: (numbers[e], 0) if e in numbers else None)
+
     dims: list[list[int]] = []
     derived: Derived = []
+    strides: Strides = []
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
         row = []
@@ -96,14 +107,17 @@ def symbolic_dims(placeholders: list[torch.fx.Node]) -> tuple[list[list[int]], D
             elif isinstance(size.node.expr, sympy.Symbol):
                 row.append(numbers[size.node.expr])
             else:
-                program = compile_expression(
-                    size.node.expr, lambda e: (numbers[e], 0) if e in numbers else None)
+                program = program_of(size)
                 if program is None:
-                    return [], []
+                    return [], [], []
                 derived.append((i, d, program))
                 row.append(-2)
         dims.append(row)
-    return (dims, derived) if numbers else ([], [])
+        if isinstance(val, torch.Tensor) and any(isinstance(t, torch.SymInt) for t in val.stride()):
+            programs = [program_of(t) for t in val.stride()]
+            if all(p is not None for p in programs):
+                strides.append((i, programs))
+    return (dims, derived, strides) if numbers else ([], [], [])
 
 
 def compile_expression(expr: sympy.Expr, locate: Locate) -> Program | None:

@@ -102,12 +102,20 @@ std::vector<int64_t> add_call(FxProgram& program, const std::string& op, const p
   return program.call(handle, std::move(decoded));
 }
 
-DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const py::list& derived) {
-  DeclaredSizes declared{std::move(symbols), {}};
+DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const py::list& derived,
+                             const py::list& strides) {
+  DeclaredSizes declared{std::move(symbols), {}, {}};
   for (auto item : derived) {
     auto entry = item.cast<py::tuple>();
     declared.derived.push_back(
         {entry[0].cast<size_t>(), entry[1].cast<int>(), SizeExpression(size_tokens(entry[2]))});
+  }
+  for (auto item : strides) {
+    auto entry = item.cast<py::tuple>();
+    DeclaredSizes::Strides input{entry[0].cast<size_t>(), {}};
+    for (auto program : entry[1].cast<py::list>())
+      input.strides.emplace_back(size_tokens(program));
+    declared.strides.push_back(std::move(input));
   }
   return declared;
 }

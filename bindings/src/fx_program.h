@@ -24,8 +24,10 @@ std::vector<int64_t> add_call(FxProgram& program, const std::string& op,
                               const pybind11::list& args);
 
 /// The symbolic sizes of a region's inputs as kiln/_sizes.py's symbolic_dims gives them: per
-/// input and dim a symbol, -1 or -2, and (input, dim, program) per derived dim.
-DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const pybind11::list& derived);
+/// input and dim a symbol, -1 or -2; (input, dim, program) per derived dim; (input, [program per
+/// dim]) per input with symbolic strides.
+DeclaredSizes declared_sizes(std::vector<std::vector<int>> symbols, const pybind11::list& derived,
+                             const pybind11::list& strides);
 
 std::shared_ptr<RegionRunner> make_fx_region(std::shared_ptr<const FxProgram> program,
                                              const CompileOptions& options, const std::string& name,

@@ -154,15 +154,17 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init([](std::shared_ptr<FxProgram> program,
                        const std::map<std::string, std::string>& options, const std::string& name,
                        py::object fallback, std::vector<size_t> weights,
-                       std::vector<std::vector<int>> symbolic_dims, const py::list& derived_dims) {
-             return make_fx_region(std::move(program), options_from(options), name,
-                                   std::move(fallback), std::move(weights),
-                                   declared_sizes(std::move(symbolic_dims), derived_dims));
+                       std::vector<std::vector<int>> symbolic_dims, const py::list& derived_dims,
+                       const py::list& stride_dims) {
+             return make_fx_region(
+                 std::move(program), options_from(options), name, std::move(fallback),
+                 std::move(weights),
+                 declared_sizes(std::move(symbolic_dims), derived_dims, stride_dims));
            }),
            py::arg("program"), py::arg("options"), py::arg("name"), py::arg("fallback"),
            py::arg("weights") = std::vector<size_t>{},
            py::arg("symbolic_dims") = std::vector<std::vector<int>>{},
-           py::arg("derived_dims") = py::list())
+           py::arg("derived_dims") = py::list(), py::arg("stride_dims") = py::list())
       .def(
           "run",
           [](const RegionRunner& runner, const std::vector<at::Tensor>& inputs) {

@@ -94,6 +94,34 @@ TEST(ShapeClass, ADerivedDimMovesWithTheSymbolsItIsAnExpressionOf) {
   EXPECT_FALSE(declare_class(inputs(2, 7, 14), {}, {declared.symbols, {{1, 1, product}}}));
 }
 
+TEST(ShapeClass, AnInputThatIsNotDenseTakesTheStridesTheGraphDeclares) {
+  // The first third of a fused projection: [batch, tokens, 4] with strides [12 tokens, 12, 1].
+  using Op = SizeExpression::Op;
+  auto third = [](int64_t batch, int64_t tokens) {
+    return Tensors{at::ones({batch, tokens, 12}).slice(2, 0, 4)};
+  };
+  const DeclaredSizes::Strides strides = {
+      0,
+      {SizeExpression({{Op::kDim, 1, 0}, {Op::kConst, 12}, {Op::kMul}}),
+       SizeExpression({{Op::kConst, 12}}), SizeExpression({{Op::kConst, 1}})}};
+  const DeclaredSizes declared = {{{0, 1, -1}}, {}, {strides}};
+  std::string why;
+  const std::optional<ShapeClass> c = declare_class(third(2, 7), {}, declared, &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(binding_of(*c, third(3, 5)), (Binding{3, 5}));
+  EXPECT_FALSE(binding_of(*c, {at::ones({3, 5, 4})}));  // dense: not the declared strides
+  const Tensors moved = inputs_at(*c, third(2, 7), Binding{4, 6});
+  EXPECT_EQ(moved[0].sizes(), (std::vector<int64_t>{4, 6, 4}));
+  EXPECT_EQ(moved[0].strides(), (std::vector<int64_t>{72, 12, 1}));
+  EXPECT_EQ(binding_of(*c, moved), (Binding{4, 6}));
+  // No class without declared strides, or with strides it does not have.
+  EXPECT_FALSE(declare_class(third(2, 7), {}, {declared.symbols, {}, {}}, &why));
+  EXPECT_NE(why.find("declares no strides"), std::string::npos) << why;
+  DeclaredSizes wrong = declared;
+  wrong.strides[0].strides[1] = SizeExpression({{Op::kConst, 4}});
+  EXPECT_FALSE(declare_class(third(2, 7), {}, wrong));
+}
+
 TEST(ShapeClass, ADimOfOneKeepsItsStrideWhereItIsNotItsLayouts) {
   // A [1, tokens] slice of a [1, 64] position buffer has a stride of 64 at every length; a mask
   // of [2, 1, tokens, tokens] has the dense stride of its dim of one at each.

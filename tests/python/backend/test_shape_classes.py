@@ -324,21 +324,24 @@ def test_sides_floored_past_their_step_and_shifted_share_a_class(entry):
 
 
 class _TokenModel(torch.nn.Module):
-    """Token and position embeddings, an MLP and a cross entropy over the flattened tokens: its
-    backward takes tensors of [batch * tokens, vocab] (a size derived from two symbols) and the
-    [1, tokens] slice of a [1, 64] position buffer (a dim of one whose stride is the buffer's)."""
+    """Token and position embeddings, a fused projection split in three, and a cross entropy over
+    the flattened tokens. Its backward takes tensors of [batch * tokens, vocab] (a size derived
+    from two symbols), the [1, tokens] slice of a [1, 64] position buffer (a dim of one whose
+    stride is the buffer's), and the split's thirds ([batch, tokens, 32] with strides
+    [96 tokens, 96, 1]: not dense, strided as the graph declares)."""
 
     def __init__(self):
         super().__init__()
         self.tokens = torch.nn.Embedding(50, 16)
         self.positions = torch.nn.Embedding(64, 16)
         self.register_buffer("position_ids", torch.arange(64)[None])
-        self.up = torch.nn.Linear(16, 32)
+        self.up = torch.nn.Linear(16, 96)
         self.down = torch.nn.Linear(32, 50)
 
     def forward(self, ids):
         h = self.tokens(ids) + self.positions(self.position_ids[:, :ids.shape[1]])
-        logits = self.down(torch.nn.functional.gelu(self.up(h)))
+        gate, value, bias = self.up(h).split(32, dim=-1)
+        logits = self.down(torch.nn.functional.gelu(gate) * value + bias)
         return torch.nn.functional.cross_entropy(logits.view(-1, 50), ids.view(-1))
 
 
