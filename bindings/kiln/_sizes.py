@@ -89,11 +89,29 @@ def symbolic_dims(placeholders: list[torch.fx.Node]) -> tuple[list[list[int]], D
         for symbol, _ in tensor_symbols(node.meta.get("val")):
             numbers.setdefault(symbol, len(numbers))
 
+    def located(expr: sympy.Expr) -> Program | None:
+        return compile_expression(expr, lambda e: (numbers[e], 0) if e in numbers else None)
+
+    # Sizes of symbols no dim is, by their value now: a frame after a graph break gets its own
+    # symbols for each input (labels of [s38, s97] beside logits of [s3, s88, V]), so a
+    # flattened label count s38 * s97 can only move with s3 * s88, whose value it has.
+    located_by_value: dict[int, set[sympy.Expr]] = {}
+    for node in placeholders:
+        val = node.meta.get("val")
+        for size in val.shape if isinstance(val, torch.Tensor) else []:
+            if (isinstance(size, torch.SymInt) and size.node.hint is not None
+                    and located(size.node.expr) is not None):
+                located_by_value.setdefault(int(size.node.hint), set()).add(size.node.expr)
+
     def program_of(size: Any) -> Program | None:
         if not isinstance(size, torch.SymInt):
             return [("const", int(size), 0)]
-        return compile_expression(size.node.expr,
-                                  lambda e: (numbers[e], 0) if e in numbers else None)
+        program = located(size.node.expr)
+        if program is not None or size.node.hint is None:
+            return program
+        alike = [e for e in located_by_value.get(int(size.node.hint), ())
+                 if len(e.free_symbols) == len(size.node.expr.free_symbols)]
+        return located(alike[0]) if len(alike) == 1 else None
 
     dims: list[list[int]] = []
     derived: Derived = []

@@ -223,3 +223,39 @@ def test_a_symbolic_int_used_as_a_tensor_operand_compiles_too():
     stats = kiln.stats()
     assert stats["regions"] == 1 and stats["eager_ops"] == 0, stats
     assert stats["fallbacks"] == 0, stats
+
+
+def test_declared_sizes_of_a_region_name_symbols_derived_sizes_and_strides():
+    """kiln/_sizes.py's symbolic_dims on fake inputs: a plain symbol per dim, a flattened dim as
+    a program of its symbols, the strides of a slice, and a flattened dim of symbols no input has
+    (a frame's own labels after a graph break) as the located product of the same value."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from kiln import _sizes
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    tokens = mode.from_tensor(torch.empty(4, 55, 12))  # [s0, s1, 12]
+    labels = mode.from_tensor(torch.empty(5, 44))  # [s2, s3]: 220 elements, as 4 x 55
+    with mode:
+        values = [tokens, tokens.reshape(-1, 12), tokens[..., :4], labels.reshape(-1)]
+    graph = torch.fx.Graph()
+    nodes = []
+    for i, value in enumerate(values):
+        nodes.append(graph.placeholder(f"x{i}"))
+        nodes[-1].meta["val"] = value
+    dims, derived, strides = _sizes.symbolic_dims(nodes)
+    assert dims == [[0, 1, -1], [-2, -1], [0, 1, -1], [-2]]
+    product = [("dim", 0, 0), ("dim", 1, 0), ("mul", 0, 0)]
+    assert derived == [(1, 0, product), (3, 0, product)]
+    (slice_input, slice_strides), = [s for s in strides if s[0] == 2]
+    assert slice_strides == [[("const", 12, 0), ("dim", 1, 0), ("mul", 0, 0)],
+                             [("const", 12, 0)], [("const", 1, 0)]]
+    # Two located products of that value: which one the labels follow is not known, so none.
+    other = mode.from_tensor(torch.empty(10, 22))  # [s4, s5]
+    with mode:
+        extra = [other, other.reshape(-1)]
+    for i, value in enumerate(extra):
+        nodes.append(graph.placeholder(f"y{i}"))
+        nodes[-1].meta["val"] = value
+    assert _sizes.symbolic_dims(nodes) == ([], [], [])
