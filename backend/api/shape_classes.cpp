@@ -242,6 +242,30 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile(
   return nullptr;
 }
 
+bool ShapeClasses::first_of_its_offset(const ShapeClass& shape) const {
+  if (std::all_of(shape.steps.begin(), shape.steps.end(), [](int64_t s) { return s == 1; }))
+    return false;
+  // The offsets of a signature over the class's dims (those of its first dim per size input).
+  auto same_offsets = [&](const std::vector<ShapeClass::Input>& signature) {
+    for (size_t s = 0; s < shape.size_inputs.size(); ++s) {
+      const auto [input, dim] = shape.size_inputs[s].at(0);
+      if (input >= signature.size() || !signature[input].defined ||
+          dim >= std::ssize(signature[input].sizes) ||
+          signature[input].sizes[dim] % shape.steps[s] != shape.offsets[s])
+        return false;
+    }
+    return true;
+  };
+  std::shared_lock lock(mutex_);
+  bool over_these_dims = false;
+  for (const auto& entry : classes_) {
+    if (entry->shape.size_inputs != shape.size_inputs) continue;
+    over_these_dims = true;
+    if (entry->shape.steps == shape.steps && entry->shape.offsets == shape.offsets) return false;
+  }
+  return over_these_dims && std::none_of(recorded_.begin(), recorded_.end(), same_offsets);
+}
+
 std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     ShapeClass shape, const std::vector<at::Tensor>& inputs,
     const std::vector<FrozenWeight>& weights, const Import& import, const CompileOptions& options,
@@ -254,6 +278,12 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
   const auto start = std::chrono::steady_clock::now();
   try {
     choose_steps(shape, inputs, import);
+    if (first_of_its_offset(shape)) {
+      log(LogLevel::Debug, name + ": the first signature off the step of the classes over its " +
+                               "dims; compiled on its own (its offset gets a class from its " +
+                               "second size)");
+      return nullptr;
+    }
     const std::vector<int64_t> base = base_binding(shape);
     const auto [bindings, check] = class_bindings(base);
     std::vector<ImportedGraph> imports;

@@ -73,6 +73,11 @@ class ShapeClasses {
   /// those dims may still be compiled.
   std::shared_ptr<const RegionSpecialization> nearest_plan(const std::vector<at::Tensor>& inputs,
                                                            bool only_past_bounds) const;
+  /// Whether `shape` (its steps chosen) is the first signature seen off the step of classes
+  /// over its dims: neither a class nor a recorded signature has its offsets. Such a one is
+  /// compiled on its own, and its offset gets a class from its second size: an offset seen once
+  /// would cost a class compile (several pipelines) for one signature.
+  bool first_of_its_offset(const ShapeClass& shape) const;
   std::shared_ptr<const RegionSpecialization> compile_class_of(
       ShapeClass shape, const std::vector<at::Tensor>& inputs,
       const std::vector<FrozenWeight>& weights, const Import& import, const CompileOptions& options,

@@ -266,8 +266,10 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
     (choose_steps), so one compile serves them all, with no fallback past max_specializations
     (under torch.compile one per symbolic graph: dynamo recompiles at sizes its fake convolution
     guards on). Sides off the step (36, 44, 52, 60: four past a multiple of 8) are no members:
-    the first forms one more class (in steps of 8 from 4: their sizes past the strides are shifted
-    factors), whose plans the other three are. Every output is eager's."""
+    they form one more class (in steps of 8 from 4: their sizes past the strides are shifted
+    factors). In a region with classes already, the first compiles on its own (an offset seen
+    once is not worth a class) and the second forms it; in a graph dynamo makes for them, the
+    first forms it. The others are its plans. Every output is eager's."""
     model, compiled = _image_model(_Strided, entry, side=32)
     sides = [32, 40, 48, 56, 64, 72, 80, 96, 104, 120, 48]
     with torch.no_grad():
@@ -286,8 +288,9 @@ def test_image_sizes_through_strided_convolutions_share_a_class_in_steps_of_thei
                 assert_close(got, want)
     after = kiln.stats()
     assert after["shape_classes"] == stats["shape_classes"] + 1 and after["fallbacks"] == 0, after
-    assert after["specializations"] <= stats["specializations"] + 1, after
-    assert after["class_plans"] == stats["class_plans"] + 3, after
+    new_graph = after["graphs"] > stats["graphs"]
+    assert after["specializations"] <= stats["specializations"] + (1 if new_graph else 2), after
+    assert after["class_plans"] == stats["class_plans"] + (3 if new_graph else 2), after
 
 
 class _WideStrides(torch.nn.Module):
