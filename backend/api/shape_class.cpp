@@ -230,6 +230,33 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
   return result;
 }
 
+void merge_size_inputs(ShapeClass& shape_class, size_t keep, size_t drop) {
+  auto renumbered = [&](int64_t s) -> int64_t {
+    if (s == static_cast<int64_t>(drop)) s = static_cast<int64_t>(keep);
+    return s > static_cast<int64_t>(drop) ? s - 1 : s;
+  };
+  auto rewritten = [&](const SizeExpression& size) {
+    std::vector<SizeExpression::Token> tokens = size.tokens();
+    for (SizeExpression::Token& token : tokens)
+      if (token.op == SizeExpression::Op::kDim) token.a = renumbered(token.a);
+    return SizeExpression(std::move(tokens));
+  };
+  auto& dims = shape_class.size_inputs;
+  dims[keep].insert(dims[keep].end(), dims[drop].begin(), dims[drop].end());
+  dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(drop));
+  for (std::vector<int64_t>* per_input : {&shape_class.steps, &shape_class.offsets})
+    if (drop < per_input->size())
+      per_input->erase(per_input->begin() + static_cast<std::ptrdiff_t>(drop));
+  for (ShapeClass::Input& input : shape_class.inputs) {
+    for (int& s : input.size_input)
+      if (s >= 0) s = static_cast<int>(renumbered(s));
+    for (auto& [dim, size] : input.derived)
+      size = rewritten(size);
+    for (SizeExpression& stride : input.stride_terms)
+      stride = rewritten(stride);
+  }
+}
+
 std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
                                                const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != shape_class.inputs.size()) return std::nullopt;

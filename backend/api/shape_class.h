@@ -97,6 +97,11 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
                                         const DeclaredSizes& declared,
                                         std::string* why_not = nullptr);
 
+/// `shape_class` with size input `drop` made part of size input `keep` (both at one size now):
+/// dims the graph gave symbols of their own that must move together (a frame's labels and
+/// logits after a graph break). Steps and offsets, where set, are `keep`'s.
+void merge_size_inputs(ShapeClass& shape_class, size_t keep, size_t drop);
+
 /// The binding of `inputs` in `shape_class`, or none when they are not a member.
 std::optional<std::vector<int64_t>> binding_of(const ShapeClass& shape_class,
                                                const std::vector<at::Tensor>& inputs);

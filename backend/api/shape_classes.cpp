@@ -15,6 +15,16 @@ namespace {
 /// MobileNets and ConvNeXts, 16 for a ViT's patches), with one more stage to spare.
 constexpr int64_t kMaxStep = 64;
 
+/// The dims a class moves, whatever their grouping into size inputs: what a failed attempt is
+/// counted by (choose_steps may merge a graph's size inputs).
+std::vector<std::pair<size_t, int>> moved_dims(const ShapeClass& shape) {
+  std::vector<std::pair<size_t, int>> dims;
+  for (const auto& size_input : shape.size_inputs)
+    dims.insert(dims.end(), size_input.begin(), size_input.end());
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
 /// How far the region's imports along one size input are one template (imports_follow).
 enum class Follows {
   kNo,
@@ -73,7 +83,7 @@ Follows imports_follow(const ShapeClass& shape, size_t s, const std::vector<at::
 void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
                   const ShapeClasses::Import& import) {
   const ImportedGraph base = import(inputs);
-  const std::vector<int64_t> sizes = base_binding(shape);
+  std::vector<int64_t> sizes = base_binding(shape);
   shape.steps.assign(sizes.size(), 1);
   shape.offsets.assign(sizes.size(), 0);
   for (size_t s = 0; s < sizes.size(); ++s) {
@@ -87,6 +97,20 @@ void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
       if (why_not.empty()) why_not = why;
       if (follows == Follows::kFar) far = step;
       if (follows != Follows::kNo && !near) near = step;
+    }
+    // A size input the graph cannot follow alone may be one symbol under two names: a frame
+    // after a graph break has its own symbols per input (labels [s97, s38] beside logits
+    // [s88, s3, V]). One at the same size now is taken as the same, and the steps chosen anew.
+    size_t twin = 0;
+    while (twin < sizes.size() && (twin == s || sizes[twin] != sizes[s]))
+      ++twin;
+    if (!near && twin < sizes.size()) {
+      merge_size_inputs(shape, twin, s);
+      sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(s));
+      shape.steps.assign(sizes.size(), 1);
+      shape.offsets.assign(sizes.size(), 0);
+      s = static_cast<size_t>(-1);  // from the first again
+      continue;
     }
     if (!near)
       throw Error(ErrorKind::Unsupported,
@@ -153,7 +177,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::nearest_plan(
     if (!nearest) return nullptr;
     const bool past_bounds =
         over_dims >= kMaxClassesPerDims ||
-        std::count(failed_.begin(), failed_.end(), nearest->shape.size_inputs) >= kMaxAttempts;
+        std::count(failed_.begin(), failed_.end(), moved_dims(nearest->shape)) >= kMaxAttempts;
     if (only_past_bounds && !past_bounds) return nullptr;
   }
   log(LogLevel::Debug, nearest->compiled->name + ": run by the plan of a class compiled for " +
@@ -191,7 +215,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::plan_of(
   if (!differs.empty()) {
     log(LogLevel::Debug, entry.compiled->name + ": not a member of a shape class: " + differs);
     std::unique_lock lock(mutex_);
-    failed_.push_back(entry.shape.size_inputs);
+    failed_.push_back(moved_dims(entry.shape));
     return nullptr;
   }
   auto spec = std::make_shared<RegionSpecialization>();
@@ -272,7 +296,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     const std::string& name) const {
   {
     std::shared_lock lock(mutex_);
-    if (std::count(failed_.begin(), failed_.end(), shape.size_inputs) >= kMaxAttempts)
+    if (std::count(failed_.begin(), failed_.end(), moved_dims(shape)) >= kMaxAttempts)
       return nullptr;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -333,7 +357,7 @@ std::shared_ptr<const RegionSpecialization> ShapeClasses::compile_class_of(
     // moved size failed. Tried again from a later signature's sizes, a few times.
     {
       std::unique_lock lock(mutex_);
-      failed_.push_back(shape.size_inputs);
+      failed_.push_back(moved_dims(shape));
     }
     // A class over these dims compiled before serves them instead, whatever its decisions.
     auto nearest = nearest_plan(inputs, /*only_past_bounds=*/false);

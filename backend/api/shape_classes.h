@@ -94,8 +94,8 @@ class ShapeClasses {
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<Entry>> classes_;
   mutable std::vector<std::vector<ShapeClass::Input>> recorded_;
-  /// The size inputs of classes that failed to compile, once per failure.
-  mutable std::vector<std::vector<std::vector<std::pair<size_t, int>>>> failed_;
+  /// The moved dims of classes that failed to compile, once per failure.
+  mutable std::vector<std::vector<std::pair<size_t, int>>> failed_;
 };
 
 }  // namespace kiln

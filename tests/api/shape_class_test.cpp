@@ -122,6 +122,36 @@ TEST(ShapeClass, AnInputThatIsNotDenseTakesTheStridesTheGraphDeclares) {
   EXPECT_FALSE(declare_class(third(2, 7), {}, wrong));
 }
 
+TEST(ShapeClass, MergedSizeInputsMoveTogether) {
+  // Logits of [s0, s1, 8] and labels of [s2, s3] (symbols of their own for one batch and
+  // length), the flattened labels [s2 * s3] derived: merging s2 into s0 and s3 into s1 leaves two
+  // size inputs, and the derived dim reads them.
+  using Op = SizeExpression::Op;
+  auto inputs = [](int64_t batch, int64_t tokens) {
+    return Tensors{at::ones({batch, tokens, 8}), at::zeros({batch, tokens}, at::kLong),
+                   at::zeros({batch * tokens}, at::kLong)};
+  };
+  const SizeExpression product({{Op::kDim, 2, 0}, {Op::kDim, 3, 0}, {Op::kMul}});
+  std::string why;
+  std::optional<ShapeClass> c =
+      declare_class(inputs(2, 7), {}, {{{0, 1, -1}, {2, 3}, {-2}}, {{2, 0, product}}, {}}, &why);
+  ASSERT_TRUE(c) << why;
+  ASSERT_EQ(c->size_inputs.size(), 4u);
+  EXPECT_EQ(binding_of(*c, {at::ones({3, 5, 8}), at::zeros({4, 6}, at::kLong),
+                            at::zeros({24}, at::kLong)}),
+            (Binding{3, 5, 4, 6}));
+  merge_size_inputs(*c, 0, 2);
+  merge_size_inputs(*c, 1, 2);  // the tokens: size input 3 before the first merge
+  ASSERT_EQ(c->size_inputs.size(), 2u);
+  EXPECT_EQ(c->inputs[1].size_input, (std::vector<int>{0, 1}));
+  EXPECT_EQ(binding_of(*c, inputs(3, 5)), (Binding{3, 5}));
+  EXPECT_FALSE(binding_of(
+      *c, {at::ones({3, 5, 8}), at::zeros({4, 6}, at::kLong), at::zeros({24}, at::kLong)}));
+  const Tensors moved = inputs_at(*c, inputs(2, 7), Binding{4, 6});
+  EXPECT_EQ(moved[1].sizes(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(moved[2].sizes(), (std::vector<int64_t>{24}));
+}
+
 TEST(ShapeClass, ADimOfOneKeepsItsStrideWhereItIsNotItsLayouts) {
   // A [1, tokens] slice of a [1, 64] position buffer has a stride of 64 at every length; a mask
   // of [2, 1, tokens, tokens] has the dense stride of its dim of one at each.

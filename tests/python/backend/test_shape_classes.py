@@ -369,3 +369,29 @@ def test_training_over_batches_and_lengths_forms_classes_for_forward_and_backwar
     # with the length too, are a class each, forward and backward: every later shape is a plan.
     assert stats["fallbacks"] == 0 and stats["shape_classes"] >= 2, stats
     assert stats["specializations"] <= 6 and stats["class_plans"] >= 14, stats
+
+
+class _CrossEntropy(torch.nn.Module):
+    def forward(self, logits, labels):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 10), labels.reshape(-1))
+
+
+def test_inputs_with_symbols_of_their_own_for_one_size_share_a_class():
+    """dynamo's automatic dynamic sizes give each input symbols of its own: logits of
+    [s88, s3, 10] beside labels of [s97, s38] (as a loss after a graph break gets them). A label
+    dim cannot move alone (the cross entropy needs as many labels as rows), so choose_steps takes
+    it as the logits' dim of the same size; the backward's flattened label count follows the
+    logits' by value. Forward and backward are a class each; gradients are eager's."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_CrossEntropy(), backend="kiln")
+    kiln.reset_stats()
+    for batch, length in [(2, 5), (3, 7), (4, 9), (2, 11), (5, 3), (3, 12), (4, 6)]:
+        logits = torch.randn(batch, length, 10, requires_grad=True)
+        labels = torch.randint(0, 10, (batch, length))
+        compiled(logits, labels).backward()
+        expected = logits.detach().clone().requires_grad_(True)
+        torch.nn.functional.cross_entropy(expected.reshape(-1, 10), labels.reshape(-1)).backward()
+        assert_close(logits.grad, expected.grad)
+    stats = kiln.stats()
+    assert stats["fallbacks"] == 0 and stats["shape_classes"] == 2, stats
+    assert stats["specializations"] == 4 and stats["class_plans"] >= 8, stats
