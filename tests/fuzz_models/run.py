@@ -1,7 +1,8 @@
 """The model fuzzer's command line: `make fuzz-models SEEDS=a:b` runs it.
 
     python tests/fuzz_models/run.py --seeds 0:200 [--out DIR] [--lenient] [--file CASE.py]
-        [--modes infer,train,trace,script,stream,script_stream,bf16,trace_bf16,sides,script_sides]
+        [--modes infer,train,trace,script,stream,script_stream,bf16,trace_bf16,sides,script_sides,
+                 train_stream]
 
 kiln compiles with strict=True unless --lenient: a fallback (to eager, the interpreter or ATen)
 would otherwise hide the failure that caused it behind eager's correct result. Prints one line
@@ -26,7 +27,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 MODES = ("infer", "train", "trace", "script", "stream", "script_stream", "bf16", "trace_bf16",
-         "sides", "script_sides")
+         "sides", "script_sides", "train_stream")
 LINE = re.compile(r"^seed (\d+) ")
 
 
@@ -50,7 +51,7 @@ def worker(seeds: range, modes: list, out: pathlib.Path, strict: bool, eager_onl
             print(f"seed {seed} {case.family}: {status}", flush=True)
             failed = failed or bool(invalid)
             continue
-        wanted = [m for m in modes if m != "train" or case.trainable]
+        wanted = [m for m in modes if not m.startswith("train") or case.trainable]
         outcomes = check(case.source, wanted, strict=strict)
         detailed = ("stream", "sides", "bf16")  # the classes made, the errors measured
         shown = [f"{o.mode}:{o.status}"
