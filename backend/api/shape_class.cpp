@@ -165,13 +165,14 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
   result.global_state = signature_of(std::vector<at::Tensor>{});
   result.inputs = describe(now, weights);
   std::map<int, int> groups;  // symbol -> size input
+  std::vector<bool> sized;    // per input: whether a dim of it is symbolic or derived
   for (size_t i = 0; i < now.size(); ++i) {
     const at::Tensor& t = now[i];
     ShapeClass::Input& input = result.inputs[i];
     const std::string at = "input " + std::to_string(i);
-    const bool any =
-        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s != -1; });
-    if (!any) continue;
+    sized.push_back(
+        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s != -1; }));
+    if (!sized.back()) continue;
     if (!t.defined() || t.layout() != at::kStrided || t.dim() != std::ssize(symbols[i]))
       return none(at + " is not a strided tensor of the rank its symbols say");
     if (input.weight) return none(at + " is a weight with a symbolic size");
@@ -194,13 +195,11 @@ std::optional<ShapeClass> declare_class(const std::vector<at::Tensor>& now,
   // strides the graph declares, checked here.
   for (size_t i = 0; i < now.size(); ++i) {
     ShapeClass::Input& input = result.inputs[i];
-    const bool sized =
-        std::any_of(symbols[i].begin(), symbols[i].end(), [](int s) { return s != -1; });
     auto declared_strides =
         std::find_if(declared.strides.begin(), declared.strides.end(),
                      [&](const DeclaredSizes::Strides& s) { return s.input == i; });
-    const bool dense = !sized || dense_in(input.sizes, now[i].strides(), input);
-    if (dense && (sized || declared_strides == declared.strides.end())) continue;
+    const bool dense = !sized[i] || dense_in(input.sizes, now[i].strides(), input);
+    if (dense && (sized[i] || declared_strides == declared.strides.end())) continue;
     const std::string at = "input " + std::to_string(i);
     if (declared_strides == declared.strides.end() ||
         std::ssize(declared_strides->strides) != now[i].dim())

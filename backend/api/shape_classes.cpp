@@ -102,7 +102,7 @@ void choose_steps(ShapeClass& shape, const std::vector<at::Tensor>& inputs,
     // after a graph break has its own symbols per input (labels [s97, s38] beside logits
     // [s88, s3, V]). One at the same size now is taken as the same, and the steps chosen anew.
     size_t twin = 0;
-    while (twin < sizes.size() && (twin == s || sizes[twin] != sizes[s]))
+    while (!near && twin < sizes.size() && (twin == s || sizes[twin] != sizes[s]))
       ++twin;
     if (!near && twin < sizes.size()) {
       merge_size_inputs(shape, twin, s);
