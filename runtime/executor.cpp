@@ -19,6 +19,19 @@
 namespace kiln {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Waits for the work queued on `device` (a GPU step is timed to its end, not its launch).
+void synchronize(c10::Device device) {
+  if (device.is_cpu()) return;
+  const auto* guard = c10::impl::getDeviceGuardImpl(device.type());
+  guard->synchronizeDevice(device.has_index() ? device.index() : guard->getDevice().index());
+}
+
 // A tensor over `arena`'s storage at a planned offset. It shares the arena's storage, so the
 // arena lives as long as any such tensor does.
 at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) {
@@ -28,6 +41,13 @@ at::Tensor planned_tensor(const at::Tensor& arena, const PlannedBuffer& buffer) 
   impl->set_sizes_and_strides(buffer.type.sizes, buffer.type.strides,
                               buffer.offset / static_cast<int64_t>(c10::elementSize(dtype)));
   return at::Tensor(std::move(impl));
+}
+
+// On the CPU from the output pool: a large output per call would otherwise cost page faults.
+at::Tensor empty_like_type(const ir::TensorType& type, c10::Device device) {
+  if (device.is_cpu()) return pooled_empty(type);
+  return at::empty_strided(type.sizes, type.strides,
+                           at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
 }
 
 // A view step's output straight from its input's storage (see ExternStep::View). Not for an
@@ -45,9 +65,31 @@ bool run_view(const ExternStep& step, std::vector<at::Tensor>& slots) {
   return true;
 }
 
-void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
-                std::vector<c10::IValue>& stack) {
-  if (step.view && run_view(step, slots)) return;
+// See ExternStep::fresh_layouts: a copy only where ATen chose another layout than the IR's.
+// Returns the seconds it took when `timed` (else 0).
+double conform_to_layouts(const ExternStep& step, std::vector<at::Tensor>& slots, bool timed) {
+  double seconds = 0;
+  for (size_t i = 0; i < step.fresh_layouts.size(); ++i) {
+    const std::optional<ir::TensorType>& type = step.fresh_layouts[i];
+    at::Tensor& out = slots[step.outputs[i]];
+    if (!type || !out.defined() || out.sizes() != c10::IntArrayRef(type->sizes) ||
+        has_layout(out, *type)) {
+      continue;
+    }
+    const Clock::time_point start = timed ? Clock::now() : Clock::time_point{};
+    out = empty_like_type(*type, out.device()).copy_(out);
+    if (timed) {
+      synchronize(out.device());
+      seconds += seconds_since(start);
+    }
+  }
+  return seconds;
+}
+
+// Returns the seconds spent re-laying out outputs when `timed` (else 0).
+double run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
+                  std::vector<c10::IValue>& stack, bool timed) {
+  if (step.view && run_view(step, slots)) return 0;
   // Checked before the stack takes its own references.
   const bool in_place = step.in_place && is_sole_owner(slots[step.in_place->input]);
   stack = step.stack_template;
@@ -98,15 +140,10 @@ void run_extern(const ExternStep& step, std::vector<at::Tensor>& slots,
                                               "sample run gave at compile time");
     }
   }
+  const double relayout_seconds = conform_to_layouts(step, slots, timed);
   for (int v : step.release)
     slots[v].reset();
-}
-
-// On the CPU from the output pool: a large output per call would otherwise cost page faults.
-at::Tensor empty_like_type(const ir::TensorType& type, c10::Device device) {
-  if (device.is_cpu()) return pooled_empty(type);
-  return at::empty_strided(type.sizes, type.strides,
-                           at::TensorOptions().dtype(to_aten_dtype(type.dtype)).device(device));
+  return relayout_seconds;
 }
 
 // The arena of the plan running on this thread, reused from call to call: allocating it costs
@@ -180,19 +217,6 @@ void launch_on_current_stream(const DeviceKernel& kernel, std::vector<void*>& po
   kernel.launch(pointers, device.index(), guard->getStream(device).native_handle());
 }
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Waits for the work queued on `device` (a GPU step is timed to its end, not its launch).
-void synchronize(c10::Device device) {
-  if (device.is_cpu()) return;
-  const auto* guard = c10::impl::getDeviceGuardImpl(device.type());
-  guard->synchronizeDevice(device.has_index() ? device.index() : guard->getDevice().index());
-}
-
 // `arena` null: a checked run (bounds_check.h), where every planned value has a tensor of its own
 // in its slot, and `guarded` allocates the kernel's other outputs. Returns the seconds spent
 // re-laying out inputs when `timed` (else 0).
@@ -252,7 +276,7 @@ void run_step(const Plan& plan, size_t index, std::vector<at::Tensor>& slots,
   if (const auto* kernel = std::get_if<KernelStep>(&step)) {
     relayout_seconds = run_kernel(*kernel, slots, pointers, plan.device, arena, guarded, profiler);
   } else {
-    run_extern(std::get<ExternStep>(step), slots, stack);
+    relayout_seconds = run_extern(std::get<ExternStep>(step), slots, stack, profiler);
   }
   if (!profiler) return;
   synchronize(plan.device);

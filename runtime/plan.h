@@ -71,6 +71,14 @@ struct ExternStep {
   /// IR marks it with ir::kSampledShapeAttr): the shapes every call must produce; a call that
   /// produces others raises Unsupported.
   std::vector<std::vector<int64_t>> expected_sizes;
+  /// Per output: its IR type where the output is a fresh tensor (not a view of an input, not
+  /// written into a planned buffer), else nullopt. ATen picks a fresh output's layout from its
+  /// inputs' strides, size-1 dims' included, which the IR's types leave open, and the import's
+  /// meta runs can pick otherwise than the CPU kernels (a convolution down to a 1x1 map is
+  /// channels-last on the CPU and contiguous on meta; an upsampling of it then differs in every
+  /// dim). An output that comes back in a layout other than its type's is copied into that one,
+  /// which is what the passes planned around (a `contiguous` they dropped as a no-op).
+  std::vector<std::optional<ir::TensorType>> fresh_layouts;
   /// For a view op (its output aliases its one tensor input: permute, select, unflatten, ...):
   /// the output as an `as_strided` of the input, found by a meta run when the plan was built.
   /// Taken while the input has the layout it was built for; a boxed call through the dispatcher

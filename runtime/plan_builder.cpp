@@ -144,6 +144,12 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
       step.expected_sizes.push_back(output->type().sizes);
   }
   step.view = as_view(step, node);
+  const auto& returns = functional.schema().returns();
+  for (size_t i = 0; i < node.outputs().size(); ++i) {
+    const bool aliases = i < returns.size() && returns[i].alias_info();
+    const bool fresh = !planned && !step.view && !aliases;
+    step.fresh_layouts.push_back(fresh ? std::optional(node.output(i)->type()) : std::nullopt);
+  }
   return step;
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/step_profiler.h"
 
+#include <string>
+#include <type_traits>
 #include <variant>
 
 #include "kiln/error.h"
@@ -56,9 +58,14 @@ void StepProfiler::record(const Plan& plan, size_t step, bool relayout, double s
     timing.step = index;
     std::visit(
         [&](const auto& s) {
-          timing.name = relayout ? "re-layout for " + s.name : s.name;
+          // A kernel's inputs are re-laid out before it, an extern step's output after it.
+          const bool kernel = std::is_same_v<std::decay_t<decltype(s)>, KernelStep>;
+          const std::string relayout_name =
+              (kernel ? "re-layout for " : "re-layout after ") + s.name;
+          timing.name = relayout ? relayout_name : s.name;
           timing.label = s.label;
-          if (relayout) timing.label = {"layout", "", s.label.input_sizes, s.label.input_sizes};
+          const auto& sizes = kernel ? s.label.input_sizes : s.label.output_sizes;
+          if (relayout) timing.label = {"layout", "", sizes, sizes};
         },
         plan.steps[step]);
   }

@@ -34,7 +34,12 @@ std::vector<at::Tensor> run_node_alone(const ir::Node& node,
   for (ir::Value* out : graph.append(node.op(), values, output_types, node.attrs())->outputs())
     graph.add_output(out);
   at::NoGradGuard no_grad;
-  return run_plan(build_plan(graph, {}, MemoryPlan{}, device), inputs);
+  Plan plan = build_plan(graph, {}, MemoryPlan{}, device);
+  // What ATen returns is the question (type inference asks for its layouts), not a tensor
+  // conformed to the types the node had before.
+  for (Step& step : plan.steps)
+    if (auto* call = std::get_if<ExternStep>(&step)) call->fresh_layouts.clear();
+  return run_plan(plan, inputs);
 }
 
 }  // namespace

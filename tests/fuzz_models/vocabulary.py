@@ -156,7 +156,7 @@ class Writer:
             out = groups * rng.choice([1, 2]) if kind == "depthwise" else rng.choice([4, 8, 12, 16, 24])
         out = max(groups, out // groups * groups)
         kernel = 1 if kind == "pointwise" else rng.choice([1, 3, 3, 5] if dims < 3 else [1, 3])
-        stride = 1 if same else rng.choice([1, 1, 2])
+        stride = 1 if same else rng.choice([1, 1, 1, 2, 2, 4])
         dilation = rng.choice([1, 1, 2]) if kernel > 1 and not same else 1
         padding = dilation * (kernel // 2) if same or rng.random() < 0.7 else 0
         if any(_out_size(s, kernel, stride, padding, dilation) < 1 for s in sizes):

@@ -160,5 +160,25 @@ graph(%x : f32[2,6,4]):
   expect_views_of(same_values_other_layout);
 }
 
+// ATen picks an upsampling's output layout from its input's strides, those of size-1 dims
+// included, which the IR's types leave open: a [3, 8, 1, 1] map strided as channels-last (what a
+// CPU convolution returns) comes back upsampled channels-last. The executor copies it into the
+// contiguous layout the graph says, which the view after it needs.
+TEST(Executor, FreshOutputsTakeTheirTypesLayout) {
+  Plan plan = compile_text(R"IR(
+graph(%x : f32[3,8,1,1]):
+  %u : f32[3,8,2,2] = aten::upsample_nearest2d.vec(%x) {output_size=None, scale_factors=[2.0,2.0]}
+  %v : f32[3,32] = aten::view(%u) {size=[3,32]}
+  return (%v)
+)IR");
+  const at::Tensor x = at::randn({3, 8, 1, 1}).as_strided({3, 8, 1, 1}, {8, 1, 8, 8});
+  ASSERT_TRUE(at::upsample_nearest2d(x, std::nullopt, std::vector<double>{2.0, 2.0})
+                  .is_contiguous(at::MemoryFormat::ChannelsLast));
+  auto out = run_plan(plan, {x});
+  const at::Tensor expected =
+      at::upsample_nearest2d(x, std::nullopt, std::vector<double>{2.0, 2.0}).reshape({3, 32});
+  EXPECT_TRUE(out[0].equal(expected));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -122,3 +122,35 @@ def test_upsampling_and_padding_keep_the_feature_maps_channels_last(tmp_path):
     assert len(resampled) == 3, final
     assert all(_CHANNELS_LAST.search(line) for line in resampled), final
     assert "memory_format=0" not in final.rsplit("kiln::onednn_conv2d(", 1)[0], final
+
+
+class _UpsampledPixel(torch.nn.Module):
+    """A strided convolution down to a 1x1 map, upsampled and flattened for a classifier. On the
+    CPU ATen's convolution returns that map channels-last and the upsampling follows it, where
+    a meta run (the import's types) says contiguous: the `contiguous()` before the `view` is a
+    copy eager makes, which kiln must make too."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 1, stride=4)
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        y = torch.nn.functional.interpolate(self.conv(x), scale_factor=2.0, mode="nearest")
+        return self.head(y.contiguous().view(y.shape[0], 32))
+
+
+def test_an_extern_output_in_another_layout_than_its_type_is_copied_into_it():
+    model = _UpsampledPixel().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(3, 8, 3, 3).to(memory_format=torch.channels_last)
+    strict = {"strict": True}  # a failed plan raises instead of running eagerly
+    with torch.no_grad():
+        expected = model(x)
+        torch._dynamo.reset()
+        for compiled in (torch.compile(model, backend="kiln", options=strict),
+                         kiln.compile(torch.jit.script(model), options=strict)):
+            assert_close(compiled(x), expected, atol=1e-5, rtol=1e-5)
+    # The copy is a step of its own in a profile.
+    report = kiln.profile(model, x, calls=1, peers=False)
+    relayouts = [step for step in report.kiln["steps"] if step["name"].startswith("re-layout after")]
+    assert [step["category"] for step in relayouts] == ["layout"], report.kiln["steps"]
