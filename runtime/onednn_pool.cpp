@@ -112,7 +112,8 @@ at::MemoryFormat format_of(const PoolSpec& spec) {
 }
 
 /// Pools `input` into `out` (resized to the spec's output, any layout) with the spec's primitive,
-/// or with `aten_pool(x)` where `use_aten(x)` says oneDNN would not give ATen's values.
+/// or with `aten_pool(x)` where `use_aten(x)` says oneDNN would not give ATen's values or oneDNN
+/// has no implementation for the spec.
 template <class AtenPool, class UseAten>
 at::Tensor& pool_into(const PoolSpec& spec, const char* op, const at::Tensor& input,
                       at::Tensor& out, AtenPool&& aten_pool, UseAten&& use_aten) {
@@ -127,10 +128,11 @@ at::Tensor& pool_into(const PoolSpec& spec, const char* op, const at::Tensor& in
   if (!out.is_contiguous(format_of(spec)) || out.is_same(x)) {
     target = at::empty(out_sizes, out.options().memory_format(format_of(spec)));
   }
-  if (use_aten(x)) {
+  std::shared_ptr<const PoolPrimitive> primitive;
+  if (use_aten(x) || !(primitive = PoolPrimitive::find(spec))) {
     target.copy_(aten_pool(x));
   } else {
-    PoolPrimitive::get(spec)->run(x.const_data_ptr(), target.data_ptr());
+    primitive->run(x.const_data_ptr(), target.data_ptr());
   }
   if (!target.is_same(out)) out.copy_(target);
   return out;

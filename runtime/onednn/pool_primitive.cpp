@@ -1,7 +1,9 @@
 #include "runtime/onednn/pool_primitive.h"
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "runtime/onednn/context.h"
 
@@ -124,6 +126,24 @@ std::shared_ptr<const PoolPrimitive> PoolPrimitive::get(const PoolSpec& spec) {
   state->scratchpad = state->descriptor.scratchpad_desc();
   return cache.keep(spec,
                     std::shared_ptr<const PoolPrimitive>(new PoolPrimitive(std::move(state))));
+}
+
+std::shared_ptr<const PoolPrimitive> PoolPrimitive::find(const PoolSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_set<PoolSpec, SpecHash> unimplemented;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (unimplemented.contains(spec)) return nullptr;
+  }
+  try {
+    return get(spec);
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::runtime_error&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    unimplemented.insert(spec);
+    return nullptr;
+  }
 }
 
 void PoolPrimitive::run(const void* input, void* output) const {

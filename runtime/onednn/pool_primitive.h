@@ -46,6 +46,9 @@ class PoolPrimitive {
   /// Throws std::invalid_argument when spec.problem() is not empty, std::runtime_error when
   /// oneDNN has no implementation for it.
   static std::shared_ptr<const PoolPrimitive> get(const PoolSpec& spec);
+  /// get's primitive, or null where oneDNN has no implementation for the spec (bf16 pooling on
+  /// a CPU below AVX-512): remembered, so asking again costs a lookup, not a failed creation.
+  static std::shared_ptr<const PoolPrimitive> find(const PoolSpec& spec);
 
   ~PoolPrimitive();
   PoolPrimitive(const PoolPrimitive&) = delete;

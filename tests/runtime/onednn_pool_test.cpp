@@ -2,7 +2,8 @@
 // exactly (a max rounds nothing), in float32 and bf16, channels-last and NCHW, with padding,
 // strides, dilation and ceil_mode; the out= form into any layout; the errors. And
 // kiln::onednn_avg_pool2d against ATen's avg_pool2d, counting the padding or not, within float32's
-// rounding (the sums may add in another order).
+// rounding (the sums may add in another order). Where oneDNN has no bf16 pooling (a CPU below
+// AVX-512), the ops run ATen's pool inside and the bf16 cases check that path.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
