@@ -144,10 +144,10 @@ ExternStep build_step(const ir::Node& node, const MemoryPlan& memory) {
       step.expected_sizes.push_back(output->type().sizes);
   }
   step.view = as_view(step, node);
+  // A view step's output aliases its input (as_view asks the schema the same).
   const auto& returns = functional.schema().returns();
   for (size_t i = 0; i < node.outputs().size(); ++i) {
-    const bool aliases = i < returns.size() && returns[i].alias_info();
-    const bool fresh = !planned && !step.view && !aliases;
+    const bool fresh = !planned && !(i < returns.size() && returns[i].alias_info());
     step.fresh_layouts.push_back(fresh ? std::optional(node.output(i)->type()) : std::nullopt);
   }
   return step;
